@@ -1,0 +1,47 @@
+"""brownout's configuration: one YAML file, validated once at load by pydantic.
+
+Sections are owned by their packages (rules by faults/, invariants by invariants/,
+exporters by exporters/); this module assembles them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from faults.config import RuleConfig
+
+__all__ = ["BrownoutConfig", "Model", "ProxySettings"]
+
+
+class Model(BaseModel):
+    """Base for every config model: unknown fields are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProxySettings(Model):
+    """How the proxy itself handles traffic."""
+
+    stream_large_bodies: str = Field(
+        "1m", description="Non-event-stream bodies larger than this stream instead of buffering (k/m/g suffixes)."
+    )
+    capture_max_bytes: int = Field(
+        1_048_576, ge=0, description="Request/response text kept per exchange for spans and invariants."
+    )
+    capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
+    announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
+    session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
+
+
+class BrownoutConfig(Model):
+    """The whole config file."""
+
+    version: Literal[1] = 1
+    seed: int = Field(0, description="Seed for every fault decision: same seed, same faults.")
+    proxy: ProxySettings = ProxySettings()
+    rules: list[RuleConfig] = Field(default_factory=list)
+    invariants: list[dict[str, Any]] = Field(default_factory=list)  # typed by invariants/ (issue 4)
+    exporters: dict[str, Any] = Field(default_factory=dict)  # typed by exporters/ (issue 5)
+    control: dict[str, Any] | None = None  # typed by the control API (issue 5)

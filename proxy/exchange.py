@@ -1,0 +1,169 @@
+"""The exchange model: one agent request and its response, as brownout saw them on the wire.
+
+Only `proxy.flowmodel` fills it from mitmproxy flows; wire-format parsers fill the
+provider-specific parts; faults, spans and invariants read it and never touch mitmproxy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Exchange",
+    "FaultRecord",
+    "Message",
+    "Timings",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Usage",
+]
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A tool call the model asked for in a response."""
+
+    name: str
+    # The raw arguments text as it crossed the wire: OpenAI `function.arguments`, the
+    # concatenated Anthropic `input_json_delta.partial_json` (or json.dumps of `input`),
+    # Gemini/Ollama `args`/`arguments` re-serialised, MCP `params.arguments`.
+    arguments: str = ""
+    id: str | None = None
+    index: int = 0
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """A tool result the agent sent back to the model in a request."""
+
+    call_id: str | None
+    content: str
+    name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    """A tool declared in a request's `tools`, with its JSON Schema when given."""
+
+    name: str
+    schema: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Message:
+    """One conversation message of a request, reduced to role and text."""
+
+    role: str
+    text: str
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token usage reported by the provider."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class Timings:
+    """Wall-clock timestamps in seconds since the epoch (time.time())."""
+
+    start: float = 0.0  # request received from the client
+    first_upstream_byte: float | None = None  # response headers arrived from upstream
+    first_client_byte: float | None = None  # first response body bytes handed to the client
+    end: float | None = None  # exchange finished (response complete or error)
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.end is None else max(0.0, self.end - self.start)
+
+    @property
+    def ttfc_s(self) -> float | None:
+        """Time to first chunk: request start to the first body bytes sent to the client."""
+        first = self.first_client_byte or self.first_upstream_byte
+        return None if first is None else max(0.0, first - self.start)
+
+
+@dataclass(slots=True)
+class FaultRecord:
+    """A fault brownout injected into this exchange."""
+
+    rule: str
+    fault: str
+    params: dict[str, Any] = field(default_factory=dict)
+    at: float = 0.0
+
+
+@dataclass
+class Exchange:
+    """One request/response pair with everything faults, spans and invariants need."""
+
+    id: str
+    session: str
+    method: str = "GET"
+    scheme: str = "http"
+    host: str = ""
+    port: int = 0
+    path: str = "/"  # path and query, secrets in the query redacted
+    client: str = ""  # client address "ip:port"
+
+    # What the request was, as recognised by a wire format.
+    provider: str = "http"  # openai, anthropic, gemini, ollama, mcp, http
+    operation: str = "http"  # chat, responses, embeddings, text_completion, generate_content, tools/call, execute_tool, ...
+    model: str | None = None
+    stream: bool = False  # the client asked for a streamed response
+    tools_declared: list[ToolSpec] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    tool_name: str | None = None  # execute_tool exchanges (MCP tools/call, plain tool APIs)
+    tool_call_id: str | None = None
+    mcp_method: str | None = None
+    request_body: str = ""  # decoded request body, capped at capture_max_bytes
+    request_headers: dict[str, str] = field(default_factory=dict)  # lower-case names, secrets redacted
+
+    # Trace context and client retry signals.
+    traceparent: str | None = None
+    tracestate: str | None = None
+    retry_count: int | None = None  # x-stainless-retry-count
+
+    # What came back.
+    status: int | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    content_type: str = ""
+    response_id: str | None = None
+    response_model: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    output_text: str = ""  # assistant text (or the tool API's body), capped at capture_max_bytes
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    streamed: bool = False  # the response was passed through as a stream
+    stream_events: int = 0
+    stream_complete: bool | None = None  # saw the terminal event; None when not a stream
+    error_type: str | None = None  # provider error type, or the transport error
+    error_message: str | None = None
+    request_bytes: int = 0
+    response_bytes: int = 0
+    parse_error: str | None = None  # a wire parser gave up; the exchange itself is unaffected
+
+    faults: list[FaultRecord] = field(default_factory=list)
+    timings: Timings = field(default_factory=Timings)
+    # Free-form per-component notes (decisions, relay info); never exported as-is.
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fault_injected(self) -> bool:
+        return bool(self.faults)
+
+    @property
+    def status_class(self) -> str:
+        if self.status is None or self.error_type == "connection":
+            return "error"
+        return f"{self.status // 100}xx"
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"

@@ -1,0 +1,87 @@
+"""The wire-format abstraction: one implementation per provider, in one module each.
+
+A wire format recognises its requests, parses request and response bodies (streamed ones
+event by event) into the `Exchange`, and knows its provider's exact bytes for faults
+(error bodies, error events, terminal events, empty completions).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from proxy.exchange import Exchange
+
+__all__ = ["RequestInfo", "StreamEvent", "StreamParser", "WireFormat"]
+
+
+@dataclass(slots=True, frozen=True)
+class RequestInfo:
+    """What recognition may look at: no mitmproxy types."""
+
+    method: str
+    host: str
+    path: str  # path without the query string
+    query: str
+    headers: Mapping[str, str]  # case-insensitive lookups are the caller's job: keys are lower-case
+    body: bytes
+
+
+@dataclass(slots=True)
+class StreamEvent:
+    """One SSE event or NDJSON line, with the exact bytes it occupied on the wire."""
+
+    raw: bytes  # including the trailing blank line (SSE) or newline (NDJSON)
+    data: str  # SSE: the joined `data:` lines; NDJSON: the line
+    event: str | None = None  # SSE `event:` field
+
+    def json(self) -> Any:
+        """The decoded data, or None when it is not JSON (e.g. `[DONE]`)."""
+        import json
+
+        try:
+            return json.loads(self.data)
+        except ValueError:
+            return None
+
+
+class StreamParser(ABC):
+    """Consumes a streamed response event by event and fills the exchange."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+
+    @abstractmethod
+    def feed(self, event: StreamEvent) -> None:
+        """Account for one event (called in wire order)."""
+
+    def finish(self) -> None:
+        """The stream ended (cleanly or not); finalise reassembled state."""
+
+
+class WireFormat(ABC):
+    """Provider knowledge: recognition, parsing, and the provider's real bytes."""
+
+    provider: ClassVar[str]
+
+    @abstractmethod
+    def recognise(self, req: RequestInfo) -> str | None:
+        """Return the operation name when this format owns the request, else None."""
+
+    @abstractmethod
+    def parse_request(self, exchange: Exchange, body: bytes) -> None:
+        """Fill model, stream flag, declared tools, tool results and messages."""
+
+    @abstractmethod
+    def parse_response(self, exchange: Exchange, body: bytes) -> None:
+        """Fill the exchange from a complete (non-streamed) response body."""
+
+    @abstractmethod
+    def stream_parser(self, exchange: Exchange) -> StreamParser:
+        """A parser for a streamed response of this exchange."""
+
+    def is_terminal(self, event: StreamEvent) -> bool:
+        """True for the event that marks a complete stream ([DONE], message_stop, done:true)."""
+        return False
