@@ -1,0 +1,142 @@
+"""The fault abstraction: what a fault may do at each phase of an exchange.
+
+Faults never see mitmproxy. The proxy layer (proxy/addon.py) asks the active faults, in
+order, at four points and applies what they return:
+
+1. `before_upstream`: await delays (latency), or answer instead of upstream
+   (`Respond`), or drop the connection (`Reset`), or hold it (`Hang`).
+2. `on_response_headers`: await delays (time to first byte); may edit headers.
+3. Body, one of:
+   - streamed responses (SSE/NDJSON, or bodies over the streaming threshold):
+     `stream_editor` returns a per-event editor (truncate, corrupt a frame, error event);
+     `stream_timing` returns pacing that needs real awaits (stall, throttle, reset after N
+     bytes), which the proxy realises through its in-process relay;
+   - buffered responses: `edit_body` gets the whole decoded body.
+4. The exchange's `faults` list records what fired (the engine does that).
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from proxy.exchange import Exchange
+from proxy.wire.base import StreamEvent, WireFormat
+
+__all__ = [
+    "CLOSE",
+    "RESET",
+    "Fault",
+    "FaultContext",
+    "FaultParams",
+    "Hang",
+    "Reset",
+    "Respond",
+    "StreamEditor",
+    "StreamTiming",
+]
+
+
+class FaultParams(BaseModel):
+    """Base of every fault's parameters: `type` selects the fault; the rest is its schema."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(slots=True, frozen=True)
+class Respond:
+    """Answer the client with this response; upstream is never contacted."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class Reset:
+    """The client sees its connection reset (TCP RST) with no response."""
+
+
+@dataclass(slots=True, frozen=True)
+class Hang:
+    """Hold the request without answering for `duration_s` (None: until the client gives up), then reset."""
+
+    duration_s: float | None
+
+
+# Sentinels a StreamEditor returns to end the stream early.
+CLOSE = "close"  # end the body cleanly (FIN)
+RESET = "reset"  # reset the connection mid-body (RST)
+
+
+class StreamEditor(ABC):
+    """Edits a streamed response event by event; returns the bytes to send in its place."""
+
+    def on_event(self, event: StreamEvent) -> list[bytes] | str:
+        """Bytes to send for this event ([] drops it), or CLOSE / RESET to end the stream now."""
+        return [event.raw]
+
+    def on_end(self) -> list[bytes]:
+        """The upstream stream ended: anything to append."""
+        return []
+
+
+@dataclass(slots=True)
+class StreamTiming:
+    """Pacing of a streamed body that needs real waiting (realised by the proxy's relay)."""
+
+    pause_after_events: int | None = None  # stall: after this many events ...
+    pause_s: float = 0.0  # ... pause this long
+    bytes_per_s: float | None = None  # throttle: deliver at this rate
+    reset_after_bytes: int | None = None  # reset mid-body after this many body bytes
+
+
+@dataclass
+class FaultContext:
+    """What a fault gets to act on one exchange."""
+
+    exchange: Exchange
+    wire: WireFormat
+    rng: random.Random  # seeded from (seed, rule, per-scope counter): reproducible
+    sleep: Callable[[float], Awaitable[None]]  # asyncio.sleep in production, a fake in tests
+    rule: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Fault(ABC):
+    """One fault type. Subclasses set `type` and `Params` and override the phases they act in."""
+
+    type: ClassVar[str]
+    Params: ClassVar[type[FaultParams]]
+
+    def __init__(self, params: FaultParams) -> None:
+        self.params = params
+
+    def describe(self) -> dict[str, Any]:
+        """Parameters for the fault record, span event and decision log."""
+        return self.params.model_dump(exclude_none=True)
+
+    async def before_upstream(self, ctx: FaultContext) -> Respond | Reset | Hang | None:
+        return None
+
+    async def on_response_headers(self, ctx: FaultContext, headers: dict[str, str]) -> None:
+        """May await (first-byte latency) or edit `headers` in place."""
+
+    def wants_body(self, ctx: FaultContext) -> bool:
+        """True when this fault must see a non-streamed body whole (forces buffering)."""
+        return False
+
+    def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        """Edit a whole (decoded) response body; `headers` may be edited in place."""
+        return body
+
+    def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        return None
+
+    def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
+        return None

@@ -1,0 +1,291 @@
+"""The brownout mitmproxy addon: the only layer that touches mitmproxy flows.
+
+Hooks build an `Exchange` per flow, ask the fault engine for a plan, apply the plan's
+effects at each phase, parse the response (streamed ones chunk by chunk, without
+buffering), and hand the finished exchange to the pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mitmproxy import ctx, exceptions, http
+
+from faults.base import Hang, Reset, Respond, StreamTiming
+from proxy import flowmodel
+from proxy.config import BrownoutConfig
+from proxy.configload import ConfigError, load_config
+from proxy.engine_link import EngineLink
+from proxy.exchange import Exchange
+from proxy.failopen import Guard
+from proxy.pipeline import Pipeline
+from proxy.relay import RELAY_HEADER, Relay, RelayTarget
+from proxy.sessions import proxy_auth_user
+from proxy.streaming import StreamTap
+from proxy.watch import ConfigWatcher
+from proxy.wire import detect
+from proxy.wire.base import WireFormat
+from proxy.wire.framing import framer_for
+
+__all__ = ["Brownout"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FlowState:
+    """Per-flow state, keyed by flow.id (never in flow.metadata, which is deep-copied)."""
+
+    exchange: Exchange
+    wire: WireFormat
+    plan: Any = None  # faults.engine.Plan, or None when no rule fired
+    timing: StreamTiming | None = None
+    relay_token: str | None = None
+    tap: StreamTap | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Brownout:
+    """Chaos proxy addon: faults, exchange model, spans, invariants, exporters."""
+
+    def __init__(self, *, config: BrownoutConfig | None = None, on_exchange: Callable[[Exchange], None] | None = None) -> None:
+        self.guard = Guard()
+        self.pipeline = Pipeline(self.guard)
+        if on_exchange is not None:
+            self.pipeline.listeners.append(on_exchange)
+        self._fixed = config is not None
+        self.config = config or BrownoutConfig()
+        self.faults = EngineLink(self.config, self.guard)
+        self.relay: Relay | None = None
+        self.watcher: ConfigWatcher | None = None
+        self._states: dict[str, FlowState] = {}
+        self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("brownout_config", str, "", "Path of the brownout chaos config (YAML); empty: defaults.")
+        loader.add_option("brownout_reload_s", int, 1, "Seconds between checks of the config file for hot reload; 0: off.")
+
+    def configure(self, updated: set[str]) -> None:
+        if "brownout_config" in updated and not self._fixed and ctx.options.brownout_config:
+            try:
+                self.apply_config(load_config(ctx.options.brownout_config))
+            except ConfigError as e:
+                raise exceptions.OptionsError(str(e)) from e
+        if "stream_large_bodies" in updated or "brownout_config" in updated:
+            if ctx.options.stream_large_bodies is None:
+                ctx.options.update(stream_large_bodies=self.config.proxy.stream_large_bodies)
+
+    async def running(self) -> None:
+        self.relay = Relay(verify=self._upstream_verify())
+        await self.relay.start()
+        path = ctx.options.brownout_config
+        if path and not self._fixed and ctx.options.brownout_reload_s > 0:
+            self.watcher = ConfigWatcher(path, self._reload_from_file, interval_s=ctx.options.brownout_reload_s)
+            self.watcher.start()
+
+    async def done(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.relay is not None:
+            await self.relay.stop()
+
+    def apply_config(self, config: BrownoutConfig) -> None:
+        """Switch to a validated config; new exchanges use it."""
+        self.config = config
+        self.faults.reload(config)
+
+    def _reload_from_file(self, path: str) -> None:
+        try:
+            config = load_config(path)
+        except ConfigError as e:
+            log.error("brownout: config reload rejected, keeping the last good config: %s", e)
+            return
+        self.apply_config(config)
+        log.info("brownout: config reloaded from %s", path)
+
+    def _upstream_verify(self) -> Any:
+        import ssl
+
+        if ctx.options.ssl_insecure:
+            return False
+        ca = ctx.options.ssl_verify_upstream_trusted_ca
+        return ssl.create_default_context(cafile=ca) if ca else True
+
+    # --- connection identity ---------------------------------------------------------
+
+    def http_connect(self, flow: http.HTTPFlow) -> None:
+        # For HTTPS, Proxy-Authorization travels only on the CONNECT: remember it per connection.
+        user = proxy_auth_user(flow.request.headers.get("proxy-authorization"))
+        if user:
+            self._conn_users[flow.client_conn.id] = user
+
+    def client_disconnected(self, client: Any) -> None:
+        self._conn_users.pop(client.id, None)
+
+    # --- request ---------------------------------------------------------------------
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response or flow.error or not flow.live or RELAY_HEADER in flow.request.headers:
+            return
+        state = self.guard.call("exchange", self._begin, flow, context=flow.request.pretty_url)
+        if state is None:
+            return
+        self._states[flow.id] = state
+        plan = state.plan
+        if plan is None:
+            return
+        action = await self.faults.before_upstream(plan)
+        if isinstance(action, Respond):
+            flow.response = http.Response.make(action.status, action.body, action.headers)
+        elif isinstance(action, Reset):
+            self._reset(flow)
+        elif isinstance(action, Hang):
+            await self._hang(flow, action.duration_s)
+        else:
+            state.timing = self.faults.stream_timing(plan)
+            if state.timing is not None and (state.timing.pause_after_events is not None or state.timing.bytes_per_s):
+                self._route_to_relay(flow, state)
+
+    def _begin(self, flow: http.HTTPFlow) -> FlowState:
+        user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(flow.client_conn.id)
+        # The proxy credential is for brownout only; never forward it.
+        flow.request.headers.pop("proxy-authorization", None)
+        cap = self.config.proxy.capture_max_bytes
+        exchange, body, headers = flowmodel.new_exchange(flow, user, cap)
+        wire, operation = detect(flowmodel.request_info(flow, headers, body))
+        exchange.provider, exchange.operation = wire.provider, operation
+        self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
+        plan = self.faults.plan(exchange, wire)
+        return FlowState(exchange=exchange, wire=wire, plan=plan)
+
+    def _route_to_relay(self, flow: http.HTTPFlow, state: FlowState) -> None:
+        assert self.relay is not None and state.timing is not None
+        token = self.relay.register(RelayTarget(url=flow.request.url, timing=state.timing))
+        state.relay_token = token
+        host_header = flow.request.host_header
+        flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", self.relay.port
+        flow.request.host_header = host_header
+        flow.request.headers[RELAY_HEADER] = token
+
+    def _reset(self, flow: http.HTTPFlow) -> None:
+        from proxy.connkill import drop_client
+
+        self.guard.call("reset", drop_client, flow)
+        if flow.killable:
+            flow.kill()
+
+    async def _hang(self, flow: http.HTTPFlow, duration_s: float | None) -> None:
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        # Poll rather than one long sleep: a client that gives up must free this task at once.
+        while flow.client_conn.connected and (deadline is None or time.monotonic() < deadline):
+            await asyncio.sleep(0.05)
+        self._reset(flow)
+
+    # --- response --------------------------------------------------------------------
+
+    async def responseheaders(self, flow: http.HTTPFlow) -> None:
+        state = self._states.get(flow.id)
+        if state is None or flow.response is None:
+            return
+        ex = state.exchange
+        resp = flow.response
+        ex.status = resp.status_code
+        ex.timings.first_upstream_byte = resp.timestamp_start or time.time()
+        ex.response_headers = flowmodel.response_headers(flow)
+        ex.content_type = resp.headers.get("content-type", "")
+        if state.plan is not None:
+            headers = dict(ex.response_headers)
+            await self.faults.on_response_headers(state.plan, ex.status, headers)
+            self._sync_headers(resp, ex.response_headers, headers)
+        framer = framer_for(ex.content_type)
+        encoded = bool(resp.headers.get("content-encoding"))
+        wants_body = state.plan is not None and self.faults.wants_body(state.plan)
+        must_stream = state.timing is not None or resp.stream or (framer is not None and not (wants_body and encoded))
+        if must_stream:
+            editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
+            state.tap = StreamTap(
+                ex, state.wire, None if encoded else framer, editor, state.timing, self.guard,
+                on_reset=lambda: self._reset_soon(flow),
+            )
+            resp.stream = state.tap
+            ex.streamed = True
+            self._announce(resp, ex)
+
+    @staticmethod
+    def _sync_headers(resp: http.Response, before: dict[str, str], after: dict[str, str]) -> None:
+        for k in before.keys() - after.keys():
+            resp.headers.pop(k, None)
+        for k, v in after.items():
+            if before.get(k) != v:
+                resp.headers[k] = v
+
+    def _reset_soon(self, flow: http.HTTPFlow) -> None:
+        from proxy.connkill import drop_client
+
+        # Let the bytes handed to mitmproxy just now reach the socket before the RST.
+        asyncio.get_running_loop().call_later(0.05, lambda: self.guard.call("reset", drop_client, flow))
+
+    async def response(self, flow: http.HTTPFlow) -> None:
+        state = self._states.pop(flow.id, None)
+        if state is None or flow.response is None:
+            return
+        ex = state.exchange
+        resp = flow.response
+        if ex.status is None:  # answered in `request` (injected) or by mitmproxy itself
+            ex.status = resp.status_code
+            ex.response_headers = flowmodel.response_headers(flow)
+            ex.content_type = resp.headers.get("content-type", "")
+        if not ex.streamed:
+            self._finish_buffered(flow, state)
+        ex.timings.end = resp.timestamp_end or time.time()
+        self._close(state)
+
+    def _finish_buffered(self, flow: http.HTTPFlow, state: FlowState) -> None:
+        ex, resp = state.exchange, flow.response
+        assert resp is not None
+        try:
+            body = resp.get_content(strict=False) or b""
+        except ValueError:
+            body = resp.raw_content or b""
+        ex.response_bytes = len(body)
+        if state.plan is not None and self.faults.wants_body(state.plan):
+            headers = dict(ex.response_headers)
+            edited = self.faults.edit_body(state.plan, body, headers)
+            if edited is not None and edited != body:
+                resp.content = edited  # re-encodes with the response's content-encoding
+                body = edited
+            self._sync_headers(resp, ex.response_headers, headers)
+        self.guard.call("wire", state.wire.parse_response, ex, body, context=f"{ex.provider} response")
+        self._announce(resp, ex)
+        ex.timings.first_client_byte = time.time()
+
+    def _announce(self, resp: http.Response, ex: Exchange) -> None:
+        if ex.faults and self.config.proxy.announce_faults:
+            resp.headers["x-brownout-fault"] = ", ".join(f"{f.rule}:{f.fault}" for f in ex.faults)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        state = self._states.pop(flow.id, None)
+        if state is None:
+            return
+        ex = state.exchange
+        if ex.error_type is None:
+            ex.error_type = "connection"
+            ex.error_message = flow.error.msg if flow.error else None
+        ex.timings.end = time.time()
+        self._close(state)
+
+    def _close(self, state: FlowState) -> None:
+        if state.tap is not None:
+            state.tap.close()
+        if state.relay_token and self.relay is not None:
+            self.relay.discard(state.relay_token)
+        if state.plan is not None:
+            self.faults.finish(state.plan)
+        self.pipeline.complete(state.exchange)

@@ -1,0 +1,90 @@
+"""The one module that turns mitmproxy flows into `Exchange` objects."""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit
+
+from mitmproxy import http
+
+from proxy.exchange import Exchange
+from proxy.sessions import resolve_session
+from proxy.wire.base import RequestInfo
+
+__all__ = ["SECRET_HEADERS", "new_exchange", "redact_query", "request_info", "response_headers"]
+
+log = logging.getLogger(__name__)
+
+# Never copied into the exchange: they would otherwise reach spans, logs and reports.
+SECRET_HEADERS = frozenset(
+    {"authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie", "proxy-authorization"}
+)
+_SECRET_QUERY = re.compile(
+    r"(?i)(?<=[?&])(key|api_key|apikey|api-key|token|access_token|auth|sig|signature|code|secret|password)=[^&#]*"
+)
+
+
+def redact_query(path: str) -> str:
+    """Blank the values of secret-looking query parameters (`?key=...`)."""
+    if "?" not in path:
+        return path
+    return _SECRET_QUERY.sub(lambda m: f"{m.group(1)}=REDACTED", path)
+
+
+def _lower_headers(headers: http.Headers) -> dict[str, str]:
+    # Duplicate headers collapse to the last one: enough for recognition and policy.
+    return {k.lower(): v for k, v in headers.items(multi=True)}
+
+
+def request_info(flow: http.HTTPFlow, headers: dict[str, str], body: bytes) -> RequestInfo:
+    """What wire-format recognition may see of a request."""
+    path, _, query = flow.request.path.partition("?")
+    return RequestInfo(
+        method=flow.request.method, host=flow.request.pretty_host, path=path, query=query, headers=headers, body=body
+    )
+
+
+def new_exchange(flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int) -> tuple[Exchange, bytes, dict[str, str]]:
+    """A fresh exchange for a request, with its decoded body and lower-cased headers."""
+    req = flow.request
+    headers = _lower_headers(req.headers)
+    body = b""
+    if not req.stream:
+        try:
+            body = req.get_content(strict=False) or b""
+        except ValueError:  # undecodable content-encoding: keep the raw bytes
+            body = req.raw_content or b""
+    client_ip = flow.client_conn.peername[0] if flow.client_conn.peername else "unknown"
+    retry = headers.get("x-stainless-retry-count")
+    ex = Exchange(
+        id=flow.id,
+        session=resolve_session(headers, proxy_user, client_ip),
+        method=req.method,
+        scheme=req.scheme,
+        host=req.pretty_host,
+        port=req.port,
+        path=redact_query(req.path),
+        client=f"{client_ip}:{flow.client_conn.peername[1]}" if flow.client_conn.peername else client_ip,
+        request_headers={k: v for k, v in headers.items() if k not in SECRET_HEADERS},
+        traceparent=headers.get("traceparent"),
+        tracestate=headers.get("tracestate"),
+        retry_count=int(retry) if retry and retry.isdigit() else None,
+        request_bytes=len(body),
+        request_body=body[:capture_max_bytes].decode("utf-8", "replace"),
+    )
+    ex.timings.start = req.timestamp_start
+    return ex, body, headers
+
+
+def response_headers(flow: http.HTTPFlow) -> dict[str, str]:
+    """The response headers, lower-cased, secrets dropped."""
+    assert flow.response is not None
+    return {k: v for k, v in _lower_headers(flow.response.headers).items() if k not in SECRET_HEADERS}
+
+
+def upstream_of(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of a URL."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, parts.hostname or "", port

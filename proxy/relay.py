@@ -1,0 +1,156 @@
+"""An in-process relay that paces a response body with real awaits (stall, throttle).
+
+mitmproxy's stream callable is synchronous, so a sleep inside it would stall every flow.
+Instead a flow that needs pacing is re-routed, in the `request` hook, to this HTTP/1.1
+server on the proxy's own event loop. It fetches the real upstream with httpx and writes
+the body back with `await asyncio.sleep(...)` between slices; mitmproxy streams it on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import ssl
+from dataclasses import dataclass
+
+import h11
+import httpx
+
+from faults.base import StreamTiming
+from proxy.wire.framing import framer_for
+
+__all__ = ["Relay", "RelayTarget"]
+
+log = logging.getLogger(__name__)
+
+RELAY_HEADER = "x-brownout-relay"
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", RELAY_HEADER}
+
+
+@dataclass(slots=True)
+class RelayTarget:
+    """Where a relayed request really goes, and how to pace its response."""
+
+    url: str
+    timing: StreamTiming
+
+
+class Relay:
+    """Loopback HTTP/1.1 server that forwards to the real upstream and paces the body."""
+
+    def __init__(self, *, verify: ssl.SSLContext | bool = True, sleep=asyncio.sleep) -> None:
+        self._targets: dict[str, RelayTarget] = {}
+        self._verify = verify
+        self._sleep = sleep
+        self._server: asyncio.AbstractServer | None = None
+        self._client: httpx.AsyncClient | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        # trust_env=False: the relay must never loop back through HTTP(S)_PROXY.
+        self._client = httpx.AsyncClient(trust_env=False, verify=self._verify, timeout=httpx.Timeout(None))
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def register(self, target: RelayTarget) -> str:
+        """A token for a request to carry in the relay header."""
+        token = secrets.token_hex(12)
+        self._targets[token] = target
+        return token
+
+    def discard(self, token: str) -> None:
+        self._targets.pop(token, None)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve_one(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, h11.ProtocolError) as e:
+            log.debug("relay connection ended: %s", e)
+        except Exception:  # traffic first: a relay bug must end this one response, nothing else
+            log.exception("relay failed")
+        finally:
+            writer.close()
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        request: h11.Request | None = None
+        body = bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await reader.read(65536))
+                continue
+            if isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                break
+        assert request is not None
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers]
+        token = next((v for k, v in headers if k.lower() == RELAY_HEADER), "")
+        target = self._targets.pop(token, None)
+        if target is None or self._client is None:
+            writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            return
+        fwd = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length"]
+        req = self._client.build_request(request.method.decode(), target.url, headers=fwd, content=bytes(body))
+        resp = await self._client.send(req, stream=True)
+        try:
+            await self._relay_response(resp, writer, target.timing)
+        finally:
+            await resp.aclose()
+
+    async def _relay_response(self, resp: httpx.Response, writer: asyncio.StreamWriter, timing: StreamTiming) -> None:
+        head = [f"HTTP/1.1 {resp.status_code} {resp.reason_phrase}\r\n"]
+        for k, v in resp.headers.multi_items():
+            if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length":
+                head.append(f"{k}: {v}\r\n")
+        head.append("transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+        writer.write("".join(head).encode("latin-1"))
+        await writer.drain()
+        framer = framer_for(resp.headers.get("content-type", "")) if timing.pause_after_events is not None else None
+        events = 0
+        stalled = False
+        async for chunk in resp.aiter_raw():
+            if framer is not None and not stalled:
+                # Stall on event boundaries: send whole events, then pause once after the Nth.
+                for ev in framer.feed(chunk):
+                    await self._send(writer, ev.raw, timing)
+                    events += 1
+                    if not stalled and events >= (timing.pause_after_events or 0):
+                        stalled = True
+                        await self._sleep(timing.pause_s)
+                if stalled and framer.pending():
+                    await self._send(writer, framer.pending(), timing)
+                continue
+            await self._send(writer, chunk, timing)
+        if framer is not None and not stalled and framer.pending():
+            await self._send(writer, framer.pending(), timing)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def _send(self, writer: asyncio.StreamWriter, data: bytes, timing: StreamTiming) -> None:
+        if not data:
+            return
+        rate = timing.bytes_per_s
+        if not rate:
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+            await writer.drain()
+            return
+        # Throttle in slices of ~50 ms worth of bytes so delivery is smooth, not bursty.
+        step = max(1, int(rate / 20))
+        for i in range(0, len(data), step):
+            piece = data[i : i + step]
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            await self._sleep(len(piece) / rate)

@@ -1,0 +1,148 @@
+"""The stream callable: passes a streamed body through chunk by chunk, parsing a copy.
+
+With no fault editing the stream, every chunk is returned as it came (boundaries and
+timing preserved) and the wire parser reads events from a framed copy. With an editor,
+bytes are released per complete event so the editor can change, drop or end them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from faults.base import CLOSE, RESET, StreamEditor, StreamTiming
+from proxy.exchange import Exchange
+from proxy.failopen import Guard
+from proxy.wire.base import StreamEvent, StreamParser, WireFormat
+from proxy.wire.framing import Framer
+
+__all__ = ["StreamTap"]
+
+log = logging.getLogger(__name__)
+
+
+class StreamTap:
+    """A `flow.response.stream` callable that records what streamed and applies stream faults."""
+
+    def __init__(
+        self,
+        exchange: Exchange,
+        wire: WireFormat,
+        framer: Framer | None,
+        editor: StreamEditor | None,
+        timing: StreamTiming | None,
+        guard: Guard,
+        *,
+        on_reset: Callable[[], None],
+    ) -> None:
+        self.ex = exchange
+        self.wire = wire
+        self.framer = framer
+        self.editor = editor
+        self.guard = guard
+        self.on_reset = on_reset
+        self.reset_after = timing.reset_after_bytes if timing is not None else None
+        self.parser: StreamParser | None = None
+        if framer is not None:
+            self.parser = guard.call("wire", wire.stream_parser, exchange, context=f"{wire.provider} stream")
+            exchange.stream_complete = False
+        self.sent = 0
+        self.ended = False  # a fault ended the stream: drop everything after
+        self._tail = bytearray()  # non-event bodies: the last bytes, for parsers of plain bodies
+
+    def __call__(self, data: bytes) -> bytes | list[bytes]:
+        ex = self.ex
+        if data:
+            ex.response_bytes += len(data)
+        if self.ended:
+            return []
+        if not data:
+            return self._at_end()
+        events = self.framer.feed(data) if self.framer is not None else None
+        if events:
+            self._parse(events)
+        if self.editor is None:
+            out: list[bytes] = [data]
+        elif events is None:
+            out = self._edit([StreamEvent(raw=data, data="")])
+        else:
+            out = self._edit(events)
+        return self._emit(out)
+
+    def _at_end(self) -> list[bytes]:
+        tail: list[StreamEvent] = self.framer.flush() if self.framer is not None else []
+        if tail:
+            self._parse(tail)
+        out: list[bytes] = []
+        if self.editor is not None:
+            out = self._edit(tail) if tail else []
+            if not self.ended:
+                out += self.guard.call("fault", self.editor.on_end, default=[]) or []
+        elif tail:
+            pass  # already passed through as raw chunks
+        if self.parser is not None:
+            self.guard.call("wire", self.parser.finish, context="stream end")
+        return self._emit(out)
+
+    def _parse(self, events: list[StreamEvent]) -> None:
+        if self.parser is None:
+            return
+        for ev in events:
+            self.ex.stream_events += 1
+            try:
+                self.parser.feed(ev)
+                if self.wire.is_terminal(ev):
+                    self.ex.stream_complete = True
+            except Exception as e:  # one bad parser stops parsing, never the stream
+                self.guard.failed("wire", e, f"{self.wire.provider} stream event")
+                self.parser = None
+                return
+
+    def _edit(self, events: list[StreamEvent]) -> list[bytes]:
+        out: list[bytes] = []
+        for ev in events:
+            if self.editor is None:
+                out.append(ev.raw)
+                continue
+            try:
+                result = self.editor.on_event(ev)
+            except Exception as e:
+                self.guard.failed("fault", e, "stream editor")
+                self.editor = None
+                out.append(ev.raw)
+                continue
+            if result == CLOSE or result == RESET:
+                self.ended = True
+                if result == RESET:
+                    self.on_reset()
+                break
+            out.extend(result)  # type: ignore[arg-type]
+        if self.editor is None and self.framer is not None and not self.ended:
+            out.append(self.framer.pending())  # editor gone: flush what it was holding back
+            self.framer = None
+        return out
+
+    def _emit(self, out: list[bytes]) -> bytes | list[bytes]:
+        if out and self.ex.timings.first_client_byte is None and any(out):
+            self.ex.timings.first_client_byte = time.time()
+        if self.reset_after is None:
+            return out
+        # reset mid-body: pass bytes up to the limit, then drop the connection with an RST
+        kept: list[bytes] = []
+        for chunk in out:
+            room = self.reset_after - self.sent
+            if len(chunk) >= room:
+                kept.append(chunk[:room])
+                self.sent += room
+                self.ended = True
+                self.on_reset()
+                break
+            kept.append(chunk)
+            self.sent += len(chunk)
+        return kept
+
+    def close(self) -> None:
+        """The exchange finished: release parser state."""
+        self.parser = None
+        self.framer = None
