@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from faults.base import StreamTiming
+from faults.stall import StallFault, StallParams
+
+
+def test_stall_timing(make_ctx) -> None:
+    fault = StallFault(StallParams(type="stall", after_events=3, pause_ms=2500))
+    assert fault.stream_timing(make_ctx(stream=True)) == StreamTiming(pause_after_events=3, pause_s=2.5)
+    assert not fault.wants_body(make_ctx())
+
+
+@pytest.mark.parametrize("bad", [{"pause_ms": 0}, {"pause_ms": 10, "after_events": -1}, {}])
+def test_invalid(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        StallParams.model_validate({"type": "stall", **bad})
