@@ -119,7 +119,15 @@ class HttpServer:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
+        # A TLS close waits for the peer's close_notify, which an idle pooled client never
+        # sends: abort what is left rather than wait for ssl_shutdown_timeout (30 s).
+        abort = getattr(self._server, "abort_clients", None)
+        if abort is not None:
+            abort()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        except TimeoutError:
+            log.debug("mock upstream: connections still closing at stop")
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
