@@ -1,0 +1,146 @@
+"""Load brownout's YAML config into a validated `BrownoutConfig`.
+
+Every problem becomes one `ConfigError` whose message has one line per error, in the form
+`chaos.yaml:7: rules[0].fault.status: Input should be greater than or equal to 400`.
+Line numbers come from the YAML node tree (`yaml.compose`), walked along pydantic's error
+location, so they point at the offending value (or, for a missing field, at its parent).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pydantic
+import yaml
+
+from proxy.config import BrownoutConfig
+
+__all__ = ["ConfigError", "ConfigProblem", "load_config", "parse_config"]
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One config error: where it is (file, 1-based line or None, field path) and what is wrong."""
+
+    source: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; `str()` is the user-facing message, `.problems` the details."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def load_config(path: str | PathLike[str], *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
+    """Read and validate the config file at `path` (as `model`: other YAML files reuse this)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError([ConfigProblem(source, None, "", f"cannot read config: {e.strerror or e}")]) from e
+    except UnicodeDecodeError as e:
+        raise ConfigError([ConfigProblem(source, None, "", f"config is not UTF-8: {e}")]) from e
+    return parse_config(text, source=source, model=model)
+
+
+def parse_config(text: str, source: str = "<string>", *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
+    """Validate YAML `text`; an empty document means all defaults."""
+    try:
+        # compose once and build the data from the same tree, so lines and values agree
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = _construct(root)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = " ".join(p for p in (e.context, e.problem) if p) or str(e)
+        raise ConfigError([ConfigProblem(source, line, "", f"YAML syntax error: {problem}")]) from e
+    except yaml.YAMLError as e:
+        raise ConfigError([ConfigProblem(source, None, "", f"YAML error: {e}")]) from e
+    if data is None:
+        data = {}
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as e:
+        problems = [_problem(source, root, err) for err in e.errors(include_url=False)]
+        raise ConfigError(problems) from e
+
+
+def _construct(root: yaml.Node | None) -> Any:
+    if root is None:
+        return None
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
+def _problem(source: str, root: yaml.Node | None, err: Any) -> ConfigProblem:
+    loc: tuple[str | int, ...] = tuple(err.get("loc", ()))
+    line, shown = _locate(root, loc)
+    return ConfigProblem(source, line, _format_path(shown), err.get("msg", "invalid value"))
+
+
+def _locate(root: yaml.Node | None, loc: tuple[str | int, ...]) -> tuple[int | None, list[str | int]]:
+    """Walk the node tree along `loc`; return the best line and the path segments worth showing.
+
+    pydantic puts union member tags (`http_error`, `function-after[...]`) into `loc`; they have no
+    node in the YAML, so a segment that matches nothing is skipped when a later one matches again.
+    """
+    if root is None:
+        return (None, list(loc))
+    node: yaml.Node = root
+    line = root.start_mark.line + 1
+    shown: list[str | int] = []
+    i = 0
+    while i < len(loc):
+        seg = loc[i]
+        found = _child(node, seg)
+        if found is not None:
+            node, line = found
+            shown.append(seg)
+            i += 1
+            continue
+        # a tag segment: skip it if the rest of the path resumes inside the current node
+        rest = next((j for j in range(i + 1, len(loc)) if _child(node, loc[j]) is not None), None)
+        if rest is None:
+            shown.extend(loc[i:])  # a missing field or a trailing union tag: keep it, point at the parent
+            break
+        i = rest
+    return (line, shown)
+
+
+def _child(node: yaml.Node, seg: str | int) -> tuple[yaml.Node, int] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == str(seg):
+                # point at the key's line: for a nested block the value starts on the next line
+                return (value, key.start_mark.line + 1)
+    elif isinstance(node, yaml.SequenceNode) and isinstance(seg, int) and 0 <= seg < len(node.value):
+        item = node.value[seg]
+        return (item, item.start_mark.line + 1)
+    return None
+
+
+def _format_path(loc: list[str | int]) -> str:
+    out = ""
+    for seg in loc:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out
