@@ -1,0 +1,265 @@
+"""Run mitmproxy with the Brownout addon inside this process: in a background thread or on the caller's loop.
+
+mitmproxy keeps its current master and options in process-global state (`mitmproxy.ctx`), so run
+one proxy per process at a time; tests get that naturally (each fixture stops its proxy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import options as mitm_options
+from mitmproxy.tools.dump import DumpMaster
+
+from proxy.certs import CAFiles, connect_host, ensure_ca, proxy_env, proxy_url
+from proxy.config import BrownoutConfig
+from proxy.configload import load_config
+
+__all__ = ["ProxyHandle", "ProxyStartError", "parse_listen", "running_proxy", "running_proxy_async"]
+
+logger = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT_S = 15.0
+
+# Defaults for an embedded brownout; callers override any of them with extra_options / --set.
+BASE_OPTIONS: dict[str, Any] = {
+    "flow_detail": 0,  # no per-flow printing (only exists when a dumper is loaded)
+    # lazy: connect upstream only when a request needs it, so a fault that answers on its own
+    # (error response, reset) never touches the upstream, and reverse mode does not dial it per
+    # client connection. mitmproxy then mints certificates from the client's SNI, which every
+    # modern client sends.
+    "connection_strategy": "lazy",
+}
+
+
+class ProxyStartError(RuntimeError):
+    """The proxy could not start (port in use, bad option, bad config)."""
+
+
+@dataclass
+class ProxyHandle:
+    """A running brownout proxy: where it listens and how to point a client at it."""
+
+    host: str  # the address clients dial (a wildcard listen address becomes loopback)
+    port: int
+    url: str  # http://host:port, for HTTP(S)_PROXY or, in reverse mode, as the base URL
+    ca: CAFiles
+    addon: Any  # the proxy.addon.Brownout instance
+    master: DumpMaster
+    mode: list[str] = field(default_factory=lambda: ["regular"])
+
+    @property
+    def ca_bundle_path(self) -> Path:
+        return self.ca.bundle
+
+    @property
+    def ca_cert_path(self) -> Path:
+        return self.ca.ca_cert
+
+    @property
+    def confdir(self) -> Path:
+        return self.ca.confdir
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for a client (HTTP(S)_PROXY, SSL_CERT_FILE, ...); see `proxy.certs.proxy_env`."""
+        return self.env_for()
+
+    def env_for(self, session: str | None = None) -> dict[str, str]:
+        """Like `env`, with `session` as the proxy username so brownout can tell this client apart."""
+        return proxy_env(self.host, self.port, self.ca.bundle, session, ca_cert_path=self.ca.ca_cert)
+
+    def proxy_url(self, session: str | None = None) -> str:
+        return proxy_url(self.host, self.port, session)
+
+
+def parse_listen(spec: str, default_port: int = 8080) -> tuple[str, int]:
+    """`HOST:PORT`, `[v6]:PORT`, `HOST` or `:PORT` -> (host, port); raises ValueError."""
+    host, port = spec, str(default_port)
+    if spec.startswith("["):
+        h, sep, rest = spec[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"bad listen address {spec!r}: expected [IPv6]:PORT")
+        host, port = h, rest[1:] or port
+    elif spec.count(":") == 1:
+        host, port = spec.split(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"bad port in listen address {spec!r}")
+    return (host or "127.0.0.1", int(port))
+
+
+def _make_addon(config: BrownoutConfig | None, on_exchange: Callable[[Any], None] | None) -> Any:
+    from proxy.addon import Brownout  # late: the addon pulls in faults/invariants/exporters
+
+    return Brownout(config=config, on_exchange=on_exchange)
+
+
+def _apply_options(opts: mitm_options.Options, values: Mapping[str, Any] | Sequence[str]) -> None:
+    """Apply `{"name": value}` or `["name=value"]`; strings go through mitmproxy's own `--set` parser."""
+    items = values.items() if isinstance(values, Mapping) else (s.partition("=")[::2] for s in values)
+    for name, value in items:
+        if name not in opts:
+            raise ProxyStartError(f"unknown mitmproxy option {name!r}")
+        try:
+            if isinstance(value, str):
+                opts.set(f"{name}={value}")
+            else:
+                opts.update(**{name: value})
+        except Exception as e:  # OptionsError, or a TypeError from a wrong value type
+            raise ProxyStartError(f"option {name}: {e}") from e
+
+
+@contextlib.asynccontextmanager
+async def running_proxy_async(
+    config_path: str | os.PathLike[str] | None = None,
+    *,
+    config: BrownoutConfig | None = None,
+    mode: str | Sequence[str] = "regular",
+    listen: str = "127.0.0.1:0",
+    confdir: str | os.PathLike[str] | None = None,
+    extra_options: Mapping[str, Any] | Sequence[str] | None = None,
+    on_exchange: Callable[[Any], None] | None = None,
+    with_termlog: bool = False,
+) -> AsyncIterator[ProxyHandle]:
+    """Run brownout on the current event loop until the block exits (or `handle.master.shutdown()`)."""
+    if config_path is not None and config is not None:
+        raise ValueError("pass config_path or config, not both")
+    if config_path is not None:
+        load_config(config_path)  # fail fast with a ConfigError naming field and line
+    host, port = parse_listen(listen, default_port=0)
+    ca = await asyncio.to_thread(ensure_ca, confdir)
+    modes = [mode] if isinstance(mode, str) else list(mode)
+    opts = mitm_options.Options(listen_host=host, listen_port=port, mode=modes, confdir=str(ca.confdir))
+    master = DumpMaster(opts, with_termlog=with_termlog, with_dumper=False)
+    errorcheck = _raise_instead_of_exit(master)
+    try:
+        opts.update(**{k: v for k, v in BASE_OPTIONS.items() if k in opts})
+        if with_termlog:
+            opts.update(termlog_verbosity="warn")
+        addon = _make_addon(config, on_exchange)
+        master.addons.add(addon)
+        if config_path is not None:
+            _apply_options(opts, {"brownout_config": str(Path(config_path).resolve())})
+        _apply_options(opts, extra_options or {})
+    except BaseException:
+        errorcheck.logger.uninstall()
+        await master.done()
+        raise
+    task = asyncio.create_task(master.run(), name="brownout-master")
+    started = False
+    try:
+        bound = await _wait_bound(master, task)
+        started = True
+        handle = ProxyHandle(
+            host=connect_host(bound[0]), port=bound[1], url=proxy_url(bound[0], bound[1]),
+            ca=ca, addon=addon, master=master, mode=modes,
+        )
+        logger.info("brownout listening on %s (%s)", handle.url, ", ".join(modes))
+        yield handle
+    finally:
+        master.shutdown()
+        await asyncio.wait([task], timeout=10)
+        # mitmproxy never closes its listeners (mitmdump just exits); free the port for the next proxy
+        with contextlib.suppress(Exception):
+            await master.addons.get("proxyserver").servers.update([])
+        if task.done() and not task.cancelled() and task.exception() and started:
+            logger.error("brownout proxy stopped with an error", exc_info=task.exception())
+        errorcheck.logger.uninstall()  # installed on the root logger; mitmproxy leaks it on failed startup
+
+
+async def _wait_bound(master: DumpMaster, task: asyncio.Task[None]) -> tuple[str, int]:
+    proxyserver = master.addons.get("proxyserver")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STARTUP_TIMEOUT_S
+    while not task.done():
+        addrs = proxyserver.listen_addrs()
+        if addrs:
+            return (addrs[0][0], addrs[0][1])
+        if loop.time() > deadline:
+            raise ProxyStartError(f"proxy did not bind within {STARTUP_TIMEOUT_S:.0f} s")
+        await asyncio.sleep(0.005)
+    exc = task.exception() if not task.cancelled() else None
+    if isinstance(exc, ProxyStartError):
+        raise exc
+    raise ProxyStartError(repr(exc) if exc else "proxy stopped during startup") from exc
+
+
+def _raise_instead_of_exit(master: DumpMaster) -> Any:
+    """Make a failed startup raise ProxyStartError with mitmproxy's logged errors, not call sys.exit(1).
+
+    mitmproxy's errorcheck addon exits the process when errors were logged during startup (port in
+    use, bad option); embedded in a test run or an experiment that would kill the host process.
+    """
+    errorcheck = master.addons.get("errorcheck")
+
+    async def raise_if_errored() -> None:
+        await asyncio.sleep(0)  # as errorcheck does: let pending log records arrive
+        if errorcheck.logger.has_errored:
+            raise ProxyStartError("; ".join(r.getMessage() for r in errorcheck.logger.has_errored))
+
+    errorcheck.shutdown_if_errored = raise_if_errored
+    return errorcheck
+
+
+@contextlib.contextmanager
+def running_proxy(
+    config_path: str | os.PathLike[str] | None = None,
+    *,
+    config: BrownoutConfig | None = None,
+    mode: str | Sequence[str] = "regular",
+    listen: str = "127.0.0.1:0",
+    confdir: str | os.PathLike[str] | None = None,
+    extra_options: Mapping[str, Any] | Sequence[str] | None = None,
+    on_exchange: Callable[[Any], None] | None = None,
+) -> Iterator[ProxyHandle]:
+    """Run brownout in a background thread with its own event loop; yield once the socket is bound.
+
+    `on_exchange` is called on the proxy's thread.
+    """
+    ready = threading.Event()
+    result: dict[str, Any] = {}
+    stop: list[Callable[[], None]] = []
+
+    async def main() -> None:
+        async with running_proxy_async(
+            config_path, config=config, mode=mode, listen=listen, confdir=confdir,
+            extra_options=extra_options, on_exchange=on_exchange,
+        ) as handle:
+            stopped = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            stop.append(lambda: loop.call_soon_threadsafe(stopped.set))
+            result["handle"] = handle
+            ready.set()
+            await stopped.wait()
+
+    def target() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # never let the thread die silently
+            result["error"] = e
+            if not ready.is_set():
+                ready.set()
+            else:
+                logger.error("brownout proxy thread failed", exc_info=e)
+
+    thread = threading.Thread(target=target, name="brownout-proxy", daemon=True)
+    thread.start()
+    ready.wait()
+    if "handle" not in result:
+        thread.join()
+        raise result["error"]
+    try:
+        yield result["handle"]
+    finally:
+        stop[0]()
+        thread.join(timeout=15)
+        if thread.is_alive():
+            logger.warning("brownout proxy thread did not stop within 15 s")
