@@ -1,21 +1,190 @@
-"""Rule configuration: match + fault + schedule."""
+"""Rule configuration: match + fault + schedule, validated once at load.
+
+The `fault` field dispatches on `type` through `faults.REGISTRY` at validation time (looked
+up lazily, so this module never imports the fault modules and tests can register
+stand-ins). An unknown or missing `type` is an error that lists the valid types; a known
+type is validated by that fault's `Params` model, so errors carry the nested field path
+(`rules.0.fault.delay_ms`).
+
+A rule may omit `fault` only when its schedule has a `quota`: it then answers the
+provider's own 429 (with `retry-after` set to the seconds left in the quota minute) once
+the quota is exceeded. With both, the given fault is injected instead of that 429.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-__all__ = ["RuleConfig"]
+from faults.base import Fault, FaultParams
+
+__all__ = [
+    "PROVIDERS",
+    "MatchConfig",
+    "QuotaConfig",
+    "RuleConfig",
+    "Rules",
+    "ScheduleConfig",
+    "fault_registry",
+    "unique_rule_names",
+]
+
+PROVIDERS = ("openai", "anthropic", "gemini", "ollama", "mcp", "http")
 
 
-class RuleConfig(BaseModel):
-    """One chaos rule (placeholder shape; the fault engine types match, fault and schedule)."""
-
+class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def fault_registry() -> Mapping[str, type[Fault]]:
+    """The live fault registry (type name -> Fault subclass); empty when none is defined."""
+    import faults  # lazy: faults/__init__ imports every fault module
+
+    registry = getattr(faults, "REGISTRY", None)
+    return registry if registry is not None else {}
+
+
+class MatchConfig(_Model):
+    """Which exchanges a rule applies to; every given field must match (globs are fnmatch)."""
+
+    host: str | None = Field(None, description="Glob over the upstream host (case-insensitive).")
+    path: str | None = Field(None, description="Glob over the request path, query string excluded.")
+    method: str | None = Field(None, description="HTTP method, exact (case-insensitive).")
+    provider: Literal["openai", "anthropic", "gemini", "ollama", "mcp", "http"] | None = None
+    operation: str | None = Field(None, description="Operation, exact: chat, responses, embeddings, tools/call, ...")
+    model: str | None = Field(None, description="Glob over the requested model.")
+    tool: str | None = Field(
+        None,
+        description="Glob over tool names: the request is a tools/call of it, or the response calls it.",
+    )
+    stream: bool | None = Field(None, description="The client asked for a streamed response.")
+    header: dict[str, str] = Field(default_factory=dict, description="Request header name -> glob over its value.")
+    session: str | None = Field(None, description="Glob over the session id.")
+    mcp_method: str | None = Field(None, description="Glob over the MCP JSON-RPC method (tools/call, ...).")
+
+    @field_validator("header")
+    @classmethod
+    def _lower_names(cls, v: dict[str, str]) -> dict[str, str]:
+        # Exchange headers are stored with lower-case names.
+        return {k.lower(): g for k, g in v.items()}
+
+
+class QuotaConfig(_Model):
+    """A per-minute quota; once exceeded the rule answers 429 until the minute ends."""
+
+    requests_per_min: int | None = Field(None, ge=1)
+    tokens_per_min: int | None = Field(None, ge=1, description="Input + output tokens reported by the provider.")
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> QuotaConfig:
+        if self.requests_per_min is None and self.tokens_per_min is None:
+            raise ValueError("quota needs requests_per_min and/or tokens_per_min")
+        return self
+
+
+class ScheduleConfig(_Model):
+    """When a matching exchange gets the fault; the defaults fire on every match."""
+
+    probability: float = Field(1.0, ge=0.0, le=1.0)
+    after: int = Field(0, ge=0, description="Skip the first N matches.")
+    first: int | None = Field(None, ge=1, description="Only the first N matches (counted after `after`).")
+    every: int | None = Field(None, ge=1, description="Every Nth match (counted after `after`).")
+    max_injections: int | None = Field(None, ge=0, description="Cap on injections in the scope.")
+    max_concurrent: int | None = Field(None, ge=1, description="Cap on injected exchanges in flight in the scope.")
+    start_s: float | None = Field(None, ge=0, description="Window start, seconds after proxy start.")
+    duration_s: float | None = Field(None, gt=0, description="Window length from its start (absent: forever).")
+    starts_at: AwareDatetime | None = Field(None, description="Absolute window start (ISO 8601 with timezone).")
+    period_s: float | None = Field(None, gt=0, description="Recurring outage: cycle length ...")
+    active_s: float | None = Field(None, gt=0, description="... of which the first active_s are active.")
+    ramp_s: float | None = Field(None, gt=0, description="Probability rises linearly from 0 over this many seconds.")
+    quota: QuotaConfig | None = None
+    scope: Literal["global", "session"] = Field("global", description="Counters per rule, or per rule and session.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScheduleConfig:
+        if self.start_s is not None and self.starts_at is not None:
+            raise ValueError("give start_s (relative) or starts_at (absolute), not both")
+        if (self.period_s is None) != (self.active_s is None):
+            raise ValueError("period_s and active_s go together")
+        if self.period_s is not None and self.active_s is not None and self.active_s > self.period_s:
+            raise ValueError(f"active_s ({self.active_s}) must be <= period_s ({self.period_s})")
+        return self
+
+    @property
+    def starts_at_ts(self) -> float | None:
+        return None if self.starts_at is None else datetime.timestamp(self.starts_at)
+
+
+def _validate_fault(value: Any) -> FaultParams | None:
+    if value is None or isinstance(value, FaultParams):
+        return value
+    registry = fault_registry()
+    valid = ", ".join(sorted(registry)) or "(none registered)"
+    if not isinstance(value, Mapping):
+        raise PydanticCustomError(
+            "fault_type", "fault must be a mapping with a `type`; valid types: {valid}", {"valid": valid}
+        )
+    kind = value.get("type")
+    if kind is None:
+        raise PydanticCustomError("fault_type", "fault needs a `type`; valid types: {valid}", {"valid": valid})
+    cls = registry.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise PydanticCustomError(
+            "fault_type", "unknown fault type {kind}; valid types: {valid}", {"kind": repr(kind), "valid": valid}
+        )
+    # A nested ValidationError keeps its field locations under `fault`.
+    return cls.Params.model_validate(dict(value))
+
+
+class RuleConfig(_Model):
+    """One chaos rule: which exchanges (match), what happens (fault), and when (schedule)."""
 
     name: str = Field(min_length=1)
     enabled: bool = True
-    match: dict[str, Any] = Field(default_factory=dict)
-    fault: dict[str, Any]
-    schedule: dict[str, Any] = Field(default_factory=dict)
+    match: MatchConfig = MatchConfig()
+    # SerializeAsAny: dump the concrete Params subclass, not just the base fields.
+    fault: SerializeAsAny[FaultParams] | None = None
+    schedule: ScheduleConfig = ScheduleConfig()
+
+    @field_validator("fault", mode="before")
+    @classmethod
+    def _fault(cls, value: Any) -> FaultParams | None:
+        return _validate_fault(value)
+
+    @model_validator(mode="after")
+    def _fault_or_quota(self) -> RuleConfig:
+        if self.fault is None and self.schedule.quota is None:
+            valid = ", ".join(sorted(fault_registry())) or "(none registered)"
+            raise ValueError(f"rule {self.name!r} needs a fault (valid types: {valid}) unless schedule.quota is set")
+        return self
+
+    @property
+    def fault_type(self) -> str:
+        """The fault type name, or "quota" for a quota rule with the default 429."""
+        return "quota" if self.fault is None else str(getattr(self.fault, "type", type(self.fault).__name__))
+
+
+def unique_rule_names(rules: list[RuleConfig]) -> list[RuleConfig]:
+    """Reject duplicate rule names: decisions, counters and reloads are keyed by name."""
+    dupes = sorted(name for name, n in Counter(r.name for r in rules).items() if n > 1)
+    if dupes:
+        raise ValueError(f"rule names must be unique; duplicated: {', '.join(dupes)}")
+    return rules
+
+
+# Use as the type of BrownoutConfig.rules: `rules: Rules = Field(default_factory=list)`.
+Rules = Annotated[list[RuleConfig], AfterValidator(unique_rule_names)]
