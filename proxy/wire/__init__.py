@@ -1,0 +1,96 @@
+"""Wire formats: one module per provider, an explicit registry, and request detection.
+
+Typical use by the proxy addon::
+
+    fmt, operation = detect(RequestInfo(...))
+    exchange.provider, exchange.operation = fmt.provider, operation
+    fmt.parse_request(exchange, body)
+    parser = fmt.stream_parser(exchange)   # streamed response: feed() each framed event, then finish()
+    fmt.parse_response(exchange, body)     # or a whole response body
+
+None of these raise: a parser that gives up records `exchange.parse_error`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from proxy.wire.anthropic import AnthropicFormat
+from proxy.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
+from proxy.wire.common import ProviderFormat
+from proxy.wire.gemini import GeminiFormat
+from proxy.wire.generic import GenericFormat
+from proxy.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES
+from proxy.wire.mcp import McpFormat
+from proxy.wire.ollama import OllamaFormat
+from proxy.wire.openai import OpenAIFormat
+
+__all__ = [
+    "DEFAULT_CAPTURE_MAX_BYTES",
+    "FORMATS",
+    "GENERIC",
+    "ProviderFormat",
+    "RequestInfo",
+    "StreamEvent",
+    "StreamParser",
+    "WireFormat",
+    "by_provider",
+    "detect",
+    "set_capture_max_bytes",
+]
+
+log = logging.getLogger(__name__)
+
+GENERIC = GenericFormat()
+
+# Detection order: MCP first (it claims by body, wherever it is mounted), the generic
+# fallback last (it claims everything).
+FORMATS: tuple[ProviderFormat, ...] = (
+    McpFormat(),
+    OpenAIFormat(),
+    AnthropicFormat(),
+    GeminiFormat(),
+    OllamaFormat(),
+    GENERIC,
+)
+
+
+def _index(formats: tuple[ProviderFormat, ...]) -> dict[str, ProviderFormat]:
+    index: dict[str, ProviderFormat] = {}
+    for fmt in formats:
+        if fmt.provider in index:
+            raise ValueError(f"duplicate wire format provider {fmt.provider!r}")
+        index[fmt.provider] = fmt
+    return index
+
+
+_BY_PROVIDER = _index(FORMATS)
+
+
+def detect(req: RequestInfo) -> tuple[ProviderFormat, str]:
+    """The first format that claims the request, and its operation; the generic format always does."""
+    for fmt in FORMATS:
+        try:
+            op = fmt.recognise(req)
+        except Exception:  # recognition must never break traffic; fall through to the next format
+            log.debug("wire format %s failed to recognise %s", fmt.provider, req.path, exc_info=True)
+            continue
+        if op is not None:
+            return fmt, op
+    return GENERIC, "http"
+
+
+def by_provider(name: str) -> ProviderFormat:
+    """The format registered under `name` (e.g. exchange.provider); KeyError when there is none."""
+    try:
+        return _BY_PROVIDER[name]
+    except KeyError:
+        raise KeyError(f"no wire format {name!r}; known: {', '.join(_BY_PROVIDER)}") from None
+
+
+def set_capture_max_bytes(max_bytes: int) -> None:
+    """Cap captured text (request_body, output_text) for every registered format."""
+    if max_bytes < 0:
+        raise ValueError(f"capture_max_bytes must be >= 0, got {max_bytes}")
+    for fmt in FORMATS:
+        fmt.capture_max_bytes = max_bytes

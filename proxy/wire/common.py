@@ -1,0 +1,168 @@
+"""Behaviour every provider format shares.
+
+`ProviderFormat` is the one boundary where parser exceptions stop: the public
+`parse_request` / `parse_response` / `feed` / `finish` never raise, they record
+`exchange.parse_error`. Subclasses implement the `_request` / `_response` hooks on
+already-decoded JSON and override the fault-bytes methods with their provider's shapes;
+the defaults here are the plain-HTTP ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+from proxy.exchange import Exchange
+from proxy.wire.base import StreamEvent, StreamParser, WireFormat
+from proxy.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES, TextBuffer, decode_capped, dumps, loads, retry_after_header
+
+__all__ = [
+    "JSON_HEADERS",
+    "NDJSON_HEADERS",
+    "SSE_HEADERS",
+    "BaseStreamParser",
+    "ProviderFormat",
+    "note_parse_error",
+]
+
+log = logging.getLogger(__name__)
+
+JSON_HEADERS: dict[str, str] = {"content-type": "application/json"}
+SSE_HEADERS: dict[str, str] = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+NDJSON_HEADERS: dict[str, str] = {"content-type": "application/x-ndjson"}
+
+_DEFAULT_MESSAGES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+def note_parse_error(exchange: Exchange, where: str, exc: BaseException) -> None:
+    """Record the first parse failure only: later ones are usually its consequences."""
+    if exchange.parse_error is None:
+        exchange.parse_error = f"{where}: {type(exc).__name__}: {exc}"[:300]
+        log.debug("wire parse error on %s: %s", exchange.id, exchange.parse_error)
+
+
+def default_message(status: int) -> str:
+    return _DEFAULT_MESSAGES.get(status, f"HTTP {status}")
+
+
+class BaseStreamParser(StreamParser):
+    """Counts events, catches parser exceptions, and collects assistant text under a cap."""
+
+    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
+        super().__init__(exchange)
+        self.text = TextBuffer(capture_max_bytes)
+        exchange.streamed = True
+        exchange.stream_complete = False
+
+    def feed(self, event: StreamEvent) -> None:
+        exchange = self.exchange
+        exchange.stream_events += 1
+        try:
+            self._feed(event)
+        except Exception as exc:  # a parser bug or hostile bytes must never reach traffic
+            note_parse_error(exchange, "stream", exc)
+
+    def finish(self) -> None:
+        try:
+            self._finish()
+        except Exception as exc:
+            note_parse_error(self.exchange, "stream end", exc)
+        if self.text:
+            self.exchange.output_text = self.text.value()
+
+    @abstractmethod
+    def _feed(self, event: StreamEvent) -> None:
+        """Account for one event; may raise (the caller records it)."""
+
+    def _finish(self) -> None:
+        """Materialise reassembled state (tool-call arguments) onto the exchange."""
+
+
+class ProviderFormat(WireFormat):
+    """A wire format with a capped capture and exception-safe parsing entry points."""
+
+    provider: ClassVar[str]
+    # Instances are shared singletons; set this attribute (or use
+    # proxy.wire.set_capture_max_bytes) to change the cap for captured text.
+    capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
+
+    def parse_request(self, exchange: Exchange, body: bytes) -> None:
+        try:
+            exchange.provider = self.provider
+            exchange.request_body = decode_capped(body, self.capture_max_bytes)
+            if not body or body.isspace():
+                return
+            self._request(exchange, self._load_request(body))
+        except Exception as exc:
+            note_parse_error(exchange, "request", exc)
+
+    def _load_request(self, body: bytes) -> Any:
+        """Decode a request body; a format whose recognise() decoded it already may reuse that."""
+        return loads(body)
+
+    def parse_response(self, exchange: Exchange, body: bytes) -> None:
+        try:
+            if not body or body.isspace():
+                return
+            self._response(exchange, loads(body))
+        except Exception as exc:
+            note_parse_error(exchange, "response", exc)
+
+    @abstractmethod
+    def _request(self, exchange: Exchange, data: Any) -> None:
+        """Fill the exchange from the decoded request JSON; may raise."""
+
+    @abstractmethod
+    def _response(self, exchange: Exchange, data: Any) -> None:
+        """Fill the exchange from the decoded response JSON; may raise."""
+
+    # -- provider-accurate fault bytes (plain-HTTP defaults) -------------------------
+
+    def error_response(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        retry_after_s: float | None = None,
+        exchange: Exchange | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The provider's error body and headers for `status`."""
+        headers = dict(JSON_HEADERS)
+        if retry_after_s is not None:
+            headers["retry-after"] = retry_after_header(retry_after_s)
+        body = {"error": {"status": status, "message": message or default_message(status)}}
+        if error_type:
+            body["error"]["type"] = error_type
+        return status, headers, dumps(body).encode()
+
+    def stream_error_event(
+        self,
+        error_type: str | None = None,
+        message: str | None = None,
+        exchange: Exchange | None = None,
+    ) -> bytes:
+        """The bytes of the provider's mid-stream error."""
+        err = {"error": {"type": error_type or "stream_error", "message": message or "stream error"}}
+        if exchange is not None and exchange.content_type.startswith("text/event-stream"):
+            return b"data: " + dumps(err).encode() + b"\n\n"
+        return dumps(err).encode() + b"\n"
+
+    def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
+        """An empty but valid completion: streamed when the exchange is a stream."""
+        return {}, b""
+
+    def terminal_bytes(self, exchange: Exchange | None = None) -> bytes:
+        """The bytes of the event that ends a complete stream (b"" when there is none)."""
+        return b""

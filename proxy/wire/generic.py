@@ -1,0 +1,90 @@
+"""The fallback for every other request: plain JSON tool APIs ("execute_tool") and plain HTTP."""
+
+from __future__ import annotations
+
+import logging
+
+from proxy.exchange import Exchange, ToolCall
+from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
+from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
+from proxy.wire.jsonutil import decode_capped
+
+__all__ = ["GenericFormat", "GenericStreamParser", "tool_name_from_path"]
+
+log = logging.getLogger(__name__)
+
+_TEXTUAL = ("text/", "application/json", "application/xml", "application/javascript", "application/x-ndjson")
+
+
+def _looks_json(body: bytes) -> bool:
+    head = body[:64].lstrip()  # slice first: lstrip on a large body would copy it all
+    return head[:1] in (b"{", b"[")
+
+
+def _textual(content_type: str) -> bool:
+    ct = content_type.lower()
+    return not ct or ct.startswith(_TEXTUAL) or "+json" in ct
+
+
+def tool_name_from_path(path: str) -> str | None:
+    """The last non-empty path segment without its extension: /tools/weather.json -> "weather"."""
+    for seg in reversed(path.split("?", 1)[0].split("/")):
+        if seg:
+            return seg.rsplit(".", 1)[0] or seg
+    return None
+
+
+class GenericFormat(ProviderFormat):
+    """Any HTTP exchange; JSON ones are treated as tool executions."""
+
+    provider = "http"
+
+    def recognise(self, req: RequestInfo) -> str:
+        if "json" in req.headers.get("content-type", "") or _looks_json(req.body):
+            return "execute_tool"
+        return "http"
+
+    def parse_request(self, exchange: Exchange, body: bytes) -> None:
+        try:
+            exchange.provider = self.provider
+            exchange.request_body = decode_capped(body, self.capture_max_bytes)
+            if exchange.operation == "execute_tool" or (exchange.operation == "http" and _looks_json(body)):
+                self._as_tool(exchange)
+                if _looks_json(body):
+                    # The JSON body is the tool's arguments: record it so loop and schema checks see it.
+                    exchange.tool_calls.append(ToolCall(exchange.tool_name or "", exchange.request_body))
+        except Exception as exc:
+            note_parse_error(exchange, "request", exc)
+
+    def parse_response(self, exchange: Exchange, body: bytes) -> None:
+        try:
+            ct = exchange.content_type
+            if exchange.operation == "http" and ("json" in ct.lower() or (not ct and _looks_json(body))):
+                self._as_tool(exchange)
+            if body and _textual(ct):
+                exchange.output_text = decode_capped(body, self.capture_max_bytes)
+        except Exception as exc:
+            note_parse_error(exchange, "response", exc)
+
+    def _as_tool(self, exchange: Exchange) -> None:
+        exchange.operation = "execute_tool"
+        if exchange.tool_name is None:
+            exchange.tool_name = tool_name_from_path(exchange.path) or exchange.host or None
+
+    def _request(self, exchange: Exchange, data: object) -> None:  # pragma: no cover - parse_request overridden
+        pass
+
+    def _response(self, exchange: Exchange, data: object) -> None:  # pragma: no cover - parse_response overridden
+        pass
+
+    def stream_parser(self, exchange: Exchange) -> StreamParser:
+        return GenericStreamParser(exchange, self.capture_max_bytes)
+
+
+class GenericStreamParser(BaseStreamParser):
+    """Keeps each event's data as text, so invariants can scan streamed tool output."""
+
+    def _feed(self, event: StreamEvent) -> None:
+        if event.data:
+            self.text.add(event.data)
+            self.text.add("\n")

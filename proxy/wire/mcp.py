@@ -1,0 +1,246 @@
+"""MCP streamable HTTP: JSON-RPC 2.0 POSTs, answered as application/json or as SSE."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from proxy.exchange import Exchange, ToolCall, ToolSpec
+from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
+from proxy.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message, note_parse_error
+from proxy.wire.jsonutil import TextBuffer, dumps, loads
+
+__all__ = ["JSONRPC_ERROR_TYPES", "McpFormat", "McpStreamParser"]
+
+log = logging.getLogger(__name__)
+
+JSONRPC_ERROR_TYPES: dict[int, str] = {
+    -32700: "parse_error",
+    -32600: "invalid_request",
+    -32601: "method_not_found",
+    -32602: "invalid_params",
+    -32603: "internal_error",
+    -32002: "resource_not_found",  # MCP's own code
+}
+_CODES = {name: code for code, name in JSONRPC_ERROR_TYPES.items()}
+_SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
+_SNIFF = b'"jsonrpc"'
+
+# recognise() and parse_request() see the same body back to back: decode it once.
+_last: list[Any] = [None, None]
+
+
+def _decode(body: bytes) -> Any:
+    if _last[0] is body or (_last[0] is not None and len(_last[0]) == len(body) and _last[0] == body):
+        return _last[1]
+    data = loads(body)
+    _last[0], _last[1] = body, data
+    return data
+
+
+def _error_type(code: Any) -> str:
+    if isinstance(code, int):
+        if code in JSONRPC_ERROR_TYPES:
+            return JSONRPC_ERROR_TYPES[code]
+        if -32099 <= code <= -32000:
+            return "server_error"
+        return f"jsonrpc_{code}"
+    return "jsonrpc_error"
+
+
+def _messages(data: Any) -> list[dict[str, Any]]:
+    items = data if isinstance(data, list) else [data]
+    return [m for m in items if isinstance(m, dict) and m.get("jsonrpc") == "2.0"]
+
+
+class McpFormat(ProviderFormat):
+    """Model Context Protocol over streamable HTTP: operation = the JSON-RPC method."""
+
+    provider = "mcp"
+
+    def recognise(self, req: RequestInfo) -> str | None:
+        if req.method != "POST":
+            return None
+        body = req.body
+        # Cheap sniff first: "jsonrpc" near the start, or anywhere for /mcp-like paths.
+        if _SNIFF not in body[:256] and ("mcp" not in req.path.lower() or _SNIFF not in body):
+            return None
+        try:
+            msgs = _messages(_decode(body))
+        except (ValueError, RecursionError):
+            return None
+        for msg in msgs:
+            if isinstance(msg.get("method"), str):
+                return msg["method"]
+        return None
+
+    def _load_request(self, body: bytes) -> Any:
+        return _decode(body)
+
+    def _request(self, exchange: Exchange, data: Any) -> None:
+        exchange.stream = False  # every client accepts SSE; the server picks, so it is not a request flag
+        methods: dict[str, str] = {}  # str(id) -> method, to interpret the replies
+        ids: list[Any] = []
+        for msg in _messages(data):
+            method = msg.get("method")
+            if not isinstance(method, str):
+                continue
+            if exchange.mcp_method is None:
+                exchange.mcp_method = exchange.operation = method
+                if "id" in msg:
+                    exchange.notes["jsonrpc_id"] = msg["id"]
+            if "id" in msg:
+                ids.append(msg["id"])
+                methods[str(msg["id"])] = method
+            params = msg.get("params")
+            if method == "tools/call" and isinstance(params, dict):
+                name = str(params.get("name") or "")
+                call_id = str(msg["id"]) if "id" in msg else None
+                if exchange.tool_name is None:
+                    exchange.tool_name, exchange.tool_call_id = name, call_id
+                args = params.get("arguments")
+                exchange.tool_calls.append(
+                    ToolCall(name, dumps(args if args is not None else {}), call_id, len(exchange.tool_calls))
+                )
+        exchange.notes["jsonrpc_methods"] = methods
+        if isinstance(data, list):
+            exchange.notes["jsonrpc_ids"] = ids
+
+    def _response(self, exchange: Exchange, data: Any) -> None:
+        text = TextBuffer(self.capture_max_bytes)
+        for msg in _messages(data):
+            reply(exchange, msg, text)
+        if text:
+            exchange.output_text = text.value()
+
+    def stream_parser(self, exchange: Exchange) -> StreamParser:
+        return McpStreamParser(exchange, self.capture_max_bytes)
+
+    def is_terminal(self, event: StreamEvent) -> bool:
+        data = event.data
+        if '"id"' not in data:
+            return False
+        try:
+            msg = loads(data)
+        except ValueError:
+            return False
+        return isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg)
+
+    def error_response(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        retry_after_s: float | None = None,
+        exchange: Exchange | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """JSON-RPC errors travel in HTTP 200; error_type "http" gives a transport-level `status`."""
+        headers = dict(JSON_HEADERS)
+        if retry_after_s is not None:
+            headers["retry-after"] = str(max(0, round(retry_after_s)))
+        if error_type == "http":
+            # What the MCP SDK servers send when they reject at the transport (bad session, overload).
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message or default_message(status)}}
+            return status, headers, dumps(body).encode()
+        return 200, headers, dumps(self._error_payload(error_type, message, exchange)).encode()
+
+    def stream_error_event(
+        self,
+        error_type: str | None = None,
+        message: str | None = None,
+        exchange: Exchange | None = None,
+    ) -> bytes:
+        return b"event: message\ndata: " + dumps(self._error_payload(error_type, message, exchange)).encode() + b"\n\n"
+
+    def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
+        method = exchange.mcp_method or ""
+        result: dict[str, Any]
+        if method == "tools/call":
+            result = {"content": [], "isError": False}
+        elif method.endswith("/list"):
+            result = {method.split("/", 1)[0]: []}  # tools/list -> {"tools": []}
+        else:
+            result = {}
+        body = dumps({"jsonrpc": "2.0", "id": exchange.notes.get("jsonrpc_id"), "result": result}).encode()
+        if exchange.content_type.startswith("text/event-stream"):
+            return dict(_SSE), b"event: message\ndata: " + body + b"\n\n"
+        return dict(JSON_HEADERS), body
+
+    @staticmethod
+    def _error_payload(error_type: str | None, message: str | None, exchange: Exchange | None) -> Any:
+        notes = exchange.notes if exchange is not None else {}
+        ids = notes.get("jsonrpc_ids")
+        one_id = notes.get("jsonrpc_id")
+        if error_type == "tool_error":
+            text = message or "Tool execution failed"
+            payload: dict[str, Any] = {"result": {"content": [{"type": "text", "text": text}], "isError": True}}
+        else:
+            code = _CODES.get(error_type or "internal_error")
+            if code is None:
+                try:
+                    code = int(error_type or "")  # a raw JSON-RPC code given as the error type
+                except ValueError:
+                    code = -32603
+            payload = {"error": {"code": code, "message": message or "Internal error"}}
+        if isinstance(ids, list):
+            return [{"jsonrpc": "2.0", "id": i, **payload} for i in ids]
+        return {"jsonrpc": "2.0", "id": one_id, **payload}
+
+
+def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
+    """Account for one JSON-RPC message from the server; True when it answers a request."""
+    if "method" in msg:  # a server request or notification (progress, logging): not the reply
+        return False
+    err = msg.get("error")
+    if isinstance(err, dict):
+        exchange.error_type = _error_type(err.get("code"))
+        exchange.error_message = err.get("message") if isinstance(err.get("message"), str) else None
+        return True
+    result = msg.get("result")
+    if not isinstance(result, dict):
+        return "result" in msg
+    methods = exchange.notes.get("jsonrpc_methods") or {}
+    method = methods.get(str(msg.get("id")), exchange.mcp_method)
+    if method == "tools/list":
+        for tool in result.get("tools") or ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                schema = tool.get("inputSchema")
+                exchange.tools_declared.append(ToolSpec(tool["name"], schema if isinstance(schema, dict) else None))
+    content = result.get("content")
+    if isinstance(content, list):
+        for item in content:
+            if isinstance(item, dict):
+                if isinstance(item.get("text"), str):
+                    text.add(item["text"])
+                res = item.get("resource")
+                if isinstance(res, dict) and isinstance(res.get("text"), str):
+                    text.add(res["text"])
+    if result.get("isError") is True:
+        exchange.error_type = "tool_error"
+        exchange.error_message = " ".join(
+            i["text"] for i in content or () if isinstance(i, dict) and isinstance(i.get("text"), str)
+        )[:1000] or None
+    return True
+
+
+class McpStreamParser(BaseStreamParser):
+    """SSE `event: message` frames, each one JSON-RPC message; complete once every request is answered."""
+
+    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
+        super().__init__(exchange, capture_max_bytes)
+        self._pending = max(1, len(exchange.notes.get("jsonrpc_methods") or ()))
+
+    def _feed(self, event: StreamEvent) -> None:
+        data = event.data
+        if not data:
+            return
+        try:
+            decoded = loads(data)
+        except ValueError as exc:
+            note_parse_error(self.exchange, "stream event", exc)
+            return
+        for msg in _messages(decoded):
+            if reply(self.exchange, msg, self.text):
+                self._pending -= 1
+        if self._pending <= 0:
+            self.exchange.stream_complete = True

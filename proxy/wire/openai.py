@@ -1,0 +1,267 @@
+"""OpenAI and OpenAI-compatible servers: chat completions, Responses, embeddings, completions."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
+from proxy.wire import openai_faults as faults
+from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
+from proxy.wire.common import ProviderFormat
+from proxy.wire.jsonutil import as_int, cap_text, dumps, text_of
+from proxy.wire.openai_stream import RESPONSES_TERMINAL, ChatStreamParser, ResponsesStreamParser, set_error, set_usage
+
+__all__ = ["OpenAIFormat"]
+
+log = logging.getLogger(__name__)
+
+
+_OPERATIONS = frozenset({"chat", "responses", "embeddings", "text_completion"})
+
+
+def _operation(path: str) -> str | None:
+    # Suffix checks so vLLM, LiteLLM, Azure (/openai/deployments/x/...) and gateways match.
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/responses"):
+        return "responses"
+    if path.endswith("/embeddings"):
+        return "embeddings"
+    if path.endswith("/completions"):
+        return "text_completion"
+    return None
+
+
+def _azure_deployment(path: str) -> str | None:
+    """Azure puts the model (deployment) in the path, not the body."""
+    marker = "/deployments/"
+    i = path.find(marker)
+    if i < 0:
+        return None
+    return path[i + len(marker) :].split("/", 1)[0] or None
+
+
+class OpenAIFormat(ProviderFormat):
+    """OpenAI's REST wire format, also spoken by most self-hosted inference servers."""
+
+    provider = "openai"
+
+    def recognise(self, req: RequestInfo) -> str | None:
+        if req.method != "POST":
+            return None
+        path = req.path.rstrip("/")
+        return _operation(path)
+
+    # -- requests ------------------------------------------------------------------
+
+    def _request(self, exchange: Exchange, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        model = data.get("model")
+        path = exchange.path.split("?", 1)[0]
+        exchange.model = model if isinstance(model, str) else _azure_deployment(path)
+        exchange.stream = data.get("stream") is True
+        op = exchange.operation
+        if op not in _OPERATIONS:  # the caller did not copy detect()'s operation: derive it
+            op = exchange.operation = _operation(path.rstrip("/")) or "chat"
+        if op == "responses":
+            _responses_request(exchange, data)
+        elif op == "text_completion":
+            prompt = data.get("prompt")
+            if isinstance(prompt, str):
+                exchange.messages.append(Message("user", prompt))
+        elif op != "embeddings":
+            _chat_request(exchange, data)
+
+    # -- responses -----------------------------------------------------------------
+
+    def _response(self, exchange: Exchange, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        err = data.get("error")
+        if err:
+            set_error(exchange, err)
+            if "choices" not in data and "output" not in data:
+                return
+        if isinstance(data.get("id"), str):
+            exchange.response_id = data["id"]
+        if isinstance(data.get("model"), str):
+            exchange.response_model = data["model"]
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            set_usage(exchange, usage)
+        if data.get("object") == "response" or "output" in data:
+            _responses_response(exchange, data, self.capture_max_bytes)
+        elif isinstance(data.get("choices"), list):
+            _choices_response(exchange, data["choices"], self.capture_max_bytes)
+
+    def stream_parser(self, exchange: Exchange) -> StreamParser:
+        if exchange.operation == "responses":
+            return ResponsesStreamParser(exchange, self.capture_max_bytes)
+        return ChatStreamParser(exchange, self.capture_max_bytes)
+
+    def is_terminal(self, event: StreamEvent) -> bool:
+        if event.event is not None:
+            return event.event in RESPONSES_TERMINAL
+        data = event.data
+        if data.startswith("[DONE]"):
+            return True
+        # Some compatible servers omit `event:` on Responses streams; sniff before parsing.
+        return data.startswith('{"type":"response.') and any(f'"{t}"' in data[:40] for t in RESPONSES_TERMINAL)
+
+    # -- fault bytes -----------------------------------------------------------------
+
+    def error_response(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        retry_after_s: float | None = None,
+        exchange: Exchange | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        return faults.error_response(status, error_type, message, retry_after_s, exchange)
+
+    def stream_error_event(
+        self,
+        error_type: str | None = None,
+        message: str | None = None,
+        exchange: Exchange | None = None,
+    ) -> bytes:
+        return faults.stream_error_event(error_type, message, exchange)
+
+    def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
+        return faults.empty_response(exchange)
+
+    def terminal_bytes(self, exchange: Exchange | None = None) -> bytes:
+        if exchange is not None and exchange.operation == "responses":
+            return faults.responses_completed_event(exchange)
+        return b"data: [DONE]\n\n"
+
+
+def _chat_request(exchange: Exchange, data: dict[str, Any]) -> None:
+    opts = data.get("stream_options")
+    if isinstance(opts, dict) and opts.get("include_usage"):
+        exchange.notes["openai_include_usage"] = True  # empty_response() mirrors the usage chunk
+    for tool in data.get("tools") or ():
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            exchange.tools_declared.append(ToolSpec(fn["name"], params if isinstance(params, dict) else None))
+    for fn in data.get("functions") or ():  # the deprecated function-calling API
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            exchange.tools_declared.append(ToolSpec(fn["name"], params if isinstance(params, dict) else None))
+    names: dict[str, str] = {}  # tool_call_id -> name, so results can name their tool
+    for msg in data.get("messages") or ():
+        if not isinstance(msg, dict):
+            continue
+        role = str(msg.get("role") or "")
+        text = text_of(msg.get("content"))
+        exchange.messages.append(Message(role, text))
+        for tc in msg.get("tool_calls") or ():
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if isinstance(fn, dict) and isinstance(tc.get("id"), str):
+                names[tc["id"]] = str(fn.get("name") or "")
+        if role in ("tool", "function"):
+            call_id = msg.get("tool_call_id")
+            call_id = call_id if isinstance(call_id, str) else None
+            name = msg.get("name") if isinstance(msg.get("name"), str) else names.get(call_id or "")
+            exchange.tool_results.append(ToolResult(call_id, text, name))
+
+
+def _responses_request(exchange: Exchange, data: dict[str, Any]) -> None:
+    for tool in data.get("tools") or ():
+        # Responses tools are flat: {"type": "function", "name", "parameters"}.
+        if isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("name"), str):
+            params = tool.get("parameters")
+            exchange.tools_declared.append(ToolSpec(tool["name"], params if isinstance(params, dict) else None))
+    if isinstance(data.get("instructions"), str):
+        exchange.messages.append(Message("system", data["instructions"]))
+    items = data.get("input")
+    if isinstance(items, str):
+        exchange.messages.append(Message("user", items))
+        return
+    names: dict[str, str] = {}
+    for item in items or ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            names[str(item.get("call_id"))] = str(item.get("name") or "")
+        elif kind == "function_call_output":
+            call_id = item.get("call_id") if isinstance(item.get("call_id"), str) else None
+            output = item.get("output")
+            text = output if isinstance(output, str) else text_of(output)
+            exchange.tool_results.append(ToolResult(call_id, text, names.get(call_id or "")))
+            exchange.messages.append(Message("tool", text))
+        elif "role" in item:
+            exchange.messages.append(Message(str(item["role"]), text_of(item.get("content"))))
+
+
+def _choices_response(exchange: Exchange, choices: list[Any], cap: int) -> None:
+    texts: list[str] = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        if isinstance(choice.get("finish_reason"), str):
+            exchange.finish_reasons.append(choice["finish_reason"])
+        if isinstance(choice.get("text"), str):  # legacy completions
+            texts.append(choice["text"])
+        msg = choice.get("message")
+        if not isinstance(msg, dict):
+            continue
+        if isinstance(msg.get("content"), str):
+            texts.append(msg["content"])
+        for i, tc in enumerate(msg.get("tool_calls") or ()):
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if isinstance(fn, dict):
+                args = fn.get("arguments")
+                exchange.tool_calls.append(
+                    ToolCall(
+                        name=str(fn.get("name") or ""),
+                        arguments=args if isinstance(args, str) else dumps(args) if args is not None else "",
+                        id=tc.get("id") if isinstance(tc.get("id"), str) else None,
+                        index=as_int(tc.get("index")) or i,
+                    )
+                )
+        fc = msg.get("function_call")
+        if isinstance(fc, dict):
+            exchange.tool_calls.append(ToolCall(str(fc.get("name") or ""), str(fc.get("arguments") or "")))
+    if texts:
+        exchange.output_text = cap_text("".join(texts), cap)
+
+
+def _responses_response(exchange: Exchange, data: dict[str, Any], cap: int) -> None:
+    status = data.get("status")
+    incomplete = data.get("incomplete_details")
+    if isinstance(incomplete, dict) and isinstance(incomplete.get("reason"), str):
+        exchange.finish_reasons.append(incomplete["reason"])
+    elif isinstance(status, str):
+        exchange.finish_reasons.append(status)
+    if isinstance(data.get("error"), dict):
+        set_error(exchange, data["error"])
+    texts: list[str] = []
+    for item in data.get("output") or ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            call_id = item.get("call_id") if isinstance(item.get("call_id"), str) else item.get("id")
+            exchange.tool_calls.append(
+                ToolCall(
+                    name=str(item.get("name") or ""),
+                    arguments=str(item.get("arguments") or ""),
+                    id=call_id if isinstance(call_id, str) else None,
+                    index=len(exchange.tool_calls),
+                )
+            )
+        elif item.get("type") == "message":
+            texts.append(
+                "".join(
+                    p.get("text", "")
+                    for p in item.get("content") or ()
+                    if isinstance(p, dict) and p.get("type") == "output_text" and isinstance(p.get("text"), str)
+                )
+            )
+    if texts:
+        exchange.output_text = cap_text("".join(texts), cap)

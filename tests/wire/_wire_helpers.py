@@ -1,0 +1,70 @@
+"""Shared helpers for the wire-format tests: exchanges, requests and chunked stream feeding."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from proxy.exchange import Exchange
+from proxy.wire import detect
+from proxy.wire.base import RequestInfo
+from proxy.wire.common import ProviderFormat
+from proxy.wire.framing import NDJSONFramer, SSEFramer
+
+__all__ = ["PAYLOADS", "request", "sse", "stream_through", "payload"]
+
+PAYLOADS = Path(__file__).parent / "payloads"
+
+
+def payload(name: str) -> bytes:
+    return (PAYLOADS / name).read_bytes()
+
+
+def request(
+    path: str,
+    body: Any = b"",
+    *,
+    method: str = "POST",
+    host: str = "api.example.com",
+    headers: dict[str, str] | None = None,
+) -> tuple[ProviderFormat, Exchange]:
+    """Detect and parse a request the way the proxy addon does; returns the format and exchange."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    path_only, _, query = path.partition("?")
+    info = RequestInfo(method=method, host=host, path=path_only, query=query, headers=headers or {}, body=raw)
+    fmt, op = detect(info)
+    ex = Exchange(id="x1", session="s1", method=method, host=host, path=path)
+    ex.provider, ex.operation = fmt.provider, op
+    fmt.parse_request(ex, raw)
+    return fmt, ex
+
+
+def sse(*events: Any, event_names: list[str | None] | None = None, sep: str = "\n\n") -> bytes:
+    """SSE bytes: dicts are JSON-encoded, strings sent as-is."""
+    out = []
+    for i, ev in enumerate(events):
+        data = ev if isinstance(ev, str) else json.dumps(ev, separators=(",", ":"))
+        name = event_names[i] if event_names else None
+        out.append((f"event: {name}\n" if name else "") + f"data: {data}{sep}")
+    return "".join(out).encode()
+
+
+def stream_through(
+    fmt: ProviderFormat, ex: Exchange, body: bytes, *, ndjson: bool = False, seed: int = 7
+) -> Exchange:
+    """Feed `body` in random-sized chunks through a framer and the format's stream parser."""
+    framer = NDJSONFramer() if ndjson else SSEFramer()
+    parser = fmt.stream_parser(ex)
+    rng = random.Random(seed)
+    i = 0
+    while i < len(body):
+        n = rng.randint(1, 40)
+        for event in framer.feed(body[i : i + n]):
+            parser.feed(event)
+        i += n
+    for event in framer.flush():
+        parser.feed(event)
+    parser.finish()
+    return ex
