@@ -1,0 +1,211 @@
+"""Exchange -> OpenTelemetry GenAI semantic-convention attributes (pure functions, no SDK).
+
+`proxy.spans` is the only place spans are built; this module only computes what goes on them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+from proxy.exchange import Exchange, FaultRecord
+
+__all__ = [
+    "LLM_OPERATIONS",
+    "exchange_attributes",
+    "fault_event_attributes",
+    "operation_name",
+    "provider_name",
+    "redact_url",
+    "span_name",
+]
+
+# brownout's provider ids -> gen_ai.provider.name (ollama and mcp are not in the spec list).
+_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini", "ollama": "ollama", "mcp": "mcp"}
+# Exchange.operation -> gen_ai.operation.name. The Responses API is a chat call for the semconv.
+_OPERATIONS = {
+    "chat": "chat",
+    "responses": "chat",
+    "messages": "chat",
+    "text_completion": "text_completion",
+    "completions": "text_completion",
+    "generate": "text_completion",
+    "embeddings": "embeddings",
+    "embed": "embeddings",
+    "generate_content": "generate_content",
+    "stream_generate_content": "generate_content",
+    "execute_tool": "execute_tool",
+    "tools/call": "execute_tool",
+}
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content"})
+# Query parameters whose values are credentials (Gemini's `key`, signed URLs' `sig`, ...).
+_SECRET_PARAMS = frozenset(
+    {"key", "api_key", "apikey", "api-key", "token", "access_token", "id_token", "refresh_token", "sig",
+     "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "client_secret", "password", "auth"}
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_MAX_PARAM_CHARS = 1024  # fault params (e.g. injected text) are brownout's own, but keep events small
+
+
+def provider_name(exchange: Exchange) -> str | None:
+    """The gen_ai.provider.name for the exchange, or None for plain HTTP."""
+    return _PROVIDERS.get(exchange.provider)
+
+
+def operation_name(exchange: Exchange) -> str | None:
+    """The gen_ai.operation.name, or None when the exchange is not a GenAI or tool call."""
+    return _OPERATIONS.get(exchange.operation)
+
+
+def redact_url(scheme: str, host: str, port: int, path: str) -> str:
+    """url.full with credential query values replaced by REDACTED (as the HTTP semconv asks)."""
+    base, sep, query = path.partition("?")
+    netloc = host if port in (0, _DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    url = f"{scheme}://{netloc}{base or '/'}"
+    if not sep:
+        return url
+    pairs = [(k, "REDACTED" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+    return f"{url}?{urlencode(pairs, quote_via=quote, safe='/:')}"
+
+
+def span_name(exchange: Exchange) -> str:
+    """`{operation} {model}` for LLM calls, `execute_tool {tool}` for tools, else `{method} {host}`."""
+    op = operation_name(exchange)
+    if op == "execute_tool":
+        return f"execute_tool {exchange.tool_name}" if exchange.tool_name else "execute_tool"
+    if op is not None:
+        return f"{op} {exchange.model}" if exchange.model else op
+    if exchange.mcp_method:
+        return f"{exchange.mcp_method} {exchange.host}"
+    return f"{exchange.method} {exchange.host}"
+
+
+def error_type(exchange: Exchange) -> str | None:
+    """error.type: the provider/transport error, else the status code for HTTP errors."""
+    if exchange.error_type:
+        return exchange.error_type
+    if exchange.status is None:
+        return "connection" if exchange.timings.end is not None else None
+    return str(exchange.status) if exchange.status >= 400 else None
+
+
+def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) -> dict[str, Any]:
+    """Every span attribute for the exchange; never credentials, prompts only with capture_content."""
+    op = operation_name(exchange)
+    attrs: dict[str, Any] = {
+        "server.address": exchange.host,
+        "http.request.method": exchange.method,
+        "url.full": redact_url(exchange.scheme, exchange.host, exchange.port, exchange.path),
+        "brownout.session.id": exchange.session,
+        "brownout.exchange.id": exchange.id,
+        "brownout.provider": exchange.provider,
+        "brownout.operation": exchange.operation,
+        "brownout.fault.injected": exchange.fault_injected,
+    }
+    if exchange.port:
+        attrs["server.port"] = exchange.port
+    if (provider := provider_name(exchange)) is not None:
+        attrs["gen_ai.provider.name"] = provider
+    if op is not None:
+        attrs["gen_ai.operation.name"] = op
+    if exchange.status is not None:
+        attrs["http.response.status_code"] = exchange.status
+    if (err := error_type(exchange)) is not None:
+        attrs["error.type"] = err
+    if exchange.faults:
+        attrs["brownout.fault.rules"] = tuple(dict.fromkeys(f.rule for f in exchange.faults))
+        attrs["brownout.fault.types"] = tuple(dict.fromkeys(f.fault for f in exchange.faults))
+    if exchange.mcp_method:
+        attrs["mcp.method.name"] = exchange.mcp_method
+    if exchange.retry_count is not None:
+        attrs["brownout.client.retry_count"] = exchange.retry_count
+    if exchange.stream_complete is not None:
+        attrs["brownout.stream.complete"] = exchange.stream_complete
+    if op == "execute_tool":
+        _tool_attributes(exchange, attrs, capture_content)
+    elif op is not None:
+        _llm_attributes(exchange, attrs, capture_content)
+    return attrs
+
+
+def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool) -> None:
+    if exchange.model:
+        attrs["gen_ai.request.model"] = exchange.model
+    attrs["gen_ai.request.stream"] = exchange.stream
+    if exchange.response_model:
+        attrs["gen_ai.response.model"] = exchange.response_model
+    if exchange.response_id:
+        attrs["gen_ai.response.id"] = exchange.response_id
+    if exchange.finish_reasons:
+        attrs["gen_ai.response.finish_reasons"] = tuple(str(r) for r in exchange.finish_reasons)
+    if exchange.usage.input_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = exchange.usage.input_tokens
+    if exchange.usage.output_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = exchange.usage.output_tokens
+    ttfc = exchange.timings.ttfc_s
+    if (exchange.stream or exchange.streamed) and ttfc is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = ttfc
+    if capture_content:
+        attrs["gen_ai.input.messages"] = _input_messages(exchange)
+        attrs["gen_ai.output.messages"] = _output_messages(exchange)
+
+
+def _tool_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool) -> None:
+    call = exchange.tool_calls[0] if exchange.tool_calls else None
+    name = exchange.tool_name or (call.name if call else None)
+    if name:
+        attrs["gen_ai.tool.name"] = name
+    call_id = exchange.tool_call_id or (call.id if call else None)
+    if call_id:
+        attrs["gen_ai.tool.call.id"] = call_id
+    if capture_content:
+        if call is not None:
+            attrs["gen_ai.tool.call.arguments"] = call.arguments
+        attrs["gen_ai.tool.call.result"] = exchange.output_text
+
+
+def _input_messages(exchange: Exchange) -> str:
+    messages: list[dict[str, Any]] = [
+        {"role": m.role, "parts": [{"type": "text", "content": m.text}]} for m in exchange.messages
+    ]
+    for result in exchange.tool_results:
+        part = {"type": "tool_call_response", "id": result.call_id, "response": result.content}
+        messages.append({"role": "tool", "parts": [part]})
+    return json.dumps(messages, ensure_ascii=False)
+
+
+def _output_messages(exchange: Exchange) -> str:
+    parts: list[dict[str, Any]] = []
+    if exchange.output_text:
+        parts.append({"type": "text", "content": exchange.output_text})
+    for call in exchange.tool_calls:
+        parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
+    message: dict[str, Any] = {"role": "assistant", "parts": parts}
+    if exchange.finish_reasons:
+        message["finish_reason"] = exchange.finish_reasons[0]
+    return json.dumps([message], ensure_ascii=False)
+
+
+def fault_event_attributes(fault: FaultRecord) -> dict[str, Any]:
+    """The `brownout.fault` event's attributes, params flattened to OTel-valid values."""
+    attrs: dict[str, Any] = {"brownout.fault.rule": fault.rule, "brownout.fault.type": fault.fault}
+    for key, value in fault.params.items():
+        attrs[f"brownout.fault.param.{key}"] = _attribute_value(value)
+    return attrs
+
+
+def _attribute_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:_MAX_PARAM_CHARS]
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, Sequence) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    if isinstance(value, Sequence) and value and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        # OTel arrays must be homogeneous: a mix of ints and floats becomes floats.
+        return tuple(value) if all(isinstance(v, int) for v in value) else tuple(float(v) for v in value)
+    if isinstance(value, Mapping | Sequence):
+        return json.dumps(value, default=str, sort_keys=True)[:_MAX_PARAM_CHARS]
+    return str(value)[:_MAX_PARAM_CHARS]

@@ -1,0 +1,214 @@
+"""Exchange -> OpenTelemetry span: the only place brownout builds spans.
+
+The addon's order is start -> check invariants -> finish, because invariants read the span
+and their violations become events on that same span before it ends:
+
+    exchange_span = builder.start(exchange)          # attributes + fault events, not ended
+    violations = runner.check(exchange_span, exchange)
+    builder.finish(exchange_span, violations)        # violation events, status, end
+
+or in one call: `builder.build(exchange, check=runner.check)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from proxy.exchange import Exchange
+from proxy.span_attributes import exchange_attributes, fault_event_attributes, span_name
+
+__all__ = ["ERROR_SEVERITIES", "ExchangeSpan", "SpanBuilder", "SpanEvent", "ViolationLike", "session_trace_context"]
+
+logger = logging.getLogger(__name__)
+
+ERROR_SEVERITIES = frozenset({"error", "critical"})
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class ViolationLike(Protocol):
+    """What a span needs from a violation (invariants.records.Violation satisfies it)."""
+
+    @property
+    def invariant(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+@dataclass(slots=True, frozen=True)
+class SpanEvent:
+    """A span event as invariants read it."""
+
+    name: str
+    attributes: dict[str, Any]
+    timestamp_ns: int
+
+
+@dataclass(slots=True)
+class ExchangeSpan:
+    """A started, not yet ended exchange span plus a readable copy of what is on it.
+
+    Invariants read the copy, not the SDK span: a span sampled out by the agent's
+    `traceparent` flags is non-recording and keeps no attributes, yet must still be checked.
+    """
+
+    span: trace.Span
+    name: str
+    attributes: dict[str, Any]
+    events: list[SpanEvent]
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    start_ns: int
+    end_ns: int
+    failed: bool  # the exchange itself failed: 5xx, connection error, provider error
+    ended: bool = field(default=False)
+
+    @property
+    def trace_id_hex(self) -> str:
+        return f"{self.trace_id:032x}"
+
+    @property
+    def span_id_hex(self) -> str:
+        return f"{self.span_id:016x}"
+
+
+def session_trace_context(session: str) -> Context:
+    """A parent context whose trace id is derived from the session id (no agent traceparent).
+
+    Why a synthetic non-recording parent: it groups every exchange of a session into one
+    trace without brownout keeping a per-session span open (which would only export when
+    the session idles and would hold memory per session). Derived with blake2b, so the same
+    session maps to the same trace across restarts and replicas. The parent span id is never
+    exported; trace viewers show the session's spans under a missing root.
+    """
+    digest = hashlib.blake2b(session.encode("utf-8", "surrogatepass"), digest_size=24).digest()
+    trace_id = int.from_bytes(digest[:16], "big") or 1
+    span_id = int.from_bytes(digest[16:], "big") or 1
+    ctx = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return trace.set_span_in_context(NonRecordingSpan(ctx))
+
+
+class SpanBuilder:
+    """Builds one CLIENT span per exchange with GenAI semconv attributes and brownout events."""
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider,
+        *,
+        capture_content: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._tracer = tracer_provider.get_tracer("brownout")
+        self.capture_content = capture_content
+        self._clock = clock
+
+    def parent_context(self, exchange: Exchange) -> Context:
+        """The agent's trace when it sent a valid traceparent, else the session's trace."""
+        if exchange.traceparent:
+            carrier = {"traceparent": exchange.traceparent}
+            if exchange.tracestate:
+                carrier["tracestate"] = exchange.tracestate
+            ctx = _PROPAGATOR.extract(carrier)
+            if trace.get_current_span(ctx).get_span_context().is_valid:
+                return ctx
+        return session_trace_context(exchange.session)
+
+    def start(self, exchange: Exchange) -> ExchangeSpan:
+        """Start the span with its attributes and fault events; it is not ended yet."""
+        start_s = exchange.timings.start or self._clock()
+        end_s = exchange.timings.end if exchange.timings.end is not None else self._clock()
+        start_ns = int(start_s * 1e9)
+        end_ns = max(start_ns, int(end_s * 1e9))
+        attributes = exchange_attributes(exchange, capture_content=self.capture_content)
+        name = span_name(exchange)
+        parent = self.parent_context(exchange)
+        span = self._tracer.start_span(
+            name, context=parent, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns
+        )
+        events: list[SpanEvent] = []
+        for fault in exchange.faults:
+            at_ns = int(fault.at * 1e9) if fault.at else start_ns
+            event = SpanEvent("brownout.fault", fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns))
+            span.add_event(event.name, event.attributes, event.timestamp_ns)
+            events.append(event)
+        ctx = span.get_span_context()
+        parent_ctx = trace.get_current_span(parent).get_span_context()
+        return ExchangeSpan(
+            span=span,
+            name=name,
+            attributes=attributes,
+            events=events,
+            trace_id=ctx.trace_id,
+            span_id=ctx.span_id,
+            parent_span_id=parent_ctx.span_id if parent_ctx.is_valid else None,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            failed=_failed(exchange),
+        )
+
+    def finish(self, exchange_span: ExchangeSpan, violations: Iterable[ViolationLike] = ()) -> None:
+        """Add violation events, set the status, end the span (idempotent)."""
+        if exchange_span.ended:
+            return
+        span = exchange_span.span
+        worst: ViolationLike | None = None
+        for violation in violations:
+            attrs = {
+                "brownout.violation.invariant": violation.invariant,
+                "brownout.violation.severity": violation.severity,
+                "brownout.violation.message": violation.message,
+            }
+            event = SpanEvent("brownout.violation", attrs, exchange_span.end_ns)
+            span.add_event(event.name, attrs, event.timestamp_ns)
+            exchange_span.events.append(event)
+            if worst is None and violation.severity in ERROR_SEVERITIES:
+                worst = violation
+        if worst is not None:
+            span.set_status(Status(StatusCode.ERROR, f"invariant {worst.invariant}: {worst.message}"))
+        elif exchange_span.failed:
+            span.set_status(Status(StatusCode.ERROR, str(exchange_span.attributes.get("error.type", "error"))))
+        span.end(end_time=exchange_span.end_ns)
+        exchange_span.ended = True
+
+    def build(
+        self,
+        exchange: Exchange,
+        violations: Sequence[ViolationLike] = (),
+        *,
+        check: Callable[[ExchangeSpan, Exchange], Sequence[ViolationLike]] | None = None,
+    ) -> tuple[ExchangeSpan, list[ViolationLike]]:
+        """start -> check(span, exchange) -> finish in one call; a failing check still ends the span."""
+        exchange_span = self.start(exchange)
+        found: list[ViolationLike] = list(violations)
+        try:
+            if check is not None:
+                found.extend(check(exchange_span, exchange))
+        except Exception:  # fail open: the span is still exported
+            logger.exception("invariant check failed for exchange %s", exchange.id)
+        finally:
+            self.finish(exchange_span, found)
+        return exchange_span, found
+
+
+def _failed(exchange: Exchange) -> bool:
+    """5xx, 4xx, no response, or a provider error (e.g. a mid-stream error event after a 200).
+
+    Follows the GenAI/HTTP-client semconv: status ERROR whenever error.type is set.
+    """
+    if exchange.error_type:
+        return True
+    if exchange.status is None:
+        return exchange.timings.end is not None
+    return exchange.status >= 400
