@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from faults.config import RuleConfig
+from invariants.config import InvariantList
 
 __all__ = ["BrownoutConfig", "Model", "ProxySettings"]
 
@@ -42,6 +43,6 @@ class BrownoutConfig(Model):
     seed: int = Field(0, description="Seed for every fault decision: same seed, same faults.")
     proxy: ProxySettings = ProxySettings()
     rules: list[RuleConfig] = Field(default_factory=list)
-    invariants: list[dict[str, Any]] = Field(default_factory=list)  # typed by invariants/ (issue 4)
+    invariants: InvariantList = Field(default_factory=list)
     exporters: dict[str, Any] = Field(default_factory=dict)  # typed by exporters/ (issue 5)
     control: dict[str, Any] | None = None  # typed by the control API (issue 5)

@@ -1,0 +1,92 @@
+"""The invariant abstraction: a typed config plus span-level and session-level checks.
+
+Invariants read the span (`ExchangeSpan`: attributes and events), the exchange summary and
+the session; never mitmproxy. Per-session state goes in `session.state_for(self.name, ...)`
+so it is dropped with the session.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Mapping
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from invariants.records import Violation
+from invariants.session import Session
+from invariants.summary import ExchangeSummary
+from proxy.spans import ExchangeSpan
+
+__all__ = ["Invariant", "InvariantConfigBase", "Severity"]
+
+Severity = Literal["info", "warning", "error", "critical"]
+
+
+class InvariantConfigBase(BaseModel):
+    """Fields every invariant takes; subclasses add `type: Literal[...]` and their parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    name: str | None = Field(None, min_length=1, description="Unique name; defaults to the type.")
+    severity: Severity = "error"
+    enabled: bool = True
+
+    @property
+    def key(self) -> str:
+        return self.name or self.type
+
+
+C = TypeVar("C", bound=InvariantConfigBase)
+
+
+class Invariant(ABC, Generic[C]):
+    """One configured invariant. Override check_span and/or check_session."""
+
+    type: ClassVar[str]
+    Config: ClassVar[type[InvariantConfigBase]]
+
+    def __init__(self, config: C) -> None:
+        self.config = config
+        self.name = config.key
+        self.severity: str = config.severity
+
+    def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
+        """Checks when an exchange ends; the session already includes it (session.last)."""
+        return []
+
+    def check_session(self, session: Session, *, final: bool) -> list[Violation]:
+        """Checks on the session: after each exchange (final=False) and once when it idles."""
+        return []
+
+    def violation(
+        self,
+        message: str,
+        session: Session,
+        at: ExchangeSummary | None = None,
+        *,
+        cause: ExchangeSummary | None = None,
+        severity: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> Violation:
+        """A record tied to exchange `at` (default: the session's last); faults from `cause` if given."""
+        at = at if at is not None else session.last
+        source = cause if cause is not None and cause.faults else at
+        return Violation(
+            invariant=self.name,
+            invariant_type=self.type,
+            severity=severity or self.severity,
+            message=message,
+            session_id=session.id,
+            timestamp=session.now,
+            trace_id=at.trace_id if at else None,
+            span_id=at.span_id if at else None,
+            exchange_id=at.exchange_id if at else None,
+            provider=at.provider if at else None,
+            model=at.model if at else None,
+            tool=at.tool if at else None,
+            rule=source.rules if source else None,
+            fault=source.fault_types if source else None,
+            details=dict(details or {}),
+        )

@@ -1,0 +1,114 @@
+"""no_pii: no emails, phones, card numbers, IBANs or secrets sent upstream and/or returned."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from invariants.base import Invariant, InvariantConfigBase, Severity
+from invariants.pii_patterns import CATEGORIES, Detector, Finding, default_detectors, find_all
+from invariants.records import Violation
+from invariants.session import Session
+from invariants.summary import ExchangeSummary
+from proxy.spans import ExchangeSpan
+
+__all__ = ["NoPii", "NoPiiConfig"]
+
+Category = Literal["email", "phone", "card", "iban", "secret"]
+_MAX_LOCATIONS = 20  # per violation, so a huge leak does not make a huge record
+
+
+class NoPiiConfig(InvariantConfigBase):
+    """Which kinds to look for, where, extra regexes (name -> regex) and allowlisted values (regexes)."""
+
+    type: Literal["no_pii"]
+    severity: Severity = "critical"
+    direction: Literal["request", "response", "both"] = "request"
+    kinds: list[Category] = Field(default_factory=lambda: list(CATEGORIES))
+    extra_patterns: dict[str, str] = Field(default_factory=dict)
+    allowlist: list[str] = Field(default_factory=list)
+
+    @field_validator("extra_patterns")
+    @classmethod
+    def _compile_extra(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, rx in value.items():
+            _compile(rx, f"extra_patterns.{name}")
+        return value
+
+    @field_validator("allowlist")
+    @classmethod
+    def _compile_allow(cls, value: list[str]) -> list[str]:
+        for i, rx in enumerate(value):
+            _compile(rx, f"allowlist[{i}]")
+        return value
+
+
+def _compile(rx: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(rx)
+    except re.error as exc:
+        raise ValueError(f"{where}: invalid regex: {exc}") from exc
+
+
+class NoPii(Invariant[NoPiiConfig]):
+    """Reports each kind found with its locations (where, character offset), never the value."""
+
+    type = "no_pii"
+    Config = NoPiiConfig
+
+    def __init__(self, config: NoPiiConfig) -> None:
+        super().__init__(config)
+        self._detectors: list[Detector] = [d for d in default_detectors() if d.category in config.kinds]
+        self._detectors += [Detector(n, "custom", re.compile(rx)) for n, rx in config.extra_patterns.items()]
+        self._allow = [re.compile(rx) for rx in config.allowlist]
+
+    def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
+        direction = self.config.direction
+        found: list[Violation] = []
+        if direction in ("request", "both"):
+            found += self._report("request", self._request_texts(exchange), session, exchange)
+        if direction in ("response", "both"):
+            found += self._report("response", self._response_texts(exchange), session, exchange)
+        return found
+
+    @staticmethod
+    def _request_texts(exchange: ExchangeSummary) -> list[tuple[str, str]]:
+        if exchange.request_body:
+            return [("request body", exchange.request_body)]
+        texts = [(f"request messages[{i}]", m.text) for i, m in enumerate(exchange.messages)]
+        texts += [(f"request tool_results[{i}]", r.content) for i, r in enumerate(exchange.tool_results)]
+        return texts
+
+    @staticmethod
+    def _response_texts(exchange: ExchangeSummary) -> list[tuple[str, str]]:
+        texts = [("response text", exchange.output_text)]
+        texts += [(f"response tool_calls[{i}].arguments", c.arguments) for i, c in enumerate(exchange.requested_calls)]
+        return texts
+
+    def _report(
+        self, direction: str, texts: list[tuple[str, str]], session: Session, exchange: ExchangeSummary
+    ) -> list[Violation]:
+        by_kind: dict[str, list[tuple[str, Finding]]] = {}
+        for where, text in texts:
+            if text:
+                for finding in find_all(text, self._detectors, self._allow):
+                    by_kind.setdefault(finding.kind, []).append((where, finding))
+        found: list[Violation] = []
+        for kind, hits in by_kind.items():
+            where, first = hits[0]
+            places = Counter(w for w, _ in hits)
+            more = f" ({len(hits) - 1} more)" if len(hits) > 1 else ""
+            locations = [{"where": w, "offset": f.start, "length": f.end - f.start} for w, f in hits[:_MAX_LOCATIONS]]
+            found.append(
+                self.violation(
+                    f"{kind} in {where} at offset {first.start}{more}",
+                    session,
+                    exchange,
+                    details={"kind": kind, "direction": direction, "count": len(hits),
+                             "locations": locations, "places": dict(places)},
+                )
+            )
+        return found

@@ -1,0 +1,131 @@
+"""retry_discipline: after a 429/5xx/reset, retries honour retry-after, back off, and stop."""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import Field
+
+from invariants.base import Invariant, InvariantConfigBase
+from invariants.records import Violation
+from invariants.session import Session
+from invariants.summary import ExchangeSummary
+from proxy.spans import ExchangeSpan
+
+__all__ = ["RetryDiscipline", "RetryDisciplineConfig"]
+
+_ENDPOINTS_MAX = 64  # endpoints tracked per session
+_CONCURRENT_SLACK_S = 0.001  # a request that started before the failure ended is not its retry
+
+
+class RetryDisciplineConfig(InvariantConfigBase):
+    """Times in seconds; a retry is the session's next request to the same endpoint after a failure."""
+
+    type: Literal["retry_discipline"]
+    max_retries: int = Field(3, ge=0, description="Retries allowed after one failure before giving up.")
+    retry_after_tolerance_s: float = Field(0.1, ge=0, description="How much earlier than retry-after is tolerated.")
+    max_retry_after_s: float = Field(
+        60.0, gt=0, description="Longer retry-after values are not expected to be honoured (SDKs cap them)."
+    )
+    min_backoff_s: float = Field(0.25, ge=0, description="Without retry-after, a retry sooner than this hammers.")
+    storm_requests: int = Field(5, ge=2, description="This many retries within storm_window_s is a storm.")
+    storm_window_s: float = Field(2.0, gt=0)
+    chain_reset_s: float = Field(120.0, gt=0, description="A request this long after the last failure starts afresh.")
+
+
+@dataclass
+class _Chain:
+    """Consecutive failed attempts at one endpoint."""
+
+    failure: ExchangeSummary  # the latest failed answer
+    first: ExchangeSummary  # the failure that started the chain (its faults are the cause)
+    retries: int = 0
+    starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    reported: set[str] = field(default_factory=set)
+
+
+class RetryDiscipline(Invariant[RetryDisciplineConfig]):
+    """Flags ignored retry-after, no backoff, too many retries, and retry storms, once per chain each."""
+
+    type = "retry_discipline"
+    Config = RetryDisciplineConfig
+
+    def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
+        chains: OrderedDict[str, _Chain] = session.state_for(self.name, OrderedDict)
+        chain = chains.get(exchange.endpoint)
+        found: list[Violation] = []
+        if chain is not None and exchange.start - chain.failure.end > self.config.chain_reset_s:
+            chain = None
+            del chains[exchange.endpoint]
+        is_retry = chain is not None and exchange.start >= chain.failure.end - _CONCURRENT_SLACK_S
+        if chain is not None and is_retry:
+            found += self._judge(chain, exchange, session)
+        elif exchange.retry_count is not None and exchange.retry_count > self.config.max_retries:
+            # No failure seen here (e.g. the client timed out on its own), but the SDK says so.
+            found.append(self._too_many(exchange.retry_count, exchange, exchange, session))
+        if exchange.is_failure:
+            if chain is None:
+                chain = _Chain(failure=exchange, first=exchange)
+                chains[exchange.endpoint] = chain
+                while len(chains) > _ENDPOINTS_MAX:
+                    chains.popitem(last=False)
+            elif is_retry:
+                chain.failure = exchange
+            chains.move_to_end(exchange.endpoint)
+        elif is_retry:
+            del chains[exchange.endpoint]  # the retry succeeded: the chain is over
+        return found
+
+    def _judge(self, chain: _Chain, exchange: ExchangeSummary, session: Session) -> list[Violation]:
+        cfg = self.config
+        chain.retries += 1
+        chain.starts.append(exchange.start)
+        gap = exchange.start - chain.failure.end
+        found: list[Violation] = []
+        retry_after = chain.failure.retry_after_s
+        if retry_after is not None and retry_after <= cfg.max_retry_after_s:
+            if gap + cfg.retry_after_tolerance_s < retry_after and "retry_after" not in chain.reported:
+                chain.reported.add("retry_after")
+                found.append(
+                    self.violation(
+                        f"retried {exchange.endpoint} after {gap:.3f} s; the {chain.failure.status or 'failed'} "
+                        f"answer asked for retry-after {retry_after:g} s",
+                        session, exchange, cause=chain.first,
+                        details={"gap_s": round(gap, 4), "retry_after_s": retry_after, "check": "retry_after"},
+                    )
+                )
+        elif gap < cfg.min_backoff_s and "backoff" not in chain.reported:
+            chain.reported.add("backoff")
+            found.append(
+                self.violation(
+                    f"retried {exchange.endpoint} {gap:.3f} s after a failure without backing off "
+                    f"(min {cfg.min_backoff_s:g} s)",
+                    session, exchange, cause=chain.first,
+                    details={"gap_s": round(gap, 4), "min_backoff_s": cfg.min_backoff_s, "check": "backoff"},
+                )
+            )
+        retries = max(chain.retries, exchange.retry_count or 0)
+        if retries > cfg.max_retries and "max_retries" not in chain.reported:
+            chain.reported.add("max_retries")
+            found.append(self._too_many(retries, exchange, chain.first, session))
+        recent = sum(1 for t in chain.starts if exchange.start - t <= cfg.storm_window_s)
+        if recent >= cfg.storm_requests and "storm" not in chain.reported:
+            chain.reported.add("storm")
+            found.append(
+                self.violation(
+                    f"retry storm: {recent} retries of {exchange.endpoint} within {cfg.storm_window_s:g} s",
+                    session, exchange, cause=chain.first,
+                    details={"retries": recent, "window_s": cfg.storm_window_s, "check": "storm"},
+                )
+            )
+        return found
+
+    def _too_many(self, retries: int, exchange: ExchangeSummary, cause: ExchangeSummary,
+                  session: Session) -> Violation:
+        return self.violation(
+            f"{retries} retries of {exchange.endpoint}, more than max_retries {self.config.max_retries}",
+            session, exchange, cause=cause,
+            details={"retries": retries, "max_retries": self.config.max_retries, "check": "max_retries"},
+        )

@@ -1,0 +1,143 @@
+"""The checker the addon calls when an exchange finishes, and on a timer to close idle sessions."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+
+from invariants import create
+from invariants.base import Invariant, InvariantConfigBase
+from invariants.records import Violation
+from invariants.session import Session, SessionStore
+from invariants.summary import ExchangeSummary
+from proxy.exchange import Exchange
+from proxy.spans import ExchangeSpan
+
+__all__ = ["InvariantRunner"]
+
+logger = logging.getLogger(__name__)
+
+
+class InvariantRunner:
+    """Runs configured invariants on exchange spans and on sessions; never raises into traffic."""
+
+    def __init__(
+        self,
+        configs: Iterable[InvariantConfigBase],
+        *,
+        clock: Callable[[], float] = time.time,
+        idle_s: float = 300.0,
+        max_sessions: int = 10_000,
+        on_violation: Callable[[Violation], None] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._on_violation = on_violation
+        self.sessions = SessionStore(idle_s=idle_s, max_sessions=max_sessions)
+        self.internal_errors: Counter[str] = Counter()
+        self._logged: set[str] = set()
+        # Session-end violations of sessions evicted during check(): emitted at once, and also
+        # handed out by the next sweep(); bounded in case sweep() is never called.
+        self._orphans: deque[Violation] = deque(maxlen=10_000)
+        self.invariants: tuple[Invariant, ...] = self._build(configs)
+
+    @staticmethod
+    def _build(configs: Iterable[InvariantConfigBase]) -> tuple[Invariant, ...]:
+        """Instantiate enabled invariants; ValueError on duplicate names or an unloadable one."""
+        invariants: list[Invariant] = []
+        names: set[str] = set()
+        for config in configs:
+            if config.key in names:
+                raise ValueError(f"duplicate invariant name {config.key!r}")
+            names.add(config.key)
+            if config.enabled:
+                invariants.append(create(config))
+        return tuple(invariants)
+
+    @property
+    def sessions_active(self) -> int:
+        return len(self.sessions)
+
+    def reload(self, configs: Iterable[InvariantConfigBase]) -> None:
+        """Swap the invariant set; on error the old set stays. Session state is kept (keyed by name)."""
+        self.invariants = self._build(configs)
+
+    def check(self, span: ExchangeSpan, exchange: Exchange) -> list[Violation]:
+        """Span-level then session-level checks for a finished exchange; returns its violations."""
+        now = self._clock()
+        try:
+            summary = ExchangeSummary.from_exchange(span, exchange)
+            session, evicted = self.sessions.touch(summary.session_id, now)
+            session.observe(summary)
+        except Exception:
+            self._internal_error("runner", "building the exchange summary")
+            return []
+        for old in evicted:
+            closed = self._close(old)
+            self._emit(closed)
+            self._orphans.extend(closed)
+        found: list[Violation] = []
+        for invariant in self.invariants:
+            found += self._run(invariant, invariant.check_span, span, summary, session)
+        for invariant in self.invariants:
+            found += self._run(invariant, invariant.check_session, session, final=False)
+        self._emit(found)
+        return found
+
+    def sweep(self, now: float | None = None) -> list[Violation]:
+        """Close sessions idle past idle_s: run their session-end checks, then drop their state."""
+        now = self._clock() if now is None else now
+        found = list(self._orphans)
+        self._orphans.clear()
+        for session in self.sessions.expire(now):
+            closed = self._close(session)
+            self._emit(closed)
+            found += closed
+        return found
+
+    def close_all(self) -> list[Violation]:
+        """Session-end checks for every session (shutdown)."""
+        found = list(self._orphans)
+        self._orphans.clear()
+        for session in self.sessions.clear():
+            session.now = self._clock()
+            closed = self._close(session)
+            self._emit(closed)
+            found += closed
+        return found
+
+    def _close(self, session: Session) -> list[Violation]:
+        if session.closed:
+            return []
+        session.closed = True
+        found: list[Violation] = []
+        for invariant in self.invariants:
+            found += self._run(invariant, invariant.check_session, session, final=True)
+        return found
+
+    def _run(self, invariant: Invariant, method: Callable[..., list[Violation]], *args: object,
+             **kwargs: object) -> list[Violation]:
+        try:
+            result = method(*args, **kwargs)
+            if not isinstance(result, Sequence) or not all(isinstance(v, Violation) for v in result):
+                raise TypeError(f"{method.__name__} must return a list of Violation")
+            return list(result)
+        except Exception:
+            self._internal_error(f"invariant:{invariant.name}", f"invariant {invariant.name!r} {method.__name__}")
+            return []
+
+    def _internal_error(self, key: str, what: str) -> None:
+        self.internal_errors[key] += 1
+        if key not in self._logged:  # once per key: a broken invariant must not flood the log
+            self._logged.add(key)
+            logger.exception("%s failed; skipped (counted as %s)", what, key)
+
+    def _emit(self, violations: list[Violation]) -> None:
+        if self._on_violation is None:
+            return
+        for violation in violations:
+            try:
+                self._on_violation(violation)
+            except Exception:
+                self._internal_error("on_violation", "the on_violation callback")

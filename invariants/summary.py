@@ -1,0 +1,193 @@
+"""ExchangeSummary: the typed per-exchange view invariants read alongside the span.
+
+Why a summary next to the span: spans are exported, so they carry no prompt text unless
+`capture_content` is on, yet `no_pii`, `stream_complete` and `injection_followed` need the
+raw text. The summary holds it in memory only; the session history keeps `light()` copies
+without the large text fields, so memory per session stays small.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from proxy.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
+from proxy.span_attributes import LLM_OPERATIONS, operation_name
+from proxy.spans import ExchangeSpan
+
+__all__ = ["ExchangeSummary", "ToolCallView", "canonical_arguments", "parse_retry_after"]
+
+_RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallView:
+    """A tool call with its raw argument text as it crossed the wire."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeSummary:
+    """What invariants need to know about one exchange (no mitmproxy, no SDK objects)."""
+
+    exchange_id: str
+    session_id: str
+    trace_id: str
+    span_id: str
+    provider: str
+    operation: str | None  # gen_ai.operation.name, None for plain HTTP
+    model: str | None
+    method: str
+    host: str
+    url: str  # url.full, query secrets redacted
+    endpoint: str  # "METHOD host/path" without query: what a retry of this request targets
+    status: int | None
+    error_type: str | None
+    start: float
+    end: float
+    ttfc_s: float | None
+    stream: bool
+    stream_complete: bool | None
+    finish_reasons: tuple[str, ...]
+    input_tokens: int
+    output_tokens: int
+    retry_count: int | None  # x-stainless-retry-count
+    retry_after_s: float | None  # from retry-after-ms / retry-after on the response
+    tool_name: str | None
+    requested_calls: tuple[ToolCallView, ...]  # tool calls the model asked for in its response
+    executed_call: ToolCallView | None  # the call an execute_tool exchange carried out
+    tools_declared: tuple[ToolSpec, ...]
+    faults: tuple[FaultRecord, ...]
+    # Large text: present on the current exchange only, dropped by light().
+    messages: tuple[Message, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    request_body: str = ""
+    output_text: str = ""
+
+    @property
+    def is_llm(self) -> bool:
+        return self.operation in LLM_OPERATIONS
+
+    @property
+    def is_failure(self) -> bool:
+        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error."""
+        if self.status is None:
+            return True
+        if self.status in _RETRYABLE_STATUSES or self.status >= 500:
+            return True
+        return self.status < 400 and self.error_type is not None
+
+    @property
+    def tool(self) -> str | None:
+        if self.tool_name:
+            return self.tool_name
+        return self.requested_calls[0].name if self.requested_calls else None
+
+    @property
+    def rules(self) -> str | None:
+        return ",".join(dict.fromkeys(f.rule for f in self.faults)) or None
+
+    @property
+    def fault_types(self) -> str | None:
+        return ",".join(dict.fromkeys(f.fault for f in self.faults)) or None
+
+    def light(self) -> ExchangeSummary:
+        """A copy without the large text fields, for the session history."""
+        return replace(self, messages=(), tool_results=(), request_body="", output_text="")
+
+    @classmethod
+    def from_exchange(cls, span: ExchangeSpan, exchange: Exchange) -> ExchangeSummary:
+        """Derive the summary from a started span and its exchange."""
+        op = operation_name(exchange)
+        calls = tuple(ToolCallView(c.name, c.arguments, c.id) for c in exchange.tool_calls)
+        executed: ToolCallView | None = None
+        if op == "execute_tool":
+            executed = _executed_call(exchange, calls)
+            calls = ()
+        start = exchange.timings.start or span.start_ns / 1e9
+        end = exchange.timings.end if exchange.timings.end is not None else span.end_ns / 1e9
+        return cls(
+            exchange_id=exchange.id,
+            session_id=exchange.session,
+            trace_id=span.trace_id_hex,
+            span_id=span.span_id_hex,
+            provider=exchange.provider,
+            operation=op,
+            model=exchange.model,
+            method=exchange.method,
+            host=exchange.host,
+            url=str(span.attributes.get("url.full", "")),
+            endpoint=f"{exchange.method} {exchange.host}{exchange.path.partition('?')[0]}",
+            status=exchange.status,
+            error_type=exchange.error_type,
+            start=start,
+            end=end,
+            ttfc_s=exchange.timings.ttfc_s,
+            stream=exchange.stream or exchange.streamed,
+            stream_complete=exchange.stream_complete,
+            finish_reasons=tuple(exchange.finish_reasons),
+            input_tokens=exchange.usage.input_tokens or 0,
+            output_tokens=exchange.usage.output_tokens or 0,
+            retry_count=exchange.retry_count,
+            retry_after_s=parse_retry_after(exchange.response_headers, now=end),
+            tool_name=exchange.tool_name or (executed.name if executed else None),
+            requested_calls=calls,
+            executed_call=executed,
+            tools_declared=tuple(exchange.tools_declared),
+            faults=tuple(exchange.faults),
+            messages=tuple(exchange.messages),
+            tool_results=tuple(exchange.tool_results),
+            request_body=exchange.request_body,
+            output_text=exchange.output_text,
+        )
+
+
+def _executed_call(exchange: Exchange, calls: tuple[ToolCallView, ...]) -> ToolCallView:
+    if calls:
+        call = calls[0]
+        return ToolCallView(exchange.tool_name or call.name, call.arguments, exchange.tool_call_id or call.id)
+    arguments = exchange.request_body
+    try:
+        body = json.loads(arguments)
+    except ValueError:
+        body = None
+    # MCP tools/call: the arguments are params.arguments; the JSON-RPC id varies per call.
+    if isinstance(body, dict) and isinstance(body.get("params"), dict) and "arguments" in body["params"]:
+        arguments = json.dumps(body["params"]["arguments"])
+    return ToolCallView(exchange.tool_name or "", arguments, exchange.tool_call_id)
+
+
+def canonical_arguments(arguments: str) -> str:
+    """Arguments as sorted, compact JSON when they parse, else the stripped raw text."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments.strip()
+
+
+def parse_retry_after(headers: dict[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asked to wait: retry-after-ms, then retry-after (seconds or HTTP date)."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when: Any = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (now if now is not None else time.time()))

@@ -1,0 +1,93 @@
+"""tool_arguments_json: every tool call's arguments parse as a JSON object (and match the schema)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+
+from invariants.base import Invariant, InvariantConfigBase
+from invariants.records import Violation
+from invariants.session import Session
+from invariants.summary import ExchangeSummary, ToolCallView
+from proxy.spans import ExchangeSpan
+
+__all__ = ["ToolArgumentsJson", "ToolArgumentsJsonConfig"]
+
+logger = logging.getLogger(__name__)
+
+
+class ToolArgumentsJsonConfig(InvariantConfigBase):
+    """`schema: true` validates against the tool's schema declared earlier in the same session."""
+
+    type: Literal["tool_arguments_json"]
+    # `schema` would shadow a BaseModel attribute, so the field is schema_ with the key `schema`.
+    schema_: bool = Field(False, alias="schema")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
+    """Checks model-requested tool calls and executed tool calls (MCP tools/call, tool APIs)."""
+
+    type = "tool_arguments_json"
+    Config = ToolArgumentsJsonConfig
+
+    def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
+        calls = list(exchange.requested_calls)
+        if exchange.executed_call is not None and exchange.executed_call.arguments:
+            calls.append(exchange.executed_call)
+        found: list[Violation] = []
+        for index, call in enumerate(calls):
+            problem = self._problem(call, session)
+            if problem is not None:
+                where = "executed" if call is exchange.executed_call else f"tool_calls[{index}]"
+                found.append(
+                    self.violation(f"tool call {call.name!r} ({where}): {problem}", session, exchange,
+                                   details={"tool": call.name, "call_id": call.id, "location": where})
+                )
+        return found
+
+    def _problem(self, call: ToolCallView, session: Session) -> str | None:
+        try:
+            value = json.loads(call.arguments)
+        except ValueError as exc:
+            # Position only: the message must not echo the argument text.
+            return f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+        if not isinstance(value, dict):
+            return f"arguments are JSON {type(value).__name__}, not an object"
+        if not self.config.schema_:
+            return None
+        validator = self._validator(call.name, session)
+        if validator is None:
+            return None
+        error = schema_errors.best_match(validator.iter_errors(value))
+        if error is None:
+            return None
+        path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        if error.validator in ("required", "additionalProperties", "dependentRequired"):
+            # These messages name schema properties, not argument values.
+            return f"arguments do not match the declared schema: {error.message} at {path}"
+        return f"arguments do not match the declared schema: `{error.validator}` failed at {path}"
+
+    def _validator(self, tool: str, session: Session) -> Any:
+        schema = session.tools.get(tool)
+        if not isinstance(schema, dict):
+            return None
+        cache: dict[str, tuple[int, Any]] = session.state_for(self.name, dict)
+        cached = cache.get(tool)
+        if cached is not None and cached[0] == id(schema):
+            return cached[1]
+        cls = validators.validator_for(schema)
+        try:
+            cls.check_schema(schema)
+            validator = cls(schema)
+        except schema_errors.SchemaError:
+            logger.debug("tool %r declared an invalid JSON Schema; skipping schema validation", tool)
+            validator = None
+        cache[tool] = (id(schema), validator)
+        return validator
