@@ -73,3 +73,18 @@ def test_agent_cli_json(up: MockUpstream) -> None:
                          capture_output=True, text=True, timeout=60, env=env, check=True)
     summary = AgentSummary.from_dict(json.loads(out.stdout))
     assert summary.errors == 0 and summary.final_answer == "It is 18°C and cloudy in Paris."
+
+
+def test_run_demo_through_embedded_brownout(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from proxy.demo.run import run_demo
+
+    monkeypatch.setenv("BROWNOUT_CONFDIR", str(tmp_path))  # a throwaway CA, not ~/.brownout
+    out = StringIO()
+    assert run_demo(Console(file=out, width=160)) == 0
+    text = out.getvalue()
+    assert "Exchanges seen by brownout" in text and "anthropic" in text and "execute_tool" in text
+    assert "It is 18°C and cloudy in Paris." in text
