@@ -12,10 +12,13 @@ from faults.base import Fault, FaultParams
 from faults.empty import EmptyFault
 from faults.hang import HangFault
 from faults.http_error import HttpErrorFault
+from faults.inject import InjectFault
 from faults.latency import LatencyFault
+from faults.malformed_json import MalformedJsonFault
 from faults.reset import ResetFault
 from faults.stall import StallFault
 from faults.throttle import ThrottleFault
+from faults.truncate import TruncateFault
 
 __all__ = ["FAULTS", "REGISTRY", "build_registry", "create", "params_types"]
 
@@ -23,10 +26,13 @@ FAULTS: tuple[type[Fault], ...] = (
     LatencyFault,
     StallFault,
     ThrottleFault,
+    TruncateFault,
+    MalformedJsonFault,
     HttpErrorFault,
     ResetFault,
     HangFault,
     EmptyFault,
+    InjectFault,
 )
 
 

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 from faults.base import StreamEditor
 from proxy.wire.base import StreamEvent, WireFormat
+from proxy.wire.framing import framer_for
 
-__all__ = ["AfterEventsEditor", "counts", "is_sse", "with_data"]
+__all__ = [
+    "AfterEventsEditor",
+    "ByteCutEditor",
+    "JsonEventEditor",
+    "counts",
+    "edit_events_in_body",
+    "is_sse",
+    "with_data",
+]
 
 
 def counts(event: StreamEvent) -> bool:
@@ -80,3 +93,54 @@ class AfterEventsEditor(StreamEditor):
     def fire_at_end(self) -> list[bytes]:
         """The stream ended before the threshold."""
         return []
+
+
+def edit_events_in_body(editor: StreamEditor, body: bytes, content_type: str) -> bytes | None:
+    """Run a stream editor over a whole buffered SSE/NDJSON body; None when it is no event stream.
+
+    A buffered body cannot be reset half-way, so CLOSE and RESET both just end it there.
+    """
+    framer = framer_for(content_type)
+    if framer is None:
+        return None
+    out: list[bytes] = []
+    for event in framer.feed(body) + framer.flush():
+        res = editor.on_event(event)
+        if isinstance(res, str):
+            return b"".join(out)
+        out.extend(res)
+    return b"".join(out + editor.on_end())
+
+
+class ByteCutEditor(StreamEditor):
+    """Delivers exactly `limit` body bytes (cutting inside an event), then ends with `how`."""
+
+    def __init__(self, limit: int, how: str) -> None:
+        self.left = limit
+        self.how = how
+
+    def on_event(self, event: StreamEvent) -> list[bytes] | str:
+        if self.left <= 0:
+            return self.how
+        if len(event.raw) < self.left:
+            self.left -= len(event.raw)
+            return [event.raw]
+        # The cut falls inside this event: send its head now, end on the next event (an
+        # editor cannot both send bytes and end in one call).
+        part, self.left = event.raw[: self.left], 0
+        return [part]
+
+
+class JsonEventEditor(StreamEditor):
+    """Applies an in-place JSON edit to every data event; re-serialises only the events it changed."""
+
+    def __init__(self, edit: Callable[[Any], bool]) -> None:
+        self.edit = edit
+
+    def on_event(self, event: StreamEvent) -> list[bytes] | str:
+        if not counts(event):
+            return [event.raw]
+        doc = event.json()
+        if doc is None or not self.edit(doc):
+            return [event.raw]
+        return [with_data(event, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))]

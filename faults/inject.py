@@ -1,0 +1,120 @@
+"""inject: insert text into what the agent reads (tool output or the completion): prompt injection."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from faults.base import Fault, FaultContext, FaultParams, StreamEditor
+from faults.completion import inject_completion, inject_completion_event
+from faults.jsonedit import NOT_JSON, dumps, find_longest_string, iter_path, load, parse_path
+from faults.streams import JsonEventEditor, edit_events_in_body
+
+__all__ = ["InjectFault", "InjectParams", "inject_tool_output"]
+
+log = logging.getLogger(__name__)
+
+
+class InjectParams(FaultParams):
+    """Parameters of the inject fault."""
+
+    type: Literal["inject"]
+    text: str = Field(min_length=1, description="The text to insert, e.g. an instruction the agent should not follow.")
+    target: Literal["tool_output", "completion"] = "tool_output"
+    path: str | None = Field(None, description="tool_output: JSON path of the string to extend; absent: auto.")
+    position: Literal["end", "start"] = Field("end", description="Append to or prepend to the text found.")
+    separator: str = Field("\n\n", description="Between the original text and the injected text.")
+
+    @model_validator(mode="after")
+    def _path_for_tool_output(self) -> InjectParams:
+        if self.path is not None:
+            if self.target != "tool_output":
+                raise ValueError("path only applies to target tool_output")
+            parse_path(self.path)
+        return self
+
+
+def _join(old: str, p: InjectParams) -> str:
+    return p.text + p.separator + old if p.position == "start" else old + p.separator + p.text
+
+
+def inject_tool_output(doc: Any, p: InjectParams) -> bool:
+    """Insert the text into a tool API's JSON document in place; True when a place was found."""
+    if p.path is not None:
+        hits = [(c, k) for c, k in iter_path(doc, parse_path(p.path)) if isinstance(c[k], str)]
+        for container, key in hits:
+            container[key] = _join(container[key], p)
+        return bool(hits)
+    result = doc.get("result") if isinstance(doc, dict) and "jsonrpc" in doc else None
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        # An MCP tool result: the model reads `content` text items, so the text goes there.
+        texts = [c for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"]
+        if texts:
+            texts[0]["text"] = _join(str(texts[0].get("text", "")), p)
+        else:
+            result["content"].append({"type": "text", "text": p.text})
+        return True
+    # A plain JSON tool API: the longest string is where the prose (and the agent's eye) is.
+    spot = find_longest_string(doc)
+    if spot is None:
+        return False
+    container, key = spot
+    container[key] = _join(container[key], p)
+    return True
+
+
+class InjectFault(Fault):
+    """Adds attacker-style text to a tool response or to the assistant's answer (AgentDojo setting)."""
+
+    type = "inject"
+    Params = InjectParams
+    params: InjectParams
+
+    def wants_body(self, ctx: FaultContext) -> bool:
+        return True
+
+    def _edit(self, doc: Any) -> bool:
+        p = self.params
+        if p.target == "completion":
+            return inject_completion(doc, p.text, at_start=p.position == "start", sep=p.separator)
+        return inject_tool_output(doc, p)
+
+    def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        p = self.params
+        done = False
+
+        def once(doc: Any) -> bool:
+            # Streams get the text once: in the first text delta, or the first tool result event.
+            nonlocal done
+            if done:
+                return False
+            if p.target == "completion":
+                done = inject_completion_event(doc, p.text, at_start=p.position == "start", sep=p.separator)
+            else:
+                done = inject_tool_output(doc, p)
+            return done
+
+        return JsonEventEditor(once)
+
+    def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        ct = headers.get("content-type", ctx.exchange.content_type)
+        edited = edit_events_in_body(self.stream_editor(ctx), body, ct)  # type: ignore[arg-type]
+        if edited is not None:
+            return edited
+        doc = load(body)
+        if doc is NOT_JSON:
+            if self.params.target == "tool_output" and ("text" in ct or not ct):
+                try:
+                    return _join(body.decode("utf-8"), self.params).encode()  # a plain-text tool response
+                except UnicodeDecodeError:
+                    pass
+            log.info("inject: %s body is not JSON; passed through", ctx.exchange.id)
+            return body
+        if isinstance(doc, str):
+            return dumps(_join(doc, self.params)).encode()
+        if not self._edit(doc):
+            log.info("inject %s: no place for the text in %s", self.params.target, ctx.exchange.id)
+            return body
+        return dumps(doc).encode()

@@ -1,0 +1,104 @@
+"""malformed_json: broken JSON bodies, unparseable tool arguments, a corrupted event, schema drift."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from faults.base import Fault, FaultContext, FaultParams, StreamEditor
+from faults.drift import apply_drift
+from faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
+from faults.providers import StreamArgsCorrupter, corrupt_tool_args
+from faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
+from proxy.wire.base import StreamEvent
+
+__all__ = ["MalformedJsonFault", "MalformedJsonParams"]
+
+log = logging.getLogger(__name__)
+
+SSE_DEFAULT_WINDOW = 3  # without event_index, one of the first few events is picked by the rng
+
+
+class MalformedJsonParams(FaultParams):
+    """Parameters of the malformed_json fault."""
+
+    type: Literal["malformed_json"]
+    target: Literal["body", "tool_arguments", "sse_event", "schema_drift"] = "body"
+    event_index: int | None = Field(None, ge=0, description="sse_event: which data event (0-based); absent: seeded pick.")
+    field: str | None = Field(None, description="schema_drift: JSON path, e.g. 'choices[].message'; absent: by provider.")
+    action: Literal["rename", "drop"] = Field("rename", description="schema_drift: rename or drop the field.")
+    rename_to: str | None = Field(None, min_length=1, description="schema_drift rename: new name (default '<field>_v2').")
+
+    @model_validator(mode="after")
+    def _params_fit_target(self) -> MalformedJsonParams:
+        if self.event_index is not None and self.target != "sse_event":
+            raise ValueError("event_index only applies to target sse_event")
+        drift = (self.field is not None, self.rename_to is not None, self.action != "rename")
+        if any(drift) and self.target != "schema_drift":
+            raise ValueError("field, action and rename_to only apply to target schema_drift")
+        if self.rename_to is not None and self.action == "drop":
+            raise ValueError("rename_to needs action rename")
+        if self.field is not None:
+            parse_path(self.field)
+        return self
+
+
+class _CorruptOneEvent(AfterEventsEditor):
+    """Corrupts the data of one event (or of the terminal event, if the stream ends first)."""
+
+    def __init__(self, ctx: FaultContext, index: int) -> None:
+        super().__init__(ctx.wire, index)
+        self.rng = ctx.rng
+
+    def fire(self, event: StreamEvent) -> list[bytes] | str:
+        data = event.data
+        # `[DONE]` is no JSON: cutting its bracket still breaks the SDK's end-of-stream check.
+        bad = corrupt_json_text(data, self.rng) if load(data) is not NOT_JSON and data[:1] in "{[" else data[:-1]
+        return [with_data(event, bad)]
+
+
+class MalformedJsonFault(Fault):
+    """Corrupts JSON the client must parse, in streamed and buffered responses alike."""
+
+    type = "malformed_json"
+    Params = MalformedJsonParams
+    params: MalformedJsonParams
+
+    def wants_body(self, ctx: FaultContext) -> bool:
+        return True
+
+    def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        p = self.params
+        if p.target == "tool_arguments":
+            return JsonEventEditor(StreamArgsCorrupter(lambda s: corrupt_json_text(s, ctx.rng)).edit)
+        if p.target == "schema_drift":
+            return JsonEventEditor(lambda doc: apply_drift(doc, p.field, p.action, p.rename_to) > 0)
+        # body and sse_event: a stream's body is its events, so one of them breaks.
+        index = p.event_index if p.event_index is not None else ctx.rng.randrange(SSE_DEFAULT_WINDOW)
+        return _CorruptOneEvent(ctx, index)
+
+    def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        ct = headers.get("content-type", ctx.exchange.content_type)
+        editor = self.stream_editor(ctx)
+        if editor is not None:
+            # A buffered SSE/NDJSON body (e.g. content-encoded): edit it event by event.
+            edited = edit_events_in_body(editor, body, ct)
+            if edited is not None:
+                return edited
+        doc = load(body)
+        if doc is NOT_JSON:
+            log.info("malformed_json: %s body is not JSON; passed through", ctx.exchange.id)
+            return body
+        p = self.params
+        if p.target in ("body", "sse_event"):
+            return corrupt_json_text(body.decode("utf-8", "replace"), ctx.rng).encode()
+        if p.target == "tool_arguments":
+            changed = corrupt_tool_args(doc, lambda s: corrupt_json_text(s, ctx.rng))
+        else:
+            changed = apply_drift(doc, p.field, p.action, p.rename_to)
+        if not changed:
+            log.info("malformed_json %s: nothing to change in %s", p.target, ctx.exchange.id)
+            return body
+        return dumps(doc).encode()

@@ -1,0 +1,103 @@
+"""truncate: cut the response body at a byte count or fraction, or a stream after N events."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from faults.base import CLOSE, RESET, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
+from faults.streams import AfterEventsEditor, ByteCutEditor, edit_events_in_body
+from proxy.wire.base import StreamEvent
+
+__all__ = ["TruncateFault", "TruncateParams"]
+
+log = logging.getLogger(__name__)
+
+
+class TruncateParams(FaultParams):
+    """Parameters of the truncate fault: exactly one of at_bytes, at_fraction, after_events."""
+
+    type: Literal["truncate"]
+    at_bytes: int | None = Field(None, ge=0, description="Body bytes delivered before the cut.")
+    at_fraction: float | None = Field(None, ge=0, lt=1, description="Fraction of the body delivered (0..1).")
+    after_events: int | None = Field(None, ge=0, description="Streams: data events delivered before the cut.")
+    close: Literal["clean", "reset"] = Field("clean", description="End the body cleanly (FIN) or reset (RST).")
+
+    @model_validator(mode="after")
+    def _exactly_one_cut(self) -> TruncateParams:
+        given = [n for n in ("at_bytes", "at_fraction", "after_events") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of at_bytes, at_fraction, after_events (got {given or 'none'})")
+        return self
+
+
+class _EventCut(AfterEventsEditor):
+    """Ends the stream after N data events, or at the terminal event, whichever comes first."""
+
+    def __init__(self, ctx: FaultContext, after_events: int, how: str) -> None:
+        super().__init__(ctx.wire, after_events)
+        self.how = how
+
+    def fire(self, event: StreamEvent) -> list[bytes] | str:
+        return self.how
+
+    def after_fire(self, event: StreamEvent) -> list[bytes] | str:
+        return self.how
+
+
+def _content_length(ctx: FaultContext) -> int | None:
+    value = ctx.exchange.response_headers.get("content-length")
+    return int(value) if value and value.isdigit() else None
+
+
+class TruncateFault(Fault):
+    """Cuts the body short; streams lose their terminal event ([DONE], message_stop, done:true)."""
+
+    type = "truncate"
+    Params = TruncateParams
+    params: TruncateParams
+
+    def _how(self) -> str:
+        return RESET if self.params.close == "reset" else CLOSE
+
+    def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
+        p = self.params
+        if p.close != "reset":
+            return None
+        if p.at_bytes is not None:
+            return StreamTiming(reset_after_bytes=p.at_bytes)  # the tap cuts exactly, then RSTs
+        if p.at_fraction is not None:
+            return StreamTiming()  # no pacing: forces the body through the tap so the editor can reset
+        return None
+
+    def wants_body(self, ctx: FaultContext) -> bool:
+        return self.params.close == "clean" or self.params.after_events is not None
+
+    def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        p = self.params
+        if p.after_events is not None:
+            return _EventCut(ctx, p.after_events, self._how())
+        if p.at_bytes is not None:
+            return None if p.close == "reset" else ByteCutEditor(p.at_bytes, CLOSE)
+        total = _content_length(ctx)
+        if total is None:
+            # A chunked stream has no known length: a fraction of it is undefined.
+            log.info("truncate at_fraction: %s has no content-length; not cut", ctx.exchange.id)
+            return None
+        # The reset follows the next chunk; a body that ends with the cut chunk ends cleanly.
+        return ByteCutEditor(int(total * (p.at_fraction or 0.0)), self._how())
+
+    def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        p = self.params
+        if p.at_bytes is not None:
+            return body[: p.at_bytes]
+        if p.at_fraction is not None:
+            return body[: int(len(body) * p.at_fraction)]
+        ct = headers.get("content-type", ctx.exchange.content_type)
+        cut = edit_events_in_body(_EventCut(ctx, p.after_events or 0, CLOSE), body, ct)
+        if cut is None:
+            log.info("truncate after_events: %s is not an event stream; not cut", ctx.exchange.id)
+            return body
+        return cut

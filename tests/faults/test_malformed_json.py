@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from pydantic import ValidationError
+
+from faults.jsonedit import corrupt_json_text
+from faults.malformed_json import MalformedJsonFault, MalformedJsonParams
+from proxy.wire import by_provider
+from tests.faults.conftest import ndjson, run_editor, sse
+from tests.faults.samples import (
+    ANTHROPIC_MSG, ANTHROPIC_TOOL_STREAM, GEMINI, JSON, OLLAMA, OPENAI_CHAT, OPENAI_RESPONSES, OPENAI_TEXT_STREAM,
+    OPENAI_TOOL_STREAM, SSE, anthropic_sdk, dump, openai_sdk,
+)
+
+
+def fault(**kw: object) -> MalformedJsonFault:
+    return MalformedJsonFault(MalformedJsonParams.model_validate({"type": "malformed_json", **kw}))
+
+
+def unparseable(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("bad", [{"target": "x"}, {"event_index": 1}, {"field": "a"},
+                                 {"target": "schema_drift", "action": "drop", "rename_to": "b"}, {"event_index": -1, "target": "sse_event"}])
+def test_invalid(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        MalformedJsonParams.model_validate({"type": "malformed_json", **bad})
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_corruption_never_parses_and_is_seeded(seed: int) -> None:
+    for text in (json.dumps(OPENAI_CHAT), "{}", "[]", '{"a": "b"}', "3"):
+        out = corrupt_json_text(text, random.Random(seed))
+        assert unparseable(out) and out == corrupt_json_text(text, random.Random(seed))
+
+
+def test_body_openai_sdk_fails_to_parse(make_ctx) -> None:
+    body = fault().edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    with pytest.raises(json.JSONDecodeError):
+        openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[])
+    assert fault().edit_body(make_ctx(), b"<html>", {"content-type": "text/html"}) == b"<html>"
+
+
+def test_tool_arguments_openai_chat(make_ctx) -> None:
+    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    msg = openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices[0].message
+    assert msg.tool_calls[0].function.name == "get_weather" and unparseable(msg.tool_calls[0].function.arguments)
+
+
+def test_tool_arguments_openai_responses(make_ctx) -> None:
+    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(OPENAI_RESPONSES), dict(JSON))
+    resp = openai_sdk(200, JSON, body).responses.create(model="m", input="hi")
+    assert unparseable(resp.output[1].arguments)
+
+
+def test_tool_arguments_anthropic_input_becomes_broken_json_text(make_ctx) -> None:
+    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(ANTHROPIC_MSG), dict(JSON))
+    block = anthropic_sdk(200, JSON, body).messages.create(model="c", max_tokens=9, messages=[]).content[1]
+    assert block.type == "tool_use" and isinstance(block.input, str) and unparseable(block.input)
+
+
+@pytest.mark.parametrize("doc,get", [(GEMINI, lambda d: d["candidates"][0]["content"]["parts"][1]["functionCall"]["args"]),
+                                     (OLLAMA, lambda d: d["message"]["tool_calls"][0]["function"]["arguments"])])
+def test_tool_arguments_object_args(make_ctx, doc: dict, get) -> None:
+    out = json.loads(fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON)))
+    assert isinstance(get(out), str) and unparseable(get(out))
+
+
+def test_tool_arguments_openai_stream_reassembles_to_garbage(make_ctx) -> None:
+    out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*OPENAI_TOOL_STREAM))
+    args = "".join(c.choices[0].delta.tool_calls[0].function.arguments or ""
+                   for c in openai_sdk(200, SSE, out).chat.completions.create(model="m", messages=[], stream=True)
+                   if c.choices[0].delta.tool_calls)
+    assert args and unparseable(args)
+
+
+def test_tool_arguments_anthropic_stream(make_ctx) -> None:
+    out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*ANTHROPIC_TOOL_STREAM, done=False))
+    client = anthropic_sdk(200, SSE, out)
+    parts = [e.delta.partial_json for e in client.messages.create(model="c", max_tokens=9, messages=[], stream=True)
+             if e.type == "content_block_delta"]
+    assert unparseable("".join(parts))
+    # The SDK's accumulating helper parses leniently (partial mode): the input is no object.
+    with client.messages.stream(model="c", max_tokens=9, messages=[]) as stream:
+        assert not isinstance(stream.get_final_message().content[0].input, dict)
+
+
+def test_tool_arguments_ollama_stream(make_ctx) -> None:
+    out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), ndjson(OLLAMA))
+    assert isinstance(json.loads(out)["message"]["tool_calls"][0]["function"]["arguments"], str)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_sse_event_openai_stream_raises_in_sdk(make_ctx, index: int) -> None:
+    events = sse(*OPENAI_TEXT_STREAM)
+    out, _ = run_editor(fault(target="sse_event", event_index=index).stream_editor(make_ctx(stream=True)), events)
+    assert out.count(b"\n\n") == len(events)  # framing intact, one data frame broken
+    with pytest.raises(json.JSONDecodeError):
+        list(openai_sdk(200, SSE, out).chat.completions.create(model="m", messages=[], stream=True))
+
+
+def test_sse_event_falls_back_to_terminal(make_ctx) -> None:
+    ctx = make_ctx(wire=by_provider("openai"), stream=True)
+    out, _ = run_editor(fault(target="sse_event", event_index=50).stream_editor(ctx), sse(*OPENAI_TEXT_STREAM))
+    assert out.endswith(b"data: [DONE\n\n")
+
+
+def test_sse_event_is_seeded(make_ctx) -> None:
+    events = sse(*OPENAI_TEXT_STREAM)
+    runs = {run_editor(fault(target="sse_event").stream_editor(make_ctx(seed=s)), events)[0] for s in (4, 4)}
+    assert len(runs) == 1
+
+
+def test_schema_drift_openai_default_renames_message(make_ctx) -> None:
+    body = fault(target="schema_drift").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    assert "msg" not in json.loads(body)["choices"][0] and "message_v2" in json.loads(body)["choices"][0]
+    choice = openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices[0]
+    assert getattr(choice, "message", None) is None
+
+
+def test_schema_drift_drop_choices(make_ctx) -> None:
+    body = fault(target="schema_drift", field="choices", action="drop").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    assert openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices is None
+
+
+def test_schema_drift_stream_renames_delta(make_ctx) -> None:
+    f = fault(target="schema_drift", field="choices[].delta", rename_to="d")
+    out, _ = run_editor(f.stream_editor(make_ctx(stream=True)), sse(*OPENAI_TEXT_STREAM))
+    assert b'"delta"' not in out and out.count(b'"d":') == len(OPENAI_TEXT_STREAM)
