@@ -1,0 +1,294 @@
+"""The fault engine: which rules fire for an exchange, recorded and reproducible.
+
+`plan(exchange, wire)` runs on every request: rules are compiled at load (globs to regexes,
+schedules to counters), so an exchange no rule matches costs one cheap check per rule and
+gets the shared `EMPTY_PLAN`. Rules are evaluated in config order; every match is a
+recorded `Decision`. A fault that raises is counted in `internal_errors` (keyed
+"fault:<type>") and logged once; the exchange then proceeds as if it had not fired.
+
+Threading: all methods are meant for the proxy's event-loop thread (no locks on counters).
+
+Hot reload (`reload`): a rule whose name is unchanged keeps its counters (matches,
+injections, in-flight slots, quota window) unless its scope or quota changed; renamed or
+new rules start from zero; the engine's start time (origin of `start_s` windows) and the
+kill switch (`paused`) survive. `enabled` comes from the new config, discarding earlier
+`set_rule_enabled` overrides: the file is the source of truth.
+
+Pause (`pause()`): matching rules are logged as `skipped_paused` and their counters do
+not advance, so resuming continues the same decision sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from faults.base import Fault, FaultContext
+from faults.config import RuleConfig, fault_registry
+from faults.decisions import Decision, DecisionLog
+from faults.match import CompiledMatch, Stage
+from faults.plan import EMPTY_PLAN, Fired, Plan
+from faults.quota import QuotaExceeded, QuotaParams
+from faults.schedule import FIRED, SKIPPED_PAUSED, Schedule, Ticket, rng_for
+from proxy.config import BrownoutConfig
+from proxy.exchange import Exchange, FaultRecord
+from proxy.wire.base import WireFormat
+
+__all__ = ["CompiledRule", "FaultEngine", "Plan"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CompiledRule:
+    """A rule ready for the hot path: compiled match, live schedule, fault class."""
+
+    name: str
+    config: RuleConfig
+    match: CompiledMatch
+    schedule: Schedule
+    fault_cls: type[Fault]
+    fault_type: str
+    enabled: bool
+    # Only quota rules with a token limit need the exchange's usage at finish.
+    counts_tokens: bool = False
+
+
+class FaultEngine:
+    """Decides, per exchange, which rules fire, and hands the proxy a Plan of their faults."""
+
+    def __init__(
+        self,
+        config: BrownoutConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        decision_log: DecisionLog | None = None,
+        max_sessions: int = 10_000,
+    ) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self.decisions = decision_log if decision_log is not None else DecisionLog()
+        self.internal_errors: Counter[str] = Counter()
+        self.max_sessions = max_sessions
+        self.paused = False
+        self.started_at = clock()
+        self.config = config
+        self.rules: list[CompiledRule] = self._compile(config, {})
+        self._active: tuple[CompiledRule, ...] = ()
+        self._refresh_active()
+
+    # --- configuration -------------------------------------------------------------------
+
+    def _compile(self, config: BrownoutConfig, previous: dict[str, CompiledRule]) -> list[CompiledRule]:
+        registry = fault_registry()
+        out: list[CompiledRule] = []
+        for rc in config.rules:
+            if rc.fault is None:
+                fault_cls: type[Fault] = QuotaExceeded
+            else:
+                cls = registry.get(rc.fault_type)
+                if cls is None:
+                    valid = ", ".join(sorted(registry))
+                    raise ValueError(f"rule {rc.name!r}: unknown fault type {rc.fault_type!r}; valid types: {valid}")
+                fault_cls = cls
+            schedule = Schedule(
+                rc.schedule,
+                rule=rc.name,
+                seed=config.seed,
+                origin=self.started_at,
+                session_ttl_s=config.proxy.session_idle_s,
+                max_sessions=self.max_sessions,
+            )
+            old = previous.get(rc.name)
+            if old is not None:
+                schedule.adopt(old.schedule)
+            quota = rc.schedule.quota
+            out.append(
+                CompiledRule(
+                    name=rc.name,
+                    config=rc,
+                    match=CompiledMatch(rc.match),
+                    schedule=schedule,
+                    fault_cls=fault_cls,
+                    fault_type=rc.fault_type,
+                    enabled=rc.enabled,
+                    counts_tokens=quota is not None and quota.tokens_per_min is not None,
+                )
+            )
+        return out
+
+    def _refresh_active(self) -> None:
+        self._active = tuple(r for r in self.rules if r.enabled)
+
+    def reload(self, config: BrownoutConfig) -> None:
+        """Switch to a new validated config for new exchanges (see module docstring)."""
+        rules = self._compile(config, {r.name: r for r in self.rules})  # raises before swapping
+        self.config = config
+        self.rules = rules
+        self._refresh_active()
+        log.info("fault engine: %d rules loaded (%d enabled)", len(rules), len(self._active))
+
+    def pause(self) -> None:
+        """Kill switch: stop all injection at once."""
+        self.paused = True
+        log.warning("fault engine paused: no faults will be injected")
+
+    def resume(self) -> None:
+        self.paused = False
+        log.warning("fault engine resumed")
+
+    def set_rule_enabled(self, name: str, enabled: bool) -> None:
+        """Turn one rule on or off at runtime; raises KeyError for an unknown name."""
+        for rule in self.rules:
+            if rule.name == name:
+                rule.enabled = enabled
+                self._refresh_active()
+                return
+        raise KeyError(f"no rule named {name!r}; rules: {', '.join(r.name for r in self.rules)}")
+
+    def active_rules(self, now: float | None = None) -> dict[str, bool]:
+        """Rule name -> enabled and inside its time window (for the rule-active gauge)."""
+        t = self.clock() if now is None else now
+        return {r.name: r.enabled and not self.paused and r.schedule.is_active(t) for r in self.rules}
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-ready snapshot for the control API."""
+        now = self.clock()
+        return {
+            "paused": self.paused,
+            "seed": self.config.seed,
+            "started_at": self.started_at,
+            "uptime_s": now - self.started_at,
+            "rules": [
+                {"name": r.name, "fault": r.fault_type, "enabled": r.enabled, **r.schedule.status(now)}
+                for r in self.rules
+            ],
+            "decisions": dict(self.decisions.counts),
+            "internal_errors": dict(self.internal_errors),
+        }
+
+    # --- the hot path --------------------------------------------------------------------
+
+    def plan(self, exchange: Exchange, wire: WireFormat) -> Plan:
+        """Decide the request-stage rules for this exchange; returns EMPTY_PLAN when none applies."""
+        fired: list[Fired] | None = None
+        deferred: list[CompiledRule] | None = None
+        releases: list[tuple[Schedule, Ticket]] | None = None
+        now = 0.0
+        matched = False
+        for rule in self._active:
+            stage = rule.match.request_stage(exchange)
+            if stage is Stage.NO:
+                continue
+            if not matched:
+                now, matched = self.clock(), True
+            if self.paused:
+                self._record(exchange, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
+                continue
+            if stage is Stage.DEFER:
+                # Quota rules answer before upstream, so a tool known only later cannot gate them.
+                if rule.config.schedule.quota is None:
+                    (deferred := deferred or []).append(rule)
+                continue
+            f, release = self._decide(rule, exchange, wire, now, None)
+            if release is not None:
+                (releases := releases or []).append(release)
+            if f is not None:
+                (fired := fired or []).append(f)
+        if fired is None and deferred is None and releases is None:
+            return EMPTY_PLAN
+        return Plan(self, exchange, wire, fired, deferred, releases)
+
+    def _decide(
+        self, rule: CompiledRule, exchange: Exchange, wire: WireFormat | None, now: float, tool: str | None
+    ) -> tuple[Fired | None, tuple[Schedule, Ticket] | None]:
+        ticket = rule.schedule.decide(exchange.session, now)
+        reason = ticket.reason if tool is None else f"{ticket.reason}; response calls tool {tool!r}"
+        self._record(exchange, rule, ticket.outcome, reason, ticket.counter, ticket.index, now)
+        needs_release = bool(ticket.scopes) or (ticket.quota is not None and rule.counts_tokens)
+        release = (rule.schedule, ticket) if needs_release else None
+        if ticket.outcome != FIRED:
+            return None, release
+        return self._fire(rule, exchange, wire, ticket, now), release
+
+    def _fire(
+        self, rule: CompiledRule, exchange: Exchange, wire: WireFormat | None, ticket: Ticket, now: float
+    ) -> Fired | None:
+        try:
+            params = rule.config.fault
+            if params is None:
+                params = QuotaParams(retry_after_s=ticket.retry_after_s or 1)
+            fault = rule.fault_cls(params)
+            ctx = FaultContext(
+                exchange=exchange,
+                wire=wire,  # type: ignore[arg-type]
+                rng=rng_for(self.config.seed, rule.name, exchange.session, ticket.index),
+                sleep=self.sleep,
+                rule=rule.name,
+            )
+            if ticket.retry_after_s is not None:
+                ctx.extra["quota_retry_after_s"] = ticket.retry_after_s
+            record = FaultRecord(rule=rule.name, fault=rule.fault_type, params=fault.describe(), at=now)
+        except Exception as e:
+            self.contain(f"fault:{rule.fault_type}", e)
+            return None
+        exchange.faults.append(record)
+        return Fired(rule=rule.name, type=rule.fault_type, fault=fault, ctx=ctx, record=record)
+
+    def _record(
+        self, ex: Exchange, rule: CompiledRule, outcome: str, reason: str, counter: int, index: int, now: float
+    ) -> None:
+        self.decisions.record(
+            Decision(
+                exchange_id=ex.id,
+                session=ex.session,
+                rule=rule.name,
+                outcome=outcome,
+                reason=reason,
+                counter=counter,
+                at=now,
+                fault=rule.fault_type,
+                index=index,
+            )
+        )
+
+    # --- PlanHost: called back by plans ----------------------------------------------------
+
+    def contain(self, component: str, exc: BaseException) -> None:
+        """Count an internal error; log its first occurrence per component with the traceback."""
+        first = not self.internal_errors[component]
+        self.internal_errors[component] += 1
+        if first:
+            log.error("%s raised; treated as no fault (counted, later ones logged at debug)", component, exc_info=exc)
+        else:
+            log.debug("%s raised again: %r", component, exc)
+
+    def resolve_deferred(self, plan: Plan, rule: CompiledRule, tool: str) -> Fired | None:
+        """Decide a response-stage rule now that the response calls `tool`."""
+        ex = plan.exchange
+        if ex is None:
+            return None
+        now = self.clock()
+        if self.paused:
+            self._record(ex, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
+            return None
+        fired, release = self._decide(rule, ex, plan.wire, now, tool)
+        if release is not None:
+            plan.releases.append(release)
+        return fired
+
+    def release(self, plan: Plan) -> None:
+        """The exchange finished: free in-flight slots and count its tokens against quotas."""
+        ex = plan.exchange
+        tokens = 0
+        if ex is not None:
+            tokens = (ex.usage.input_tokens or 0) + (ex.usage.output_tokens or 0)
+        now = self.clock()
+        for _, ticket in plan.releases:
+            Schedule.release(ticket, now, tokens)

@@ -1,0 +1,129 @@
+"""Compiled match predicates: a MatchConfig becomes a list of cheap checks, built once at load.
+
+Matching has two stages because of `tool`. An MCP tools/call or a plain tool API names its
+tool in the request (`exchange.tool_name`), so the rule is decided at request time. An LLM
+request only learns which tools the model calls from the response (`exchange.tool_calls`),
+so such a rule matches at the request stage as DEFER and is decided later by
+`CompiledMatch.response_match` once the tool calls are parsed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from enum import IntEnum
+
+from faults.config import MatchConfig
+from proxy.exchange import Exchange
+
+__all__ = ["LLM_PROVIDERS", "CompiledMatch", "Stage", "compile_glob"]
+
+# Providers whose responses carry model tool calls (parsed into exchange.tool_calls).
+LLM_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "ollama"})
+
+_Check = Callable[[Exchange], bool]
+
+
+class Stage(IntEnum):
+    """Outcome of the request-stage match."""
+
+    NO = 0
+    YES = 1
+    DEFER = 2  # everything else matched; the tool is known only from the response
+
+
+def compile_glob(pattern: str, *, ignore_case: bool = False) -> Callable[[str], bool]:
+    """An fnmatch glob as a compiled full-match predicate (fnmatchcase semantics)."""
+    if not any(c in pattern for c in "*?["):
+        if ignore_case:
+            folded = pattern.casefold()
+            return lambda s: s.casefold() == folded
+        return pattern.__eq__  # type: ignore[return-value]
+    rx = re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
+    return lambda s: rx.match(s) is not None
+
+
+def _path_only(path: str) -> str:
+    i = path.find("?")
+    return path if i < 0 else path[:i]
+
+
+class CompiledMatch:
+    """A MatchConfig compiled into request-stage checks plus an optional tool glob."""
+
+    __slots__ = ("_checks", "_tool", "config")
+
+    def __init__(self, config: MatchConfig) -> None:
+        self.config = config
+        self._checks: tuple[_Check, ...] = tuple(self._build(config))
+        self._tool = compile_glob(config.tool) if config.tool is not None else None
+
+    @property
+    def has_tool(self) -> bool:
+        return self._tool is not None
+
+    @staticmethod
+    def _build(c: MatchConfig) -> list[_Check]:
+        # Cheapest and most selective checks first: most traffic fails on the first one.
+        checks: list[_Check] = []
+        if c.provider is not None:
+            provider = c.provider
+            checks.append(lambda ex: ex.provider == provider)
+        if c.method is not None:
+            method = c.method.upper()
+            checks.append(lambda ex: ex.method.upper() == method)
+        if c.stream is not None:
+            stream = c.stream
+            checks.append(lambda ex: ex.stream is stream)
+        if c.operation is not None:
+            operation = c.operation
+            checks.append(lambda ex: ex.operation == operation)
+        if c.host is not None:
+            host = compile_glob(c.host, ignore_case=True)
+            checks.append(lambda ex: host(ex.host))
+        if c.path is not None:
+            path = compile_glob(c.path)
+            checks.append(lambda ex: path(_path_only(ex.path)))
+        if c.model is not None:
+            model = compile_glob(c.model)
+            checks.append(lambda ex: ex.model is not None and model(ex.model))
+        if c.session is not None:
+            session = compile_glob(c.session)
+            checks.append(lambda ex: session(ex.session))
+        if c.mcp_method is not None:
+            mcp = compile_glob(c.mcp_method)
+            checks.append(lambda ex: ex.mcp_method is not None and mcp(ex.mcp_method))
+        for name, glob in c.header.items():
+            checks.append(_header_check(name, compile_glob(glob)))
+        return checks
+
+    def request_stage(self, ex: Exchange) -> Stage:
+        """Match everything known at request time; DEFER when only the response can tell the tool."""
+        for check in self._checks:
+            if not check(ex):
+                return Stage.NO
+        tool = self._tool
+        if tool is None:
+            return Stage.YES
+        if ex.tool_name is not None:
+            return Stage.YES if tool(ex.tool_name) else Stage.NO
+        return Stage.DEFER if ex.provider in LLM_PROVIDERS else Stage.NO
+
+    def response_match(self, ex: Exchange) -> str | None:
+        """The first tool the response calls that the tool glob matches, else None."""
+        tool = self._tool
+        if tool is None:
+            return None
+        for call in ex.tool_calls:
+            if call.name and tool(call.name):
+                return call.name
+        return None
+
+
+def _header_check(name: str, glob: Callable[[str], bool]) -> _Check:
+    def check(ex: Exchange) -> bool:
+        value = ex.request_headers.get(name)
+        return value is not None and glob(value)
+
+    return check

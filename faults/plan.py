@@ -1,0 +1,299 @@
+"""A Plan: the faults that fired for one exchange, behind the same phases as `Fault`.
+
+The proxy calls the phases in order (before_upstream, on_response_headers, then
+edit_body or stream_editor/stream_timing) and `finish()` once the exchange ends. Each
+fault call is contained: an exception is reported to the engine and treated as "no fault".
+
+Response-stage rules (a `tool` glob on an LLM response) are decided when the tool calls
+are known: in `edit_body` (the proxy parses the body first) or inside the chained stream
+editor (the proxy feeds the wire parser each event before the editor). Only `edit_body`
+and `stream_editor` of such faults are ever called; their other phases are already past.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from faults.base import Fault, FaultContext, Hang, Reset, Respond, StreamEditor, StreamTiming
+from proxy.exchange import Exchange, FaultRecord
+from proxy.wire.base import StreamEvent, WireFormat
+from proxy.wire.framing import SSEFramer, framer_for
+
+__all__ = ["EMPTY_PLAN", "ChainEditor", "Fired", "Plan", "PlanHost", "merge_timings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Fired:
+    """One fault that fired for this exchange, with its context."""
+
+    rule: str
+    type: str
+    fault: Fault
+    ctx: FaultContext
+    record: FaultRecord
+
+
+class PlanHost(Protocol):
+    """What a Plan needs from its engine."""
+
+    def contain(self, component: str, exc: BaseException) -> None: ...
+
+    def resolve_deferred(self, plan: Plan, rule: Any, tool: str) -> Fired | None: ...
+
+    def release(self, plan: Plan) -> None: ...
+
+
+class Plan:
+    """The fired faults of one exchange; empty for most traffic."""
+
+    __slots__ = ("_finished", "_host", "deferred", "exchange", "fired", "releases", "wire")
+
+    def __init__(
+        self,
+        host: PlanHost | None,
+        exchange: Exchange | None,
+        wire: WireFormat | None,
+        fired: list[Fired] | None = None,
+        deferred: list[Any] | None = None,
+        releases: list[Any] | None = None,
+    ) -> None:
+        self._host = host
+        self.exchange = exchange
+        self.wire = wire
+        self.fired: list[Fired] = fired if fired is not None else []
+        self.deferred: list[Any] = deferred if deferred is not None else []  # rules awaiting the response
+        self.releases: list[Any] = releases if releases is not None else []  # (schedule, ticket) pairs
+        self._finished = False
+
+    @property
+    def empty(self) -> bool:
+        """Nothing fired, pending or to release: the proxy may skip the plan (and finish())."""
+        return not self.fired and not self.deferred and not self.releases
+
+    @property
+    def records(self) -> list[FaultRecord]:
+        return [f.record for f in self.fired]
+
+    def _contain(self, f: Fired | str, exc: BaseException) -> None:
+        if self._host is not None:
+            self._host.contain(f"fault:{f if isinstance(f, str) else f.type}", exc)
+
+    async def before_upstream(self) -> Respond | Reset | Hang | None:
+        """Run request-phase faults in rule order; the first answer wins, delays add up."""
+        for f in self.fired:
+            try:
+                result = await f.fault.before_upstream(f.ctx)
+            except Exception as e:
+                self._contain(f, e)
+                continue
+            finally:
+                _note(f)
+            if result is not None:
+                return result
+        return None
+
+    async def on_response_headers(self, status: int, headers: dict[str, str]) -> None:
+        """First-byte delays and header edits; `headers` is edited in place."""
+        for f in self.fired:
+            try:
+                await f.fault.on_response_headers(f.ctx, headers)
+            except Exception as e:
+                self._contain(f, e)
+            finally:
+                _note(f)
+
+    def wants_body(self) -> bool:
+        """True when a fault needs the whole non-streamed body (a pending tool rule does too)."""
+        for f in self.fired:
+            try:
+                if f.fault.wants_body(f.ctx):
+                    return True
+            except Exception as e:
+                self._contain(f, e)
+        return bool(self.deferred) and self.exchange is not None and not self.exchange.stream
+
+    def resolve_pending(self) -> list[Fired]:
+        """Decide deferred tool rules whose tool the response now calls; returns the new faults."""
+        if not self.deferred or self._host is None or self.exchange is None:
+            return []
+        new: list[Fired] = []
+        still: list[Any] = []
+        for rule in self.deferred:
+            tool = rule.match.response_match(self.exchange)
+            if tool is None:
+                still.append(rule)
+                continue
+            fired = self._host.resolve_deferred(self, rule, tool)
+            if fired is not None:
+                self.fired.append(fired)
+                new.append(fired)
+        self.deferred = still
+        return new
+
+    def edit_body(self, body: bytes, headers: dict[str, str]) -> bytes:
+        """Apply body faults in rule order to a whole decoded body."""
+        self.resolve_pending()
+        for f in self.fired:
+            try:
+                body = f.fault.edit_body(f.ctx, body, headers)
+            except Exception as e:
+                self._contain(f, e)
+        return body
+
+    def stream_editor(self) -> StreamEditor | None:
+        """A chain of the faults' stream editors, or None when nothing edits the stream."""
+        editors: list[tuple[str, StreamEditor | None]] = []
+        for f in self.fired:
+            try:
+                ed = f.fault.stream_editor(f.ctx)
+            except Exception as e:
+                self._contain(f, e)
+                continue
+            if ed is not None:
+                editors.append((f.type, ed))
+        if not editors and not self.deferred:
+            return None
+        return ChainEditor(self, editors)
+
+    def stream_timing(self) -> StreamTiming | None:
+        """The fired faults' stream pacing merged into one (see merge_timings)."""
+        timings: list[StreamTiming] = []
+        for f in self.fired:
+            try:
+                t = f.fault.stream_timing(f.ctx)
+            except Exception as e:
+                self._contain(f, e)
+                continue
+            if t is not None:
+                timings.append(t)
+        return merge_timings(timings)
+
+    def finish(self) -> None:
+        """Release concurrency slots and count quota tokens; safe to call more than once."""
+        if self._finished:
+            return
+        self._finished = True
+        if self._host is not None and self.releases:
+            self._host.release(self)
+
+
+def _note(f: Fired) -> None:
+    # Values a fault sampled while acting (e.g. latency's delay_s) belong on its record.
+    if f.ctx.extra:
+        f.record.params.update(f.ctx.extra)
+
+
+# Shared by every exchange no rule matched: it holds no state, so one instance serves all.
+EMPTY_PLAN = Plan(None, None, None)
+
+
+def merge_timings(timings: Sequence[StreamTiming]) -> StreamTiming | None:
+    """One pacing for several faults: the earliest stall (pauses at that event add up), the
+    slowest rate, the earliest reset."""
+    if not timings:
+        return None
+    if len(timings) == 1:
+        return timings[0]
+    stalls = [t for t in timings if t.pause_after_events is not None and t.pause_s > 0]
+    merged = StreamTiming()
+    if stalls:
+        first = min(t.pause_after_events for t in stalls if t.pause_after_events is not None)
+        merged.pause_after_events = first
+        merged.pause_s = sum(t.pause_s for t in stalls if t.pause_after_events == first)
+    rates = [t.bytes_per_s for t in timings if t.bytes_per_s is not None]
+    merged.bytes_per_s = min(rates) if rates else None
+    resets = [t.reset_after_bytes for t in timings if t.reset_after_bytes is not None]
+    merged.reset_after_bytes = min(resets) if resets else None
+    return merged
+
+
+class ChainEditor(StreamEditor):
+    """Runs each event through the faults' editors in rule order; adds response-stage editors
+    as soon as the parsed tool calls match their rule."""
+
+    def __init__(self, plan: Plan, editors: list[tuple[str, StreamEditor | None]]) -> None:
+        self.plan = plan
+        self.editors = editors
+        self._ended: str | None = None
+        self._seen_calls = 0
+
+    def _reframe(self, data: bytes) -> list[StreamEvent]:
+        ex = self.plan.exchange
+        framer = framer_for(ex.content_type if ex is not None else "") or SSEFramer()
+        events = framer.feed(data) + framer.flush()
+        # Bytes conserved: whitespace-only output still goes to the client.
+        return events if events or not data else [StreamEvent(raw=data, data="")]
+
+    def _push(self, events: list[StreamEvent], start: int) -> list[bytes] | str:
+        for i in range(start, len(self.editors)):
+            name, ed = self.editors[i]
+            if ed is None:
+                continue
+            out: list[StreamEvent] = []
+            for ev in events:
+                try:
+                    result = ed.on_event(ev)
+                except Exception as e:
+                    # A broken editor drops out; the event continues unedited.
+                    self.plan._contain(name, e)
+                    self.editors[i] = (name, None)
+                    out.append(ev)
+                    continue
+                if isinstance(result, str):
+                    self._ended = result
+                    rest = self._push(out, i + 1) if out else []
+                    return result if isinstance(rest, str) or not rest else rest
+                if len(result) == 1 and (result[0] is ev.raw or result[0] == ev.raw):
+                    out.append(ev)
+                else:
+                    for chunk in result:
+                        out.extend(self._reframe(chunk))
+            events = out
+        return [ev.raw for ev in events]
+
+    def _pick_up_tools(self) -> None:
+        plan = self.plan
+        ex = plan.exchange
+        if not plan.deferred or ex is None or len(ex.tool_calls) == self._seen_calls:
+            return
+        self._seen_calls = len(ex.tool_calls)
+        for f in plan.resolve_pending():
+            try:
+                ed = f.fault.stream_editor(f.ctx)
+            except Exception as e:
+                plan._contain(f, e)
+                continue
+            if ed is not None:
+                self.editors.append((f.type, ed))
+
+    def on_event(self, event: StreamEvent) -> list[bytes] | str:
+        if self._ended is not None:
+            return self._ended
+        self._pick_up_tools()
+        return self._push([event], 0)
+
+    def on_end(self) -> list[bytes]:
+        if self._ended is not None:
+            return []
+        out: list[bytes] = []
+        for i, (name, ed) in enumerate(list(self.editors)):
+            if ed is None:
+                continue
+            try:
+                tail = ed.on_end()
+            except Exception as e:
+                self.plan._contain(name, e)
+                continue
+            if not tail:
+                continue
+            events = [ev for chunk in tail for ev in self._reframe(chunk)]
+            result = self._push(events, i + 1)
+            if isinstance(result, str):
+                return out
+            out.extend(result)
+        return out
