@@ -49,3 +49,43 @@ def test_mid_stream_short_stream_replaces_terminal_event(make_ctx) -> None:
 def test_invalid(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         HttpErrorParams.model_validate({"type": "http_error", **bad})
+
+
+# --- with the real wire formats, seen by the official SDKs ------------------------------
+
+import anthropic  # noqa: E402
+import openai  # noqa: E402
+
+from proxy.wire import by_provider  # noqa: E402
+from tests.faults.samples import ANTHROPIC_TEXT_STREAM, SSE, anthropic_sdk, openai_sdk  # noqa: E402
+
+
+@pytest.mark.parametrize("status,error_type,exc", [
+    (429, None, openai.RateLimitError), (429, "insufficient_quota", openai.RateLimitError),
+    (503, None, openai.InternalServerError), (400, "context_length_exceeded", openai.BadRequestError),
+])
+def test_openai_sdk_sees_the_real_error(make_ctx, status: int, error_type: str | None, exc: type) -> None:
+    ctx = make_ctx(wire=by_provider("openai"), provider="openai", operation="chat")
+    res = asyncio.run(fault(status=status, error_type=error_type, retry_after_s=2).before_upstream(ctx))
+    with pytest.raises(exc) as info:
+        openai_sdk(res.status, res.headers, res.body).chat.completions.create(model="m", messages=[])
+    assert info.value.status_code == status
+    if error_type:
+        assert info.value.code == error_type or info.value.type == error_type
+
+
+@pytest.mark.parametrize("status,exc", [(529, anthropic.OverloadedError), (429, anthropic.RateLimitError)])
+def test_anthropic_sdk_sees_the_real_error(make_ctx, status: int, exc: type) -> None:
+    ctx = make_ctx(wire=by_provider("anthropic"), provider="anthropic", operation="chat")
+    res = asyncio.run(fault(status=status).before_upstream(ctx))
+    with pytest.raises(exc):
+        anthropic_sdk(res.status, res.headers, res.body).messages.create(model="c", max_tokens=9, messages=[])
+
+
+def test_anthropic_mid_stream_error_event_is_raised_by_the_sdk(make_ctx) -> None:
+    ctx = make_ctx(wire=by_provider("anthropic"), provider="anthropic", operation="chat", stream=True)
+    f = fault(mid_stream=True, after_events=3, error_type="overloaded_error")
+    out, end = run_editor(f.stream_editor(ctx), sse(*ANTHROPIC_TEXT_STREAM, done=False))
+    assert end == CLOSE
+    with pytest.raises(anthropic.APIStatusError):
+        list(anthropic_sdk(200, SSE, out).messages.create(model="c", max_tokens=9, messages=[], stream=True))
