@@ -1,0 +1,121 @@
+"""Hand-built exchanges and a span+runner harness for invariant tests (no proxy, no network)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from invariants.config import parse_invariants
+from invariants.records import Violation
+from invariants.runner import InvariantRunner
+from proxy.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
+from proxy.spans import SpanBuilder
+
+__all__ = ["T0", "Clock", "Harness", "llm", "tool", "weather_tool"]
+
+T0 = 1_750_000_000.0
+_ids = itertools.count(1)
+
+
+class Clock:
+    """A settable clock for the runner."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def llm(
+    t: float = 0.0,
+    *,
+    session: str = "s1",
+    dur: float = 1.0,
+    status: int | None = 200,
+    messages: list[tuple[str, str]] | None = None,
+    calls: list[tuple[str, str]] | list[tuple[str, str, str]] | None = None,
+    tools: list[ToolSpec] | None = None,
+    tool_results: list[ToolResult] | None = None,
+    text: str = "",
+    usage: tuple[int, int] | None = (10, 5),
+    faults: list[FaultRecord] | None = None,
+    headers: dict[str, str] | None = None,
+    **fields: Any,
+) -> Exchange:
+    """An OpenAI chat completion exchange starting t seconds after T0."""
+    n = next(_ids)
+    tool_calls = [ToolCall(c[0], c[1], c[2] if len(c) > 2 else f"call_{n}_{i}", i) for i, c in enumerate(calls or [])]
+    msgs = [Message(role, txt) for role, txt in (messages or [("user", "hello")])]
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": m.role, "content": m.text} for m in msgs]})
+    ex = Exchange(
+        id=f"ex-{n}", session=session, method="POST", scheme="https", host="api.openai.com", port=443,
+        path="/v1/chat/completions", provider="openai", operation="chat", model="gpt-4o",
+        messages=msgs, tools_declared=list(tools or []), tool_results=list(tool_results or []),
+        request_body=body, status=status, response_headers=dict(headers or {}),
+        response_id=f"chatcmpl-{n}", response_model="gpt-4o-2024-08-06",
+        finish_reasons=["tool_calls" if tool_calls else "stop"] if status == 200 else [],
+        usage=Usage(*usage) if usage else Usage(), output_text=text, tool_calls=tool_calls,
+        faults=list(faults or []), timings=Timings(start=T0 + t, first_client_byte=T0 + t + dur / 2, end=T0 + t + dur),
+    )
+    for key, value in fields.items():
+        setattr(ex, key, value)
+    return ex
+
+
+def tool(name: str, arguments: Any, t: float = 0.0, *, session: str = "s1", output: str = "ok",
+         faults: list[FaultRecord] | None = None, call_id: str | None = None, **fields: Any) -> Exchange:
+    """An MCP tools/call exchange."""
+    n = next(_ids)
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    ex = Exchange(
+        id=f"ex-{n}", session=session, method="POST", scheme="http", host="tools.local", port=8000, path="/mcp",
+        provider="mcp", operation="tools/call", mcp_method="tools/call", tool_name=name, tool_call_id=call_id,
+        tool_calls=[ToolCall(name, args, call_id)], request_body=body, status=200, output_text=output,
+        faults=list(faults or []), timings=Timings(start=T0 + t, end=T0 + t + 0.05),
+    )
+    for key, value in fields.items():
+        setattr(ex, key, value)
+    return ex
+
+
+def weather_tool() -> ToolSpec:
+    return ToolSpec("get_weather", {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+        "required": ["city"],
+        "additionalProperties": False,
+    })
+
+
+class Harness:
+    """SpanBuilder + InvariantRunner + in-memory exporter, wired as the addon wires them."""
+
+    def __init__(self, invariants: list[dict[str, Any]], **runner_kwargs: Any) -> None:
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.clock = runner_kwargs.pop("clock", None) or Clock()
+        self.builder = SpanBuilder(provider)
+        self.emitted: list[Violation] = []
+        self.runner = InvariantRunner(
+            parse_invariants(invariants), clock=self.clock, on_violation=self.emitted.append, **runner_kwargs
+        )
+
+    def run(self, exchange: Exchange) -> list[Violation]:
+        """One finished exchange through start -> check -> finish; the clock follows the exchange."""
+        self.clock.now = max(self.clock.now, exchange.timings.end or exchange.timings.start)
+        _, violations = self.builder.build(exchange, check=self.runner.check)
+        return list(violations)  # type: ignore[arg-type]
+
+    def run_all(self, *exchanges: Exchange) -> list[Violation]:
+        found: list[Violation] = []
+        for exchange in exchanges:
+            found += self.run(exchange)
+        return found

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from proxy.exchange import FaultRecord
+from tests.invariants.builders import Harness, llm
+
+RATE_LIMIT = FaultRecord("rl", "http_error", {"status": 429})
+
+
+def err(t: float, *, retry_after: str | None = "2", status: int | None = 429, **kw):
+    headers = {"retry-after": retry_after} if retry_after else {}
+    return llm(t, dur=0.05, status=status, headers=headers, usage=None, error_type="rate_limit_exceeded",
+               faults=[RATE_LIMIT], **kw)
+
+
+def test_retry_storm_after_429_ignoring_retry_after() -> None:
+    h = Harness([{"type": "retry_discipline", "max_retries": 3}])
+    found = h.run(err(0))
+    for i in range(1, 7):  # hammering every 100 ms
+        found += h.run(err(i * 0.1, retry_count=i))
+    checks = [v.details["check"] for v in found]
+    assert checks == ["retry_after", "max_retries", "storm"]
+    assert "asked for retry-after 2 s" in found[0].message
+    assert all(v.rule == "rl" and v.fault == "http_error" for v in found)
+
+
+def test_sdk_like_client_honours_retry_after_and_gives_up() -> None:
+    h = Harness([{"type": "retry_discipline", "max_retries": 2}])
+    assert h.run(err(0, retry_after="1")) == []
+    assert h.run(err(1.05, retry_after="1", retry_count=1)) == []  # 1.0 s after the 429 ended
+    assert h.run(llm(2.2, retry_count=2)) == []  # success ends the chain
+    assert h.run(err(10, retry_after=None, status=503)) == []
+    assert h.run(err(10.6, retry_after=None, status=503)) == []  # backed off 0.55 s
+    assert h.run(llm(12)) == []
+
+
+def test_no_backoff_after_reset_and_retry_after_ms() -> None:
+    h = Harness([{"type": "retry_discipline"}])
+    assert h.run(err(0, retry_after=None, status=None)) == []  # connection reset
+    (v,) = h.run(llm(0.06))
+    assert v.details["check"] == "backoff"
+    h = Harness([{"type": "retry_discipline"}])
+    early = err(0, retry_after=None)
+    early.response_headers = {"retry-after-ms": "500"}
+    h.run(early)
+    assert h.run(llm(0.6)) == []
+
+
+def test_concurrent_requests_and_other_endpoints_are_not_retries() -> None:
+    h = Harness([{"type": "retry_discipline", "min_backoff_s": 1}])
+    assert h.run(err(0, retry_after=None)) == []
+    assert h.run(llm(0.01)) == []  # started before the 429 ended: concurrent, not a retry
+    emb = llm(0.06, operation="embeddings", path="/v1/embeddings")
+    assert h.run(emb) == []  # a different endpoint
+    assert h.run(llm(500)) == []  # long after: a new chain, not a retry
+
+
+def test_retry_count_header_alone_signals_too_many_retries() -> None:
+    h = Harness([{"type": "retry_discipline", "max_retries": 2}])
+    (v,) = h.run(llm(0, retry_count=5))
+    assert v.details["check"] == "max_retries" and "5 retries" in v.message
