@@ -14,6 +14,9 @@ new rules start from zero; the engine's start time (origin of `start_s` windows)
 kill switch (`paused`) survive. `enabled` comes from the new config, discarding earlier
 `set_rule_enabled` overrides: the file is the source of truth.
 
+Response-stage rules (a `tool` glob that only an LLM response can answer) count a match
+only once the response calls a matching tool; quota rules are request-stage only.
+
 Pause (`pause()`): matching rules are logged as `skipped_paused` and their counters do
 not advance, so resuming continues the same decision sequence.
 """

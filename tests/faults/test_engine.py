@@ -471,3 +471,16 @@ def test_same_order_gives_a_byte_identical_jsonl_log(tmp_path: Any) -> None:
         log.close()
         texts.append(path.read_text())
     assert texts[0] == texts[1] and len(texts[0].splitlines()) == 3500
+
+
+def test_quota_429_uses_the_providers_real_headers() -> None:
+    from proxy.wire.openai import OpenAIFormat
+
+    clock = Clock()
+    e = engine({"name": "q", "schedule": {"quota": {"requests_per_min": 1}}}, clock=clock)
+    e.plan(ex(0), OpenAIFormat()).finish()
+    clock.t += 20
+    action = run(e.plan(ex(1), OpenAIFormat()).before_upstream())
+    assert isinstance(action, Respond) and action.status == 429
+    assert action.headers["retry-after"] == "40" and "x-ratelimit-remaining-requests" in action.headers
+    assert json.loads(action.body)["error"]["code"] == "rate_limit_exceeded"
