@@ -1,0 +1,251 @@
+"""The experiment file: agent, phases, steady-state hypotheses, abort conditions, gate, robustness weights.
+
+Validated once at load with pydantic (`extra="forbid"`); errors name the field and line through
+`proxy.configload`'s machinery when it is available.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "METRICS",
+    "SEVERITIES",
+    "AbortConfig",
+    "AgentConfig",
+    "ExperimentConfig",
+    "ExperimentError",
+    "GateConfig",
+    "Hypothesis",
+    "PhaseConfig",
+    "SuccessConfig",
+    "TasksFile",
+    "load_experiment",
+    "parse_experiment",
+]
+
+logger = logging.getLogger(__name__)
+
+SEVERITIES = ("info", "warning", "error", "critical")
+
+# Difficulty of surviving each fault type, for the robustness score. Latency only slows an agent
+# down; error answers need a retry; broken connections and corrupted content need real recovery.
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "latency": 0.5,
+    "throttle": 0.5,
+    "stall": 0.75,
+    "http_error": 1.0,
+    "quota": 1.0,
+    "empty": 1.0,
+    "hang": 1.5,
+    "reset": 1.5,
+    "truncate": 1.5,
+    "malformed_json": 2.0,
+    "corrupt": 2.0,
+    "tool_args": 2.0,
+    "schema_drift": 2.0,
+    "prompt_injection": 2.0,
+}
+
+METRICS = (
+    "success_rate",
+    "error_rate",
+    "timeout_rate",
+    "p50_duration_s",
+    "p95_duration_s",
+    "calls_per_run",
+    "tokens_per_run",
+    "faults",
+    "violations",
+    *(f"violations.{s}" for s in SEVERITIES),
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ExperimentError(ValueError):
+    """An experiment file that cannot be used; the message names the field (and line when known)."""
+
+
+class Model(BaseModel):
+    """Base: unknown fields are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuccessConfig(Model):
+    """How a run's success is judged; every given criterion must hold."""
+
+    exit_code: int | None = Field(0, description="Required exit code (null: any).")
+    stdout_regex: str | None = Field(None, description="Python regex searched in the run's stdout.")
+    check: str | list[str] | None = Field(
+        None, description="Command run after the agent (same env, plus BROWNOUT_STDOUT_FILE); exit 0 means success."
+    )
+
+    @field_validator("stdout_regex")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            re.compile(v)  # re.error is a ValueError: pydantic reports it on this field
+        return v
+
+
+class TasksFile(Model):
+    """Tasks read from a file, one per non-empty line."""
+
+    file: str
+
+
+class AgentConfig(Model):
+    """The agent under test and how to run it."""
+
+    command: str | list[str] = Field(
+        description="argv list, or a shell string; placeholders {run}, {task}, {phase}, {python}."
+    )
+    tasks: list[str] | TasksFile = Field(default_factory=lambda: [""], description="Inputs, or {file: path}.")
+    runs_per_task: int = Field(1, ge=1)
+    concurrency: int = Field(4, ge=1, le=256)
+    timeout_s: float = Field(60.0, gt=0, description="Wall-clock limit per run attempt.")
+    retries: int = Field(0, ge=0, le=10, description="Extra attempts for a run that did not pass.")
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = Field(None, description="Working directory (default: the experiment file's directory).")
+    success: SuccessConfig = SuccessConfig()
+
+    @field_validator("command")
+    @classmethod
+    def _non_empty(cls, v: str | list[str]) -> str | list[str]:
+        if not v or (isinstance(v, str) and not v.strip()):
+            raise ValueError("command must not be empty")
+        return v
+
+
+class PhaseConfig(Model):
+    """One phase: a chaos config file or inline rules (neither: a baseline with no faults)."""
+
+    name: str
+    config: str | None = Field(None, description="Path of a brownout chaos config, relative to the experiment file.")
+    rules: list[dict[str, Any]] | None = Field(None, description="Inline rules, as in a chaos config.")
+    repeat: int = Field(1, ge=1, le=100, description="Run the phase this many times (trend points).")
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        # The name becomes part of each run's session id and proxy username.
+        if not _NAME.match(v):
+            raise ValueError("phase names use letters, digits, '_', '.', '-' (at most 64)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PhaseConfig:
+        if self.config is not None and self.rules is not None:
+            raise ValueError("give config or rules, not both")
+        return self
+
+    @property
+    def is_chaos(self) -> bool:
+        return self.config is not None or bool(self.rules)
+
+
+class Hypothesis(Model):
+    """A steady-state hypothesis: `metric op threshold`, checked on the phases in its scope."""
+
+    name: str | None = None
+    metric: str
+    op: Literal["<", "<=", ">", ">=", "==", "!="] = ">="
+    threshold: float
+    scope: Literal["before", "during", "after"] = Field(
+        "before", description="before: phases ahead of the first chaos phase; during: chaos phases; after: the rest."
+    )
+    phase: str | None = Field(None, description="Check only this phase (overrides scope).")
+
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in METRICS:
+            raise ValueError(f"unknown metric {v!r}; valid: {', '.join(METRICS)}")
+        return v
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.metric} {self.op} {self.threshold:g}"
+
+
+class AbortConfig(Model):
+    """Conditions that stop injection and end the experiment early (status aborted, exit 2)."""
+
+    max_critical_violations: int | None = Field(None, ge=0, description="Abort when critical violations exceed this.")
+    min_success_rate: float | None = Field(None, ge=0, le=1, description="Abort when a phase's success rate falls below ...")
+    after_runs: int = Field(5, ge=1, description="... once it has finished this many runs.")
+    max_duration_s: float | None = Field(None, gt=0, description="Wall-clock limit for the whole experiment.")
+
+
+class GateConfig(Model):
+    """Thresholds that decide the exit code (0 passed, 1 failed)."""
+
+    min_success_rate: float | None = Field(None, ge=0, le=1, description="Pooled success rate of the chaos phases.")
+    min_robustness: float | None = Field(None, ge=0, le=1)
+    max_violations: dict[Literal["info", "warning", "error", "critical"], int] = Field(default_factory=dict)
+    max_success_drop: float | None = Field(None, ge=0, le=1, description="Baseline rate minus pooled chaos rate.")
+
+
+class ExperimentConfig(Model):
+    """The whole experiment file."""
+
+    version: Literal[1] = 1
+    name: str = "experiment"
+    seed: int = 0
+    baseline: str | None = Field(None, description="The baseline phase (default: the first phase without faults).")
+    agent: AgentConfig
+    phases: list[PhaseConfig] = Field(min_length=1)
+    steady_state: list[Hypothesis] = Field(default_factory=list)
+    abort: AbortConfig = AbortConfig()
+    gate: GateConfig = GateConfig()
+    weights: dict[str, float] = Field(default_factory=dict, description="Robustness weight per fault type (merged over the defaults).")
+
+    @model_validator(mode="after")
+    def _phases_consistent(self) -> ExperimentConfig:
+        names = [p.name for p in self.phases]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"phase names must be unique; duplicated: {', '.join(dupes)}")
+        if self.baseline is not None and self.baseline not in names:
+            raise ValueError(f"baseline {self.baseline!r} is not a phase")
+        for h in self.steady_state:
+            if h.phase is not None and h.phase not in names:
+                raise ValueError(f"steady_state {h.label!r}: unknown phase {h.phase!r}")
+        return self
+
+    @property
+    def baseline_phase(self) -> str | None:
+        if self.baseline is not None:
+            return self.baseline
+        return next((p.name for p in self.phases if not p.is_chaos), None)
+
+    def weight_table(self) -> dict[str, float]:
+        return {**DEFAULT_WEIGHTS, **self.weights}
+
+
+def parse_experiment(text: str, source: str = "<experiment>") -> ExperimentConfig:
+    """Validate experiment YAML; raises ExperimentError with one `source:line: field: message` per problem."""
+    from proxy.configload import ConfigError, parse_config
+
+    try:
+        return parse_config(text, source, model=ExperimentConfig)
+    except ConfigError as e:
+        raise ExperimentError(str(e)) from e
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ExperimentError(f"{p}: {e.strerror or e}") from e
+    return parse_experiment(text, str(p))
