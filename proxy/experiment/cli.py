@@ -1,0 +1,137 @@
+"""`brownout experiment run|replay|compare`: a click group the main CLI adds with `main.add_command(experiment)`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from proxy.experiment.config import ExperimentError
+from proxy.experiment.progress import RunProgress
+from proxy.experiment.report_json import load_report
+from proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
+
+__all__ = ["experiment"]
+
+logger = logging.getLogger(__name__)
+
+
+def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
+    table = Table(title=f"experiment {report['experiment']}: {report['status']}")
+    for col in ("phase", "runs", "success", "95% CI", "drop (p)", "p95 s", "faults", "violations"):
+        table.add_column(col)
+    for p in report["phases"]:
+        vs = p.get("vs_baseline")
+        rate = p["success_rate"]
+        table.add_row(
+            p["label"], str(p["runs"]), "n/a" if rate is None else f"{rate:.0%}",
+            f"{p['success_ci95'][0]:.0%}..{p['success_ci95'][1]:.0%}",
+            "" if not vs or vs["drop"] is None else f"{vs['drop']:+.0%} ({vs['p_value']:.3f})",
+            "n/a" if p["duration_s"]["p95"] is None else f"{p['duration_s']['p95']:.2f}",
+            str(p["faults"]), str(p["violations"]["total"]),
+        )
+    console.print(table)
+    rob = report["robustness"]["score"]
+    console.print(f"robustness {'n/a' if rob is None else f'{rob:.3f}'}; gate "
+                  f"{'[green]passed[/]' if report['gate']['passed'] else '[red]failed[/]'}")
+    for c in report["gate"]["checks"]:
+        if not c["ok"]:
+            console.print(f"  [red]✗[/] {c['check']}: {c['value']} vs {c['threshold']} {c.get('note', '')}")
+    for h in report["hypotheses"]:
+        if h["ok"] is False:
+            console.print(f"  [yellow]steady state deviated:[/] {h['hypothesis']} ({h['scope']})")
+    if report.get("abort_reason"):
+        console.print(f"[red]aborted:[/] {report['abort_reason']}")
+    if report.get("error"):
+        console.print(f"[red]error:[/] {report['error']}")
+    console.print(f"reports in {out}/ (report.json, junit.xml, report.md, report.html, manifest.json)")
+
+
+@click.group("experiment")
+def experiment() -> None:
+    """Run chaos experiments against an agent and gate on the result."""
+
+
+@experiment.command("run")
+@click.argument("exp_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--seed", type=int, default=None, help="Override the experiment's seed.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("brownout-report"),
+              show_default=True, help="Directory for the reports.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
+@click.option("--confdir", default=None, help="brownout's CA directory (default $BROWNOUT_CONFDIR or ~/.brownout).")
+def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | None, confdir: str | None) -> None:
+    """Run EXP_FILE; exit 0 gate passed, 1 gate failed or steady state deviated, 2 errored or aborted."""
+    from proxy.experiment.api import run_experiment
+
+    console = Console(stderr=True)
+    try:
+        outcome = run_experiment(exp_file.read_text(encoding="utf-8"), source=str(exp_file),
+                                 base_dir=exp_file.resolve().parent, out_dir=out_dir, seed=seed,
+                                 progress=RunProgress(enabled=progress, console=console), confdir=confdir)
+    except ExperimentError as e:
+        console.print(f"[red]error:[/] {e}")
+        sys.exit(EXIT_ERROR)
+    _summary(console, outcome.report, out_dir)
+    sys.exit(outcome.exit_code)
+
+
+@experiment.command("replay")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for the replay's reports (default RUN_DIR/replay).")
+@click.option("--progress/--no-progress", default=None)
+@click.option("--confdir", default=None)
+def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confdir: str | None) -> None:
+    """Re-run the experiment recorded in RUN_DIR with the same seed and configs; exit 1 if decisions differ."""
+    from proxy.experiment.replay import replay_experiment
+
+    console = Console(stderr=True)
+    try:
+        outcome, cmp = replay_experiment(run_dir, out_dir=out_dir, progress=RunProgress(enabled=progress, console=console),
+                                         confdir=confdir)
+    except ExperimentError as e:
+        console.print(f"[red]error:[/] {e}")
+        sys.exit(EXIT_ERROR)
+    _summary(console, outcome.report, out_dir or run_dir / "replay")
+    if cmp["identical"]:
+        console.print(f"decision log reproduced: {cmp['sessions']} sessions, {cmp['fired_replay']} faults fired")
+        sys.exit(outcome.exit_code)
+    console.print(f"[red]decision log differs[/] in {len(cmp['mismatches'])} of {cmp['sessions']} sessions")
+    for m in cmp["mismatches"][:10]:
+        console.print(f"  {m['session']} at #{m['index']}: {m['original']} -> {m['replay']}")
+    sys.exit(EXIT_FAILED if outcome.exit_code != EXIT_ERROR else EXIT_ERROR)
+
+
+@experiment.command("compare")
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
+    """Compare report A (before) with report B (after); exit 1 on a significant regression (p < 0.05)."""
+    from proxy.experiment.compare import compare_reports
+
+    console = Console()
+    try:
+        result = compare_reports(load_report(a), load_report(b))
+    except (OSError, ValueError, KeyError) as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}")
+        sys.exit(EXIT_ERROR)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        table = Table(title=f"{a} -> {b}")
+        for col in ("phase", "A", "B", "delta", "p", "verdict"):
+            table.add_column(col)
+        for r in result["phases"]:
+            fmt = lambda s: "n/a" if s["rate"] is None else f"{s['rate']:.0%} ({s['k']}/{s['n']})"  # noqa: E731
+            verdict = "[red]regression[/]" if r["regression"] else "[green]improvement[/]" if r["improvement"] else "ns"
+            table.add_row(r["phase"], fmt(r["a"]), fmt(r["b"]), "" if r["delta"] is None else f"{r['delta']:+.0%}",
+                          f"{r['p_value']:.3f}", verdict)
+        console.print(table)
+    sys.exit(EXIT_FAILED if result["regression"] else EXIT_PASSED)

@@ -1,0 +1,100 @@
+"""Attribute exchanges, violations and fault decisions to runs by session, as the proxy reports them."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import Counter, defaultdict
+from typing import Any
+
+from proxy.experiment.model import ExchangeSummary, summarize_exchange
+
+__all__ = ["Collector", "traceparent_for"]
+
+logger = logging.getLogger(__name__)
+
+
+def traceparent_for(seed: int, session: str) -> tuple[str, str]:
+    """A reproducible W3C traceparent for a run's session: (traceparent, trace id)."""
+    digest = hashlib.blake2b(f"{seed}\x1f{session}".encode(), digest_size=24).hexdigest()
+    trace_id, span_id = digest[:32], digest[32:48]
+    return f"00-{trace_id}-{span_id}-01", trace_id
+
+
+class Collector:
+    """Thread-safe sink for the proxy thread's callbacks; the runner reads it per session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._aliases: dict[str, str] = {}
+        self._exchanges: dict[str, list[ExchangeSummary]] = defaultdict(list)
+        self._violations: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.decisions: list[dict[str, Any]] = []
+        self.severities: Counter[str] = Counter()
+        self.unattributed = 0
+
+    def alias(self, other: str, session: str) -> None:
+        """Exchanges seen under `other` (e.g. the run's trace id, when the agent forwards TRACEPARENT) belong to `session`."""
+        with self._lock:
+            self._aliases[other] = session
+
+    def _session(self, raw: Any) -> str:
+        s = str(raw or "")
+        return self._aliases.get(s, s)
+
+    def on_exchange(self, exchange: Any) -> None:
+        summary = summarize_exchange(exchange)
+        with self._lock:
+            self._exchanges[self._session(getattr(exchange, "session", ""))].append(summary)
+
+    def on_violation(self, violation: Any) -> None:
+        d = violation.to_dict() if hasattr(violation, "to_dict") else dict(violation)
+        with self._lock:
+            self._violations[self._session(d.get("session_id") or d.get("session"))].append(d)
+            self.severities[str(d.get("severity"))] += 1
+
+    def on_decision(self, decision: Any) -> None:
+        d = decision.to_dict() if hasattr(decision, "to_dict") else dict(decision)
+        with self._lock:
+            d["session"] = self._session(d.get("session"))
+            self.decisions.append(d)
+
+    def take(self, sessions: list[str]) -> tuple[list[ExchangeSummary], list[dict[str, Any]]]:
+        """Remove and return the exchanges and violations of these sessions."""
+        with self._lock:
+            exchanges = [e for s in sessions for e in self._exchanges.pop(s, [])]
+            violations = [v for s in sessions for v in self._violations.pop(s, [])]
+        exchanges.sort(key=lambda e: e.at)
+        return exchanges, violations
+
+    def leftover_sessions(self) -> list[str]:
+        with self._lock:
+            return sorted(set(self._exchanges) | set(self._violations))
+
+    def attach(self, addon: Any) -> None:
+        """Subscribe to the addon's violations and decision log, where those hooks exist."""
+        listeners = getattr(getattr(addon, "pipeline", None), "violation_listeners", None)
+        if isinstance(listeners, list):
+            listeners.append(self.on_violation)
+        else:
+            logger.info("this brownout build has no violation listener hook; violations are not collected")
+        log = _decision_log(addon)
+        if log is not None and hasattr(log, "add_sink"):
+            log.add_sink(self.on_decision)
+
+    def detach(self, addon: Any) -> None:
+        listeners = getattr(getattr(addon, "pipeline", None), "violation_listeners", None)
+        if isinstance(listeners, list) and self.on_violation in listeners:
+            listeners.remove(self.on_violation)
+        log = _decision_log(addon)
+        if log is not None and hasattr(log, "remove_sink"):
+            try:
+                log.remove_sink(self.on_decision)
+            except ValueError:
+                pass
+
+
+def _decision_log(addon: Any) -> Any:
+    engine = getattr(getattr(addon, "faults", None), "engine", None)
+    return getattr(engine, "decision_log", None) or getattr(engine, "decisions", None)

@@ -1,0 +1,79 @@
+"""report.md: a compact Markdown summary for a CI job summary ($GITHUB_STEP_SUMMARY) or a PR comment."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render_markdown", "write_markdown"]
+
+logger = logging.getLogger(__name__)
+
+_ICON = {True: "✅", False: "❌", None: "➖"}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The Markdown text of a report document."""
+    gate = report["gate"]
+    lines = [
+        f"## brownout experiment `{report['experiment']}`: {report['status']} "
+        f"(gate {'passed' if gate['passed'] else 'failed'}, exit {report['exit_code']})",
+        "",
+        f"seed {report['seed']} · {len(report['runs'])} runs · {report['duration_s']:.1f} s"
+        + (f" · aborted: {report['abort_reason']}" if report.get("abort_reason") else "")
+        + (f" · error: {report['error']}" if report.get("error") else ""),
+        "",
+        "| phase | runs | success (95% CI) | drop vs baseline (p) | p50 / p95 s | calls/run | tokens/run | faults | violations |",
+        "|---|---:|---|---|---|---:|---:|---:|---:|",
+    ]
+    for p in report["phases"]:
+        lo, hi = p["success_ci95"]
+        vs = p.get("vs_baseline")
+        drop = f"{_pct(vs['drop'])} (p={_num(vs['p_value'], '.3f')})" + (" ⚠️" if vs["significant"] else "") if vs else ""
+        d = p["duration_s"]
+        lines.append(
+            f"| {p['label']}{' 🔥' if p['chaos'] else ''} | {p['runs']} | {_pct(p['success_rate'])} "
+            f"[{_pct(lo)}, {_pct(hi)}] | {drop} | {_num(d['p50'])} / {_num(d['p95'])} | "
+            f"{_num(p['calls_per_run'], '.1f')} | {_num(p['tokens_per_run'], '.0f')} | {p['faults']} | {p['violations']['total']} |"
+        )
+    rob = report["robustness"]
+    rec = report["recovery"]
+    lines += ["", f"**Robustness** {_num(rob['score'], '.3f')} over {rob['runs_considered']} faulted runs · "
+              f"**recovery** {_pct(rec['rate'])} ({rec['k']}/{rec['n']})", ""]
+    if report["hypotheses"]:
+        lines += ["### Steady state", "", "| hypothesis | scope | result | values |", "|---|---|---|---|"]
+        for h in report["hypotheses"]:
+            vals = ", ".join(f"{c['label']}={_num(c['value'], '.3g')}" for c in h["checks"]) or "not evaluated"
+            lines.append(f"| `{h['hypothesis']}` | {h['scope']} | {_ICON[h['ok']]} | {vals} |")
+        lines.append("")
+    if gate["checks"]:
+        lines += ["### Gate", "", "| check | value | threshold | result |", "|---|---|---|---|"]
+        for c in gate["checks"]:
+            lines.append(f"| {c['check']} | {_num(c['value'], '.3g')} {c.get('note', '')} | {c['threshold']:g} | {_ICON[c['ok']]} |")
+        lines.append("")
+    if report["fault_breakdown"]:
+        lines += ["### Faults", "", "| fault | target | runs met | failed | failure rate |", "|---|---|---:|---:|---|"]
+        for row in report["fault_breakdown"]:
+            lines.append(f"| {row['fault']} | {row['target']} | {row['runs']} | {row['failed']} | {_pct(row['rate'])} |")
+        lines.append("")
+    if report["cost_of_chaos"]:
+        lines += ["### Cost of chaos", "", "| fault | faulted calls | retries | retry tokens | extra calls/run |",
+                  "|---|---:|---:|---:|---:|"]
+        for kind, c in report["cost_of_chaos"].items():
+            lines.append(f"| {kind} | {c['faulted_exchanges']} | {c['retried_exchanges']} | {c['retry_tokens']} | "
+                         f"{_num(c['extra_calls_per_run'], '+.1f')} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, report: dict[str, Any]) -> None:
+    path.write_text(render_markdown(report), encoding="utf-8")
