@@ -18,7 +18,7 @@ __all__ = ["InvariantConfig", "InvariantList", "Severity", "parse_invariants"]
 
 # Built from the registry so adding an invariant needs no edit here. pydantic's error for an
 # unknown `type` lists every valid tag.
-InvariantConfig = Annotated[Union[config_types()], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
+InvariantConfig = Annotated[Union[config_types()], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa
 
 
 def _unique_names(configs: list[InvariantConfigBase]) -> list[InvariantConfigBase]:

@@ -76,7 +76,9 @@ def default_detectors() -> list[Detector]:
         # Card IINs start with 2-6; this skips 13-digit millisecond timestamps (they start with 1).
         Detector("card", "card", re.compile(r"(?<![\d\-])[2-6](?:[ \-]?\d){12,18}(?![\d\-])"), luhn_valid),
         Detector("iban", "iban", re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"), iban_valid),
-        Detector("email", "email", re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b")),
+        Detector(
+            "email", "email", re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b")
+        ),
         Detector(
             "phone",
             "phone",

@@ -70,7 +70,8 @@ class StreamComplete(Invariant[StreamCompleteConfig]):
         if len(partial.text) >= self.config.min_chars:
             for i, message in enumerate(exchange.messages):
                 if message.role in ("assistant", "model") and partial.text in message.text:
-                    return f"request {exchange.exchange_id} sent its partial text back as a finished assistant message (messages[{i}])"
+                    return (f"request {exchange.exchange_id} sent its partial text back as a finished "
+                            f"assistant message (messages[{i}])")
         for result in exchange.tool_results:
             if result.call_id in partial.call_ids:
                 return f"request {exchange.exchange_id} carries a result for its tool call {result.call_id!r}"

@@ -203,7 +203,8 @@ def _attribute_value(value: Any) -> Any:
         return value
     if isinstance(value, Sequence) and value and all(isinstance(v, str) for v in value):
         return tuple(value)
-    if isinstance(value, Sequence) and value and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+    numbers = isinstance(value, Sequence) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    if numbers and value:
         # OTel arrays must be homogeneous: a mix of ints and floats becomes floats.
         return tuple(value) if all(isinstance(v, int) for v in value) else tuple(float(v) for v in value)
     if isinstance(value, Mapping | Sequence):

@@ -73,7 +73,8 @@ def tool(name: str, arguments: Any, t: float = 0.0, *, session: str = "s1", outp
     """An MCP tools/call exchange."""
     n = next(_ids)
     args = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    params = {"name": name, "arguments": arguments}
+    body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
     ex = Exchange(
         id=f"ex-{n}", session=session, method="POST", scheme="http", host="tools.local", port=8000, path="/mcp",
         provider="mcp", operation="tools/call", mcp_method="tools/call", tool_name=name, tool_call_id=call_id,
