@@ -1,0 +1,3 @@
+"""brownout benchmarks: `python bench/run.py`."""
+
+__all__: list[str] = []

@@ -1,0 +1,128 @@
+"""Benchmark subprocesses: the mock upstream, plain mitmdump, and brownout, each in its own process."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ROOT", "Proc", "free_port", "start_brownout", "start_mitmdump", "start_upstream", "wait_http"]
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Proc:
+    """A started server process and where it listens."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(port: int, path: str = "/ping", timeout_s: float = 30.0, proc: Proc | None = None) -> bool:
+    """Poll until `GET path` on the port answers with any HTTP status line."""
+    deadline = time.monotonic() + timeout_s
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
+    while time.monotonic() < deadline:
+        if proc is not None and proc.popen.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                s.sendall(request)
+                if s.recv(16).startswith(b"HTTP/1."):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def _spawn(name: str, cmd: list[str], port: int, workdir: Path, env: dict[str, str] | None = None) -> Proc:
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as out:
+        popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                 env={**os.environ, **(env or {})}, start_new_session=True)
+    log.debug("started %s (pid %d): %s", name, popen.pid, " ".join(cmd))
+    return Proc(name, popen, port, log_path)
+
+
+def start_upstream(workdir: Path) -> Proc:
+    port = free_port()
+    proc = _spawn("upstream", [sys.executable, "-m", "proxy.demo.upstream", "--port", str(port), "--no-record"],
+                  port, workdir)
+    if not wait_http(port, proc=proc):
+        proc.stop()
+        raise RuntimeError(f"mock upstream did not start:\n{proc.log_tail()}")
+    return proc
+
+
+def start_mitmdump(upstream_port: int, workdir: Path) -> Proc:
+    port = free_port()
+    confdir = workdir / "mitmdump-conf"
+    confdir.mkdir(exist_ok=True)
+    cmd = [str(VENV_BIN / "mitmdump"), "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
+           "--listen-host", "127.0.0.1", "-p", str(port), "-q",
+           "--set", "flow_detail=0", "--set", f"confdir={confdir}"]
+    proc = _spawn("mitmdump", cmd, port, workdir)
+    if not wait_http(port, proc=proc):
+        proc.stop()
+        raise RuntimeError(f"mitmdump did not start:\n{proc.log_tail()}")
+    return proc
+
+
+def start_brownout(upstream_port: int, workdir: Path, config: str | None = None) -> Proc | str:
+    """Start `python -m proxy run` (the `brownout` CLI) in reverse mode; a string says why it could not.
+
+    `python -m proxy.cli` would not do: that module has no `__main__` guard, `proxy/__main__.py` does.
+    """
+    port = free_port()
+    confdir = workdir / "brownout-conf"
+    confdir.mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "proxy", "run", "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
+           "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)]
+    if config:
+        cmd += ["-c", config]
+    try:
+        proc = _spawn("brownout", cmd, port, workdir)
+    except OSError as e:
+        return f"cannot run brownout: {e}"
+    if not wait_http(port, proc=proc):
+        proc.stop()
+        return f"brownout did not start (is proxy.cli ready?):\n{proc.log_tail()}"
+    return proc

@@ -1,0 +1,135 @@
+"""brownout benchmark: direct vs plain mitmdump vs brownout (no faults), side by side in one run, on loopback.
+
+    .venv/bin/python bench/run.py             # 5 s per load run, 10 SSE runs per path
+    .venv/bin/python bench/run.py --quick     # 2 s load runs, 3 SSE runs: a smoke check
+    .venv/bin/python bench/run.py --duration 10 --strict   # exit 1 when a target is missed
+
+Load comes from `wrk` (install it with `apt-get install -y wrk` on Debian/Ubuntu, `brew install wrk`
+on macOS). When wrk is missing the bench runs that apt-get itself if it is root (skip with
+--no-install), and otherwise falls back to a Python asyncio keep-alive generator, whose own
+ceiling (a few thousand req/s) caps the direct numbers but not the proxies'.
+
+Every server runs in its own process (mock upstream, mitmdump, brownout) so none shares a GIL
+with the load generator. Throughput and latency use GET /ping (1 KB JSON); streaming uses GET /sse
+(10 events 100 ms apart): plain mitmdump buffers the stream, brownout must not.
+Results go to bench/results/latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+from bench.load import have_wrk, run_load  # noqa: E402
+from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream  # noqa: E402
+from bench.report import print_report, targets_met  # noqa: E402
+from bench.ttft import measure_ttft  # noqa: E402
+
+__all__ = ["main", "run_bench"]
+
+RESULTS = ROOT / "bench" / "results" / "latest.json"
+
+
+def ensure_wrk(allow_install: bool) -> bool:
+    """True when wrk is on PATH, installing the Debian package first when we may."""
+    if have_wrk():
+        return True
+    if not allow_install or not shutil.which("apt-get") or os.geteuid() != 0:
+        print("wrk not found: using the Python load generator (install: apt-get install -y wrk)")
+        return False
+    print("wrk not found: running apt-get install -y wrk ...")
+    for cmd in (["apt-get", "install", "-y", "wrk"], ["apt-get", "update"], ["apt-get", "install", "-y", "wrk"]):
+        subprocess.run(cmd, capture_output=True, timeout=600, check=False,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if have_wrk():
+            return True
+    print("apt-get could not install wrk: using the Python load generator")
+    return False
+
+
+def _measure(name: str, port: int, duration_s: float, ttft_runs: int, use_wrk: bool) -> dict[str, Any]:
+    print(f"  {name}: warm-up, load at 1 and 8 connections, {ttft_runs} SSE streams ...", flush=True)
+    run_load(port, "/ping", 8, max(1.0, duration_s / 5), use_wrk=use_wrk)  # warm caches, pools, certs
+    c1 = run_load(port, "/ping", 1, duration_s, use_wrk=use_wrk)
+    c8 = run_load(port, "/ping", 8, duration_s, use_wrk=use_wrk)
+    ttft = measure_ttft(port, runs=ttft_runs)
+    return {"port": port, "c1": c1.to_dict(), "c8": c8.to_dict(), "sse": ttft.to_dict()}
+
+
+def run_bench(duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config: str | None) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
+    procs: list[Proc] = []
+    notes: list[str] = []
+    try:
+        upstream = start_upstream(workdir)
+        procs.append(upstream)
+        targets: dict[str, int] = {"direct": upstream.port}
+        mitm = start_mitmdump(upstream.port, workdir)
+        procs.append(mitm)
+        targets["mitmdump"] = mitm.port
+        brownout = start_brownout(upstream.port, workdir, brownout_config)
+        if isinstance(brownout, str):
+            notes.append(brownout)
+            print(f"brownout skipped: {brownout}")
+        else:
+            procs.append(brownout)
+            targets["brownout"] = brownout.port
+        results = {name: _measure(name, port, duration_s, ttft_runs, use_wrk) for name, port in targets.items()}
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"results": results, "notes": notes}
+
+
+def _meta(duration_s: float, use_wrk: bool) -> dict[str, Any]:
+    try:
+        from importlib.metadata import version
+        mitm_version = version("mitmproxy")
+    except Exception:  # metadata missing in odd installs: the bench still runs
+        mitm_version = "unknown"
+    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "python": platform.python_version(),
+            "platform": platform.platform(), "cpus": os.cpu_count(), "mitmproxy": mitm_version,
+            "load_tool": "wrk" if use_wrk else "python", "duration_s": duration_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=None, help="seconds per load run (default 5, quick 2)")
+    parser.add_argument("--quick", action="store_true", help="short runs: a smoke check, not a measurement")
+    parser.add_argument("--ttft-runs", type=int, default=None, help="SSE streams per path (default 10, quick 3)")
+    parser.add_argument("--no-install", action="store_true", help="never apt-get install wrk")
+    parser.add_argument("--python-load", action="store_true", help="use the Python load generator even with wrk")
+    parser.add_argument("--brownout-config", default=None, help="chaos config for brownout (default: none)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
+    args = parser.parse_args(argv)
+    duration = args.duration or (2.0 if args.quick else 5.0)
+    ttft_runs = args.ttft_runs or (3 if args.quick else 10)
+    use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
+    print(f"brownout bench: {duration:g} s per load run, {ttft_runs} SSE runs, load via {'wrk' if use_wrk else 'python'}")
+    data = run_bench(duration, ttft_runs, use_wrk, args.brownout_config)
+    data["meta"] = _meta(duration, use_wrk)
+    data["targets"] = targets_met(data["results"])
+    print_report(data)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"results written to {args.output}")
+    missed = [k for k, v in data["targets"].items() if v.get("met") is False]
+    return 1 if args.strict and (missed or "brownout" not in data["results"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
