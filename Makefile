@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 # Debian packages the tests use (a real Prometheus server and promtool).
-APT_PACKAGES ?=
+APT_PACKAGES ?= prometheus
 
 .PHONY: demo test bench setup system-deps lock clean
 

@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from faults.config import RuleConfig
+from exporters.config import ControlConfig, ExportersConfig
+from faults.config import Rules
 from invariants.config import InvariantList
 
 __all__ = ["BrownoutConfig", "Model", "ProxySettings"]
@@ -42,7 +43,7 @@ class BrownoutConfig(Model):
     version: Literal[1] = 1
     seed: int = Field(0, description="Seed for every fault decision: same seed, same faults.")
     proxy: ProxySettings = ProxySettings()
-    rules: list[RuleConfig] = Field(default_factory=list)
+    rules: Rules = Field(default_factory=list)
     invariants: InvariantList = Field(default_factory=list)
-    exporters: dict[str, Any] = Field(default_factory=dict)  # typed by exporters/ (issue 5)
-    control: dict[str, Any] | None = None  # typed by the control API (issue 5)
+    exporters: ExportersConfig = ExportersConfig()
+    control: ControlConfig = ControlConfig()

@@ -1,0 +1,220 @@
+"""The one object the addon talks to: it fans exchanges, violations and decisions out to every exporter.
+
+Order of use (see the README's integration notes):
+
+    hub = Exporters.from_config(config, guard)         # builds everything, binds nothing
+    builder = SpanBuilder(hub.tracer_provider)          # spans go to OTLP when configured
+    engine.decisions.add_sink(hub.on_decision)
+    hub.watch(sessions=..., rules=engine.active_rules)  # gauges read at scrape time
+    hub.start()                                         # binds /metrics
+    ... per finished exchange: hub.on_exchange(exchange, violations)
+    ... session-level violations: hub.on_violation(v)
+    hub.shutdown(timeout_s=3)                           # flush spans and logs, bounded
+
+Every method contains its exporters' failures: they are counted through `guard.failed`
+under "exporter:<name>" (which feeds brownout_internal_errors_total) and never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+from prometheus_client import CollectorRegistry
+
+from exporters.config import ExportersConfig
+from exporters.jsonl import JsonlWriter, exchange_summary
+from exporters.metrics import DecisionLike, Metrics
+from exporters.otlp import OtlpTracing
+from proxy.exchange import Exchange
+from proxy.failopen import Guard
+
+__all__ = ["Exporters", "ViolationRecord"]
+
+log = logging.getLogger(__name__)
+
+
+class ViolationRecord(Protocol):
+    """What the hub needs from invariants.records.Violation."""
+
+    invariant: str
+    severity: str
+    trace_id: str | None
+    timestamp: float
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Exporters:
+    """Prometheus metrics, OTLP traces and JSONL logs behind one fail-open facade."""
+
+    def __init__(
+        self,
+        config: ExportersConfig | None = None,
+        *,
+        guard: Guard | None = None,
+        registry: CollectorRegistry | None = None,
+        environ: Mapping[str, str] | None = None,
+        span_exporter: SpanExporter | None = None,
+    ) -> None:
+        self.config = config or ExportersConfig()
+        self.guard = guard or Guard()
+        prom = self.config.prometheus
+        self.metrics = Metrics(registry=registry, model_allowlist=prom.model_allowlist, max_models=prom.max_models)
+        # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
+        self.guard.listeners.append(self.metrics.internal_error)
+        self.metrics_server: Any = None
+        self._started = False
+        self._closed = False
+        self._ring: deque[dict[str, Any]] = deque(maxlen=self.config.recent_violations or None)
+        self._ring_lock = threading.Lock()  # read by the control API's thread
+
+        settings = self.config.otlp.resolve(environ)
+        self.otlp: OtlpTracing | None = None
+        if settings is not None:
+            self.otlp = OtlpTracing(
+                settings, on_dropped=lambda n: self.metrics.export_dropped("otlp", n), exporter=span_exporter
+            )
+            self.tracer_provider: TracerProvider = self.otlp.provider
+            log.info("OTLP traces to %s (%s)", settings.endpoint, settings.protocol)
+        else:
+            # Spans are still built (invariants read them); they just go nowhere.
+            self.tracer_provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "brownout"}))
+
+        j = self.config.jsonl
+        self.violation_log = self._writer(j.path)
+        self.decision_log = self._writer(j.decisions_path)
+        self.exchange_log = self._writer(j.exchanges_path)
+
+    @classmethod
+    def from_config(cls, config: Any, guard: Guard | None = None, **kwargs: Any) -> Exporters:
+        """Build from a BrownoutConfig (its `exporters` section) or an ExportersConfig."""
+        section = getattr(config, "exporters", config)
+        if isinstance(section, Mapping):  # an untyped section (before proxy.config adopts ExportersConfig)
+            section = ExportersConfig.model_validate(section)
+        return cls(section, guard=guard, **kwargs)
+
+    def _writer(self, path: str | None) -> JsonlWriter | None:
+        if not path:
+            return None
+        return JsonlWriter(path, on_dropped=lambda n: self.metrics.export_dropped("jsonl", n), fsync=self.config.jsonl.fsync)
+
+    def _contain(self, name: str, fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            self.guard.failed(f"exporter:{name}", e)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind the /metrics server (idempotent). A busy port is logged and counted, not fatal."""
+        if self._started:
+            return
+        self._started = True
+        prom = self.config.prometheus
+        if prom.enabled:
+            try:
+                self.metrics_server = self.metrics.serve(prom.listen)
+            except OSError as e:
+                self.guard.failed("exporter:prometheus", e, f"cannot listen on {prom.listen}")
+
+    @property
+    def metrics_port(self) -> int | None:
+        return None if self.metrics_server is None else int(self.metrics_server.server_port)
+
+    def watch(
+        self, *, sessions: Callable[[], int] | None = None, rules: Callable[[], Mapping[str, bool]] | None = None
+    ) -> None:
+        """Read brownout_sessions_active / brownout_rule_active from these callables at scrape time."""
+        self.metrics.watch(sessions=sessions, rules=rules)
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Flush spans (bounded by timeout_s), close the logs, stop /metrics. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.otlp is not None:
+            self._contain("otlp", self.otlp.shutdown, timeout_s)
+        else:
+            self._contain("otlp", self.tracer_provider.shutdown)
+        for writer in (self.violation_log, self.decision_log, self.exchange_log):
+            if writer is not None:
+                self._contain("jsonl", writer.close)
+        if self.metrics_server is not None:
+            server, self.metrics_server = self.metrics_server, None
+            self._contain("prometheus", server.shutdown)
+            self._contain("prometheus", server.server_close)
+
+    # --- the pipeline -------------------------------------------------------------------
+
+    def on_exchange(self, exchange: Exchange, violations: Iterable[ViolationRecord] = ()) -> None:
+        """One finished exchange and the violations found on it (do not pass these to on_violation too)."""
+        self._contain("prometheus", self.metrics.observe_exchange, exchange)
+        if self.exchange_log is not None:
+            self._contain("jsonl", self._write_exchange, exchange)
+        for violation in violations:
+            self.on_violation(violation)
+
+    def _write_exchange(self, exchange: Exchange) -> None:
+        assert self.exchange_log is not None
+        self.exchange_log.write(exchange_summary(exchange))
+
+    def on_violation(self, violation: ViolationRecord) -> None:
+        """One violation: counter, JSONL line, and the in-memory ring for GET /violations."""
+        self._contain("prometheus", self.metrics.observe_violation, violation)
+        self._contain("violations", self._keep_violation, violation)
+
+    def _keep_violation(self, violation: ViolationRecord) -> None:
+        record = violation.to_dict()
+        if self.violation_log is not None:
+            self.violation_log.write(record)
+        if self._ring.maxlen != 0:
+            with self._ring_lock:
+                self._ring.append(record)
+
+    def on_decision(self, decision: DecisionLike) -> None:
+        """A DecisionLog sink: per-rule outcome counter and the decision log file."""
+        self._contain("prometheus", self.metrics.observe_decision, decision)
+        if self.decision_log is not None:
+            self._contain("jsonl", self._write_decision, decision)
+
+    def _write_decision(self, decision: Any) -> None:
+        assert self.decision_log is not None
+        record = decision.to_dict() if hasattr(decision, "to_dict") else dict(vars(decision))
+        self.decision_log.write(record)
+
+    def recent_violations(self, since: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Kept violation records with timestamp > since, oldest first (thread-safe copy)."""
+        with self._ring_lock:
+            records = list(self._ring)
+        if since is not None:
+            records = [r for r in records if float(r.get("timestamp") or 0.0) > since]
+        return records[-limit:] if limit else records
+
+    def status(self) -> dict[str, Any]:
+        """Exporter health for GET /status."""
+        dropped = {
+            s.labels["exporter"]: s.value
+            for m in self.metrics.dropped.collect()
+            for s in m.samples
+            if s.name.endswith("_total")
+        }
+        return {
+            "metrics_port": self.metrics_port,
+            "otlp": None if self.otlp is None else {
+                "endpoint": self.otlp.settings.endpoint,
+                "protocol": self.otlp.settings.protocol,
+                "exported": self.otlp.exporter.exported,
+            },
+            "export_dropped": dropped,
+            "violations_kept": len(self._ring),
+            "at": time.time(),
+        }

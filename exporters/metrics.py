@@ -1,0 +1,266 @@
+"""Prometheus metrics: the names and labels dashboards, alert rules and users' queries rely on.
+
+Every label is bounded: providers and operations come from fixed sets, models from an
+allowlist (else "other"), rules/invariants/faults from the config, components from code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
+from proxy.exchange import Exchange
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "GENAI_DURATION_BUCKETS",
+    "GENAI_TOKEN_BUCKETS",
+    "OPERATIONS",
+    "PROVIDERS",
+    "Metrics",
+]
+
+log = logging.getLogger(__name__)
+
+# `_created` series double the series count and nobody graphs them.
+disable_created_metrics()
+
+PROVIDERS = frozenset({"openai", "anthropic", "gemini", "ollama", "mcp", "http"})
+OPERATIONS = frozenset({
+    "chat", "responses", "messages", "embeddings", "text_completion", "completions", "generate",
+    "generate_content", "stream_generate_content", "execute_tool", "http",
+    "initialize", "tools/list", "tools/call", "resources/list", "resources/read", "prompts/list", "prompts/get",
+})
+# The Guard components brownout itself uses; pre-created so increase() sees the first error.
+COMPONENTS = ("exchange", "wire", "engine", "fault", "exporter:prometheus", "exporter:otlp", "exporter:jsonl")
+STATUS_CLASSES = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", "error"})
+# LLM calls take seconds to minutes; the default buckets stop at 10 s.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
+TTFC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60)
+# OpenTelemetry GenAI semantic conventions' explicit bucket boundaries.
+GENAI_DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
+GENAI_TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
+# brownout provider id -> gen_ai.provider.name
+_GENAI_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini", "ollama": "ollama", "mcp": "mcp"}
+_GENAI_OPERATIONS = {
+    "chat": "chat", "responses": "chat", "messages": "chat", "text_completion": "text_completion",
+    "completions": "text_completion", "generate": "text_completion", "embeddings": "embeddings",
+    "generate_content": "generate_content", "stream_generate_content": "generate_content",
+    "execute_tool": "execute_tool", "tools/call": "execute_tool",
+}
+
+
+class ViolationLike(Protocol):
+    """What the metrics read from invariants.records.Violation."""
+
+    invariant: str
+    severity: str
+    trace_id: str | None
+
+
+class DecisionLike(Protocol):
+    """What the metrics read from faults.decisions.Decision."""
+
+    rule: str
+    outcome: str
+
+
+def _version() -> str:
+    try:
+        return metadata.version("brownout")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class _GaugeSource(Collector):
+    """Gauges read at scrape time from a callback, or from values set by hand when none is given."""
+
+    def __init__(self, name: str, doc: str, label: str | None) -> None:
+        self.name, self.doc, self.label = name, doc, label
+        self.values: dict[str, float] = {}
+        self.source: Callable[[], Any] | None = None
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.doc, labels=[self.label] if self.label else None)]
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        values: Mapping[str, float] = self.values
+        if self.source is not None:
+            try:
+                got = self.source()
+                values = {k: float(v) for k, v in got.items()} if self.label else {"": float(got)}
+            except Exception:  # a scrape must not fail because the engine is mid-reload
+                log.debug("gauge source %s failed", self.name, exc_info=True)
+        if self.label is None:
+            yield GaugeMetricFamily(self.name, self.doc, value=values.get("", 0.0))
+            return
+        family = GaugeMetricFamily(self.name, self.doc, labels=[self.label])
+        for key, value in sorted(values.items()):
+            family.add_metric([key], value)
+        yield family
+
+
+class Metrics:
+    """brownout's Prometheus metrics on one registry (a fresh CollectorRegistry in tests)."""
+
+    def __init__(
+        self,
+        *,
+        registry: CollectorRegistry | None = None,
+        model_allowlist: Iterable[str] = DEFAULT_MODEL_ALLOWLIST,
+        max_models: int = 200,
+        version: str | None = None,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._allow = tuple(model_allowlist)
+        self._max_models = max_models
+        self._models: dict[str, str] = {}
+        self._lock = threading.Lock()  # guards _models; prometheus_client metrics lock themselves
+        r = self.registry
+        self.requests = Counter("brownout_requests", "Exchanges seen.", ["provider", "operation", "status_class"], registry=r)
+        self.faults = Counter("brownout_faults_injected", "Faults injected.", ["rule", "fault"], registry=r)
+        self.decisions = Counter("brownout_fault_decisions", "Rule decisions by outcome.", ["rule", "outcome"], registry=r)
+        self.violations = Counter("brownout_violations", "Invariant violations.", ["invariant", "severity"], registry=r)
+        self.duration = Histogram(
+            "brownout_request_duration_seconds", "Exchange duration as the agent saw it.",
+            ["provider", "operation"], buckets=DURATION_BUCKETS, registry=r,
+        )
+        self.ttfc = Histogram(
+            "brownout_time_to_first_chunk_seconds", "Request start to first response body bytes.",
+            ["provider"], buckets=TTFC_BUCKETS, registry=r,
+        )
+        self.tokens = Counter("brownout_tokens", "Tokens reported by providers.", ["provider", "model", "type"], registry=r)
+        self.retries = Counter("brownout_retries", "Client retries seen on the wire (x-stainless-retry-count > 0).", ["provider"], registry=r)
+        self.internal_errors = Counter("brownout_internal_errors", "Contained internal failures.", ["component"], registry=r)
+        self.dropped = Counter("brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r)
+        self.genai_duration = Histogram(
+            "gen_ai_client_operation_duration_seconds", "GenAI operation duration (OTel semconv).",
+            ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"],
+            buckets=GENAI_DURATION_BUCKETS, registry=r,
+        )
+        self.genai_tokens = Histogram(
+            "gen_ai_client_token_usage", "Tokens per GenAI operation (OTel semconv).",
+            ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_token_type"],
+            buckets=GENAI_TOKEN_BUCKETS, registry=r,
+        )
+        self.sessions_active = _GaugeSource("brownout_sessions_active", "Open agent sessions.", None)
+        self.rule_active = _GaugeSource("brownout_rule_active", "1 when the rule is enabled and its window is open.", "rule")
+        r.register(self.sessions_active)
+        r.register(self.rule_active)
+        Info("brownout_build", "brownout build.", registry=r).info({"version": version or _version()})
+        # Series that alerts use with rate() exist from the start, so "no data" never hides "zero".
+        for component in COMPONENTS:
+            self.internal_errors.labels(component)
+        for exporter in ("otlp", "jsonl"):
+            self.dropped.labels(exporter)
+
+    # --- label bounding -----------------------------------------------------------------
+
+    def model_label(self, model: str | None) -> str:
+        """The model if allowlisted (and under the cap), else 'other'."""
+        if not model:
+            return "none"
+        known = self._models.get(model)
+        if known is not None:
+            return known
+        label = model if any(fnmatch.fnmatchcase(model, g) for g in self._allow) and len(model) <= 100 else "other"
+        with self._lock:
+            if label != "other" and len(self._models) >= self._max_models:
+                label = "other"
+            if len(self._models) < self._max_models * 4:  # cache "other" verdicts too, boundedly
+                self._models[model] = label
+        return label
+
+    @staticmethod
+    def provider_label(provider: str) -> str:
+        return provider if provider in PROVIDERS else "other"
+
+    @staticmethod
+    def operation_label(operation: str) -> str:
+        return operation if operation in OPERATIONS else "other"
+
+    # --- observations -------------------------------------------------------------------
+
+    def observe_exchange(self, exchange: Exchange) -> None:
+        """Count one finished exchange: traffic, faults, latency, tokens, retries, semconv metrics."""
+        provider = self.provider_label(exchange.provider)
+        operation = self.operation_label(exchange.operation)
+        status_class = exchange.status_class if exchange.status_class in STATUS_CLASSES else "error"
+        self.requests.labels(provider, operation, status_class).inc()
+        for fault in exchange.faults:
+            self.faults.labels(fault.rule, fault.fault).inc()
+        duration = exchange.timings.duration_s
+        if duration is not None:
+            self.duration.labels(provider, operation).observe(duration)
+        ttfc = exchange.timings.ttfc_s
+        if ttfc is not None:
+            self.ttfc.labels(provider).observe(ttfc)
+        if exchange.retry_count:
+            self.retries.labels(provider).inc()
+        model = self.model_label(exchange.model)
+        usage = exchange.usage
+        for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            if count:
+                self.tokens.labels(provider, model, kind).inc(count)
+        genai_op = _GENAI_OPERATIONS.get(exchange.operation)
+        if genai_op is None:
+            return
+        genai_provider = _GENAI_PROVIDERS.get(exchange.provider, "other")
+        if duration is not None:
+            self.genai_duration.labels(genai_op, genai_provider, model).observe(duration)
+        for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            if count is not None:
+                self.genai_tokens.labels(genai_op, genai_provider, model, kind).observe(count)
+
+    def observe_violation(self, violation: ViolationLike) -> None:
+        child = self.violations.labels(violation.invariant, violation.severity)
+        trace_id = getattr(violation, "trace_id", None)
+        # The exemplar lets Grafana jump from a violation spike to its trace.
+        child.inc(exemplar={"trace_id": trace_id} if trace_id else None)
+
+    def observe_decision(self, decision: DecisionLike) -> None:
+        self.decisions.labels(decision.rule, decision.outcome).inc()
+
+    def internal_error(self, component: str) -> None:
+        self.internal_errors.labels(component).inc()
+
+    def export_dropped(self, exporter: str, n: int = 1) -> None:
+        if n > 0:
+            self.dropped.labels(exporter).inc(n)
+
+    def set_sessions_active(self, n: int) -> None:
+        self.sessions_active.values[""] = float(n)
+
+    def set_rule_active(self, rule: str, active: bool) -> None:
+        self.rule_active.values[rule] = 1.0 if active else 0.0
+
+    def watch(
+        self,
+        *,
+        sessions: Callable[[], int] | None = None,
+        rules: Callable[[], Mapping[str, bool]] | None = None,
+    ) -> None:
+        """Read the gauges at scrape time from these callables (e.g. engine.active_rules)."""
+        if sessions is not None:
+            self.sessions_active.source = sessions
+        if rules is not None:
+            self.rule_active.source = rules
+
+    # --- serving ------------------------------------------------------------------------
+
+    def serve(self, listen: str) -> Any:
+        """Serve /metrics on its own thread; returns the server (server.server_port, .shutdown())."""
+        host, port = parse_listen(listen)
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        server.brownout_thread = thread  # type: ignore[attr-defined]
+        log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+        return server

@@ -1,0 +1,117 @@
+"""The metric names and labels of issue 5's table, read back with get_sample_value."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
+from proxy.exchange import FaultRecord, Usage
+from tests.exporters.expsamples import decision, exchange, traffic, violation
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics(registry=CollectorRegistry(), version="9.9.9")
+
+
+def value(m: Metrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange())
+    metrics.observe_exchange(exchange(status=503))
+    assert value(metrics, "brownout_requests_total", provider="openai", operation="chat", status_class="2xx") == 1
+    assert value(metrics, "brownout_requests_total", provider="openai", operation="chat", status_class="5xx") == 1
+    assert value(metrics, "brownout_request_duration_seconds_count", provider="openai", operation="chat") == 2
+    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="1.0") == 0
+    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="2.5") == 2
+    assert value(metrics, "brownout_time_to_first_chunk_seconds_count", provider="openai") == 2
+    assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="input") == 24
+    assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="output") == 68
+
+
+def test_duration_buckets_reach_minutes(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(provider="ollama", model="llama3.2"))
+    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="300.0") == 1
+    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="600.0") == 1
+
+
+def test_faults_decisions_violations(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(faults=[FaultRecord("slow", "latency"), FaultRecord("cut", "truncate")]))
+    metrics.observe_decision(decision(rule="slow", outcome="fired"))
+    metrics.observe_decision(decision(rule="slow", outcome="skipped_probability"))
+    metrics.observe_violation(violation(invariant="loop", severity="critical"))
+    assert value(metrics, "brownout_faults_injected_total", rule="slow", fault="latency") == 1
+    assert value(metrics, "brownout_faults_injected_total", rule="cut", fault="truncate") == 1
+    assert value(metrics, "brownout_fault_decisions_total", rule="slow", outcome="fired") == 1
+    assert value(metrics, "brownout_fault_decisions_total", rule="slow", outcome="skipped_probability") == 1
+    assert value(metrics, "brownout_violations_total", invariant="loop", severity="critical") == 1
+
+
+def test_retries_count_only_retried_exchanges(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(retry_count=0))
+    metrics.observe_exchange(exchange(retry_count=None))
+    metrics.observe_exchange(exchange(retry_count=2))
+    assert value(metrics, "brownout_retries_total", provider="openai") == 1
+
+
+def test_labels_are_bounded(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(model="ft:my-org:secret-123", provider="weird", operation="/v9/x"))
+    assert value(metrics, "brownout_requests_total", provider="other", operation="other", status_class="2xx") == 1
+    assert value(metrics, "brownout_tokens_total", provider="other", model="other", type="input") == 12
+    capped = Metrics(registry=CollectorRegistry(), max_models=2)
+    assert [capped.model_label(f"gpt-{i}") for i in range(4)] == ["gpt-0", "gpt-1", "other", "other"]
+    assert capped.model_label("gpt-0") == "gpt-0"
+
+
+def test_genai_semconv_histograms(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(provider="gemini", operation="generate_content", model="gemini-2.0-flash",
+                                      usage=Usage(50, 3)))
+    labels = dict(gen_ai_operation_name="generate_content", gen_ai_provider_name="gcp.gemini",
+                  gen_ai_request_model="gemini-2.0-flash")
+    assert value(metrics, "gen_ai_client_operation_duration_seconds_count", **labels) == 1
+    assert value(metrics, "gen_ai_client_operation_duration_seconds_bucket", **labels, le="81.92") == 1
+    assert value(metrics, "gen_ai_client_token_usage_bucket", **labels, gen_ai_token_type="input", le="64.0") == 1
+    assert value(metrics, "gen_ai_client_token_usage_bucket", **labels, gen_ai_token_type="input", le="16.0") == 0
+    assert value(metrics, "gen_ai_client_token_usage_sum", **labels, gen_ai_token_type="output") == 3
+    assert GENAI_DURATION_BUCKETS[0] == 0.01 and GENAI_DURATION_BUCKETS[-1] == pytest.approx(81.92)
+    assert GENAI_TOKEN_BUCKETS[:3] == (1, 4, 16) and GENAI_TOKEN_BUCKETS[-1] == 67108864
+    # Plain HTTP is not a GenAI operation.
+    metrics.observe_exchange(exchange(provider="http", operation="http", model=None))
+    assert value(metrics, "gen_ai_client_operation_duration_seconds_count", gen_ai_operation_name="http",
+                 gen_ai_provider_name="other", gen_ai_request_model="none") is None
+
+
+def test_gauges_errors_drops_build_info(metrics: Metrics) -> None:
+    metrics.set_sessions_active(3)
+    metrics.set_rule_active("slow", True)
+    metrics.set_rule_active("cut", False)
+    metrics.internal_error("exporter:otlp")
+    metrics.export_dropped("otlp", 5)
+    metrics.export_dropped("jsonl", 0)
+    assert value(metrics, "brownout_sessions_active") == 3
+    assert value(metrics, "brownout_rule_active", rule="slow") == 1
+    assert value(metrics, "brownout_rule_active", rule="cut") == 0
+    assert value(metrics, "brownout_internal_errors_total", component="exporter:otlp") == 1
+    assert value(metrics, "brownout_export_dropped_total", exporter="otlp") == 5
+    assert value(metrics, "brownout_export_dropped_total", exporter="jsonl") == 0
+    assert value(metrics, "brownout_build_info", version="9.9.9") == 1
+    metrics.watch(sessions=lambda: 7, rules=lambda: {"slow": False})
+    assert value(metrics, "brownout_sessions_active") == 7
+    assert value(metrics, "brownout_rule_active", rule="slow") == 0
+
+
+def test_no_created_series_and_serve_on_port_zero(metrics: Metrics) -> None:
+    for ex in traffic():
+        metrics.observe_exchange(ex)
+    server = metrics.serve("127.0.0.1:0")
+    try:
+        text = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", trust_env=False).text
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "brownout_requests_total{" in text and "_created" not in text
+    assert 'model="my-secret-finetune-xyz"' not in text
