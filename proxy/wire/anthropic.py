@@ -9,7 +9,7 @@ from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire import anthropic_faults as faults
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
 from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import as_int, cap_text, dumps, loads, text_of
+from proxy.wire.jsonutil import as_int, as_list, cap_text, dumps, loads, text_of
 
 __all__ = ["AnthropicFormat", "AnthropicStreamParser"]
 
@@ -61,7 +61,7 @@ class AnthropicFormat(ProviderFormat):
         elif _VERTEX in path:
             exchange.model = path.rsplit("/", 1)[-1].split(":", 1)[0] or None
         exchange.stream = data.get("stream") is True or path.endswith(":streamRawPredict")
-        for tool in data.get("tools") or ():
+        for tool in as_list(data.get("tools")):
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                 schema = tool.get("input_schema")  # server tools (web_search, ...) have none
                 exchange.tools_declared.append(ToolSpec(tool["name"], schema if isinstance(schema, dict) else None))
@@ -69,7 +69,7 @@ class AnthropicFormat(ProviderFormat):
         if system:
             exchange.messages.append(Message("system", text_of(system)))
         names: dict[str, str] = {}  # tool_use id -> name, so results can name their tool
-        for msg in data.get("messages") or ():
+        for msg in as_list(data.get("messages")):
             if not isinstance(msg, dict):
                 continue
             role, content = str(msg.get("role") or ""), msg.get("content")
@@ -104,7 +104,7 @@ class AnthropicFormat(ProviderFormat):
         if isinstance(data.get("usage"), dict):
             _set_usage(exchange, data["usage"])
         texts: list[str] = []
-        for block in data.get("content") or ():
+        for block in as_list(data.get("content")):
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and isinstance(block.get("text"), str):
@@ -173,6 +173,8 @@ class AnthropicStreamParser(BaseStreamParser):
         if not isinstance(ev, dict):
             return
         kind = ev.get("type") or kind  # the data's type is authoritative; `event:` may be absent
+        if not isinstance(kind, str):
+            return
         if kind == "content_block_delta":
             delta = ev.get("delta")
             if not isinstance(delta, dict):

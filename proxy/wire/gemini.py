@@ -8,7 +8,7 @@ from typing import Any
 from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
 from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import TextBuffer, as_int, dumps, loads, new_id
+from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps, loads, new_id
 
 __all__ = ["GeminiFormat", "GeminiStreamParser"]
 
@@ -56,11 +56,11 @@ def _chunk(exchange: Exchange, data: Any, text: TextBuffer) -> None:
             exchange.usage.input_tokens = inp
         if out is not None:
             exchange.usage.output_tokens = out
-    for cand in data.get("candidates") or ():
+    for cand in as_list(data.get("candidates")):
         if not isinstance(cand, dict):
             continue
         content = cand.get("content")
-        for part in (content.get("parts") or ()) if isinstance(content, dict) else ():
+        for part in as_list(content.get("parts")) if isinstance(content, dict) else ():
             if not isinstance(part, dict):
                 continue
             if isinstance(part.get("text"), str) and not part.get("thought"):
@@ -102,18 +102,18 @@ class GeminiFormat(ProviderFormat):
         exchange.stream = method == "streamGenerateContent"
         if not isinstance(data, dict):
             return
-        for tool in data.get("tools") or ():
-            for decl in (tool.get("functionDeclarations") or ()) if isinstance(tool, dict) else ():
+        for tool in as_list(data.get("tools")):
+            for decl in as_list(tool.get("functionDeclarations")) if isinstance(tool, dict) else ():
                 if isinstance(decl, dict) and isinstance(decl.get("name"), str):
                     schema = decl.get("parameters") or decl.get("parametersJsonSchema")
                     exchange.tools_declared.append(ToolSpec(decl["name"], schema if isinstance(schema, dict) else None))
         system = data.get("systemInstruction")
         if isinstance(system, dict):
             exchange.messages.append(Message("system", _parts_text(system.get("parts"))))
-        for content in data.get("contents") or ():
+        for content in as_list(data.get("contents")):
             if not isinstance(content, dict):
                 continue
-            parts = content.get("parts") or ()
+            parts = as_list(content.get("parts"))
             exchange.messages.append(Message(str(content.get("role") or "user"), _parts_text(parts)))
             for part in parts:
                 fr = part.get("functionResponse") if isinstance(part, dict) else None
@@ -186,7 +186,7 @@ def _is_sse(exchange: Exchange) -> bool:
 
 def _parts_text(parts: Any) -> str:
     return "".join(
-        p["text"] for p in parts or () if isinstance(p, dict) and isinstance(p.get("text"), str)
+        p["text"] for p in as_list(parts) if isinstance(p, dict) and isinstance(p.get("text"), str)
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import uuid
@@ -11,6 +12,7 @@ __all__ = [
     "DEFAULT_CAPTURE_MAX_BYTES",
     "TextBuffer",
     "as_int",
+    "as_list",
     "cap_text",
     "decode_capped",
     "dumps",
@@ -23,6 +25,7 @@ __all__ = [
 
 DEFAULT_CAPTURE_MAX_BYTES = 1 << 20  # 1 MiB of captured text per exchange field
 
+_utf8_decoder = codecs.getincrementaldecoder("utf-8")
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 loads = json.loads  # raises ValueError (including UnicodeDecodeError) on bad input
 
@@ -45,7 +48,10 @@ def cap_text(text: str, max_bytes: int) -> str:
 
 def decode_capped(body: bytes, max_bytes: int) -> str:
     """A body decoded for capture: at most `max_bytes`, invalid UTF-8 replaced."""
-    return body[:max_bytes].decode("utf-8", "replace")
+    if len(body) <= max_bytes:
+        return body.decode("utf-8", "replace")
+    # Not final: a character cut by the cap is dropped rather than turned into U+FFFD.
+    return _utf8_decoder("replace").decode(body[:max_bytes], final=False)
 
 
 class TextBuffer:
@@ -92,6 +98,11 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return None
+
+
+def as_list(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else an empty list: wrong-typed fields are skipped, not fatal."""
+    return value if isinstance(value, list) else []
 
 
 def new_id(prefix: str, n_hex: int = 24) -> str:

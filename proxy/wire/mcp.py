@@ -8,7 +8,7 @@ from typing import Any
 from proxy.exchange import Exchange, ToolCall, ToolSpec
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
 from proxy.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message, note_parse_error
-from proxy.wire.jsonutil import TextBuffer, dumps, loads
+from proxy.wire.jsonutil import TextBuffer, as_list, dumps, loads
 
 __all__ = ["JSONRPC_ERROR_TYPES", "McpFormat", "McpStreamParser"]
 
@@ -202,7 +202,7 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
     methods = exchange.notes.get("jsonrpc_methods") or {}
     method = methods.get(str(msg.get("id")), exchange.mcp_method)
     if method == "tools/list":
-        for tool in result.get("tools") or ():
+        for tool in as_list(result.get("tools")):
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                 schema = tool.get("inputSchema")
                 exchange.tools_declared.append(ToolSpec(tool["name"], schema if isinstance(schema, dict) else None))
@@ -218,7 +218,7 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
     if result.get("isError") is True:
         exchange.error_type = "tool_error"
         exchange.error_message = " ".join(
-            i["text"] for i in content or () if isinstance(i, dict) and isinstance(i.get("text"), str)
+            i["text"] for i in as_list(content) if isinstance(i, dict) and isinstance(i.get("text"), str)
         )[:1000] or None
     return True
 

@@ -9,7 +9,7 @@ from typing import Any
 from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
 from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import TextBuffer, as_int, dumps, loads
+from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps, loads
 
 __all__ = ["OllamaFormat", "OllamaStreamParser"]
 
@@ -44,7 +44,7 @@ def _line(exchange: Exchange, data: Any, text: TextBuffer) -> None:
     if isinstance(msg, dict):
         if isinstance(msg.get("content"), str):
             text.add(msg["content"])
-        for tc in msg.get("tool_calls") or ():
+        for tc in as_list(msg.get("tool_calls")):
             fn = tc.get("function") if isinstance(tc, dict) else None
             if isinstance(fn, dict):
                 args, index = fn.get("arguments"), as_int(fn.get("index"))
@@ -89,7 +89,7 @@ class OllamaFormat(ProviderFormat):
             exchange.model = data["model"]
         # Ollama streams by default: only an explicit false turns it off (embeddings never stream).
         exchange.stream = data.get("stream") is not False and exchange.operation != "embeddings"
-        for tool in data.get("tools") or ():
+        for tool in as_list(data.get("tools")):
             fn = tool.get("function") if isinstance(tool, dict) else None
             if isinstance(fn, dict) and isinstance(fn.get("name"), str):
                 params = fn.get("parameters")
@@ -98,7 +98,7 @@ class OllamaFormat(ProviderFormat):
             exchange.messages.append(Message("system", data["system"]))
         if isinstance(data.get("prompt"), str):
             exchange.messages.append(Message("user", data["prompt"]))
-        for msg in data.get("messages") or ():
+        for msg in as_list(data.get("messages")):
             if not isinstance(msg, dict):
                 continue
             role, content = str(msg.get("role") or ""), msg.get("content")

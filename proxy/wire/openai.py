@@ -9,7 +9,7 @@ from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire import openai_faults as faults
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
 from proxy.wire.common import ProviderFormat
-from proxy.wire.jsonutil import as_int, cap_text, dumps, text_of
+from proxy.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
 from proxy.wire.openai_stream import RESPONSES_TERMINAL, ChatStreamParser, ResponsesStreamParser, set_error, set_usage
 
 __all__ = ["OpenAIFormat"]
@@ -143,23 +143,23 @@ def _chat_request(exchange: Exchange, data: dict[str, Any]) -> None:
     opts = data.get("stream_options")
     if isinstance(opts, dict) and opts.get("include_usage"):
         exchange.notes["openai_include_usage"] = True  # empty_response() mirrors the usage chunk
-    for tool in data.get("tools") or ():
+    for tool in as_list(data.get("tools")):
         fn = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             params = fn.get("parameters")
             exchange.tools_declared.append(ToolSpec(fn["name"], params if isinstance(params, dict) else None))
-    for fn in data.get("functions") or ():  # the deprecated function-calling API
+    for fn in as_list(data.get("functions")):  # the deprecated function-calling API
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             params = fn.get("parameters")
             exchange.tools_declared.append(ToolSpec(fn["name"], params if isinstance(params, dict) else None))
     names: dict[str, str] = {}  # tool_call_id -> name, so results can name their tool
-    for msg in data.get("messages") or ():
+    for msg in as_list(data.get("messages")):
         if not isinstance(msg, dict):
             continue
         role = str(msg.get("role") or "")
         text = text_of(msg.get("content"))
         exchange.messages.append(Message(role, text))
-        for tc in msg.get("tool_calls") or ():
+        for tc in as_list(msg.get("tool_calls")):
             fn = tc.get("function") if isinstance(tc, dict) else None
             if isinstance(fn, dict) and isinstance(tc.get("id"), str):
                 names[tc["id"]] = str(fn.get("name") or "")
@@ -171,7 +171,7 @@ def _chat_request(exchange: Exchange, data: dict[str, Any]) -> None:
 
 
 def _responses_request(exchange: Exchange, data: dict[str, Any]) -> None:
-    for tool in data.get("tools") or ():
+    for tool in as_list(data.get("tools")):
         # Responses tools are flat: {"type": "function", "name", "parameters"}.
         if isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("name"), str):
             params = tool.get("parameters")
@@ -183,7 +183,7 @@ def _responses_request(exchange: Exchange, data: dict[str, Any]) -> None:
         exchange.messages.append(Message("user", items))
         return
     names: dict[str, str] = {}
-    for item in items or ():
+    for item in as_list(items):
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
@@ -213,7 +213,7 @@ def _choices_response(exchange: Exchange, choices: list[Any], cap: int) -> None:
             continue
         if isinstance(msg.get("content"), str):
             texts.append(msg["content"])
-        for i, tc in enumerate(msg.get("tool_calls") or ()):
+        for i, tc in enumerate(as_list(msg.get("tool_calls"))):
             fn = tc.get("function") if isinstance(tc, dict) else None
             if isinstance(fn, dict):
                 args = fn.get("arguments")
@@ -242,7 +242,7 @@ def _responses_response(exchange: Exchange, data: dict[str, Any], cap: int) -> N
     if isinstance(data.get("error"), dict):
         set_error(exchange, data["error"])
     texts: list[str] = []
-    for item in data.get("output") or ():
+    for item in as_list(data.get("output")):
         if not isinstance(item, dict):
             continue
         if item.get("type") == "function_call":
@@ -259,7 +259,7 @@ def _responses_response(exchange: Exchange, data: dict[str, Any], cap: int) -> N
             texts.append(
                 "".join(
                     p.get("text", "")
-                    for p in item.get("content") or ()
+                    for p in as_list(item.get("content"))
                     if isinstance(p, dict) and p.get("type") == "output_text" and isinstance(p.get("text"), str)
                 )
             )

@@ -68,7 +68,7 @@ class ChatStreamParser(BaseStreamParser):
         if isinstance(usage, dict):
             set_usage(ex, usage)
         choices = chunk.get("choices")
-        if choices:
+        if choices and isinstance(choices, list):
             for choice in choices:
                 if isinstance(choice, dict):
                     self._choice(choice)
@@ -81,7 +81,7 @@ class ChatStreamParser(BaseStreamParser):
             if content and isinstance(content, str):
                 self.text.add(content)
             tool_calls = delta.get("tool_calls")
-            if tool_calls:
+            if tool_calls and isinstance(tool_calls, list):
                 for tc in tool_calls:
                     if isinstance(tc, dict):
                         self._fragment(cidx, tc)
@@ -140,6 +140,8 @@ class ResponsesStreamParser(BaseStreamParser):
         if not isinstance(ev, dict):
             return
         kind = ev.get("type") or event.event
+        if not isinstance(kind, str):
+            return
         if kind == "response.output_text.delta":
             delta = ev.get("delta")
             if isinstance(delta, str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from _wire_helpers import request, sse, stream_through
+from tests.wire._wire_helpers import request, sse, stream_through
 
 from proxy.wire.openai import OpenAIFormat
 
