@@ -212,7 +212,7 @@ class Brownout:
             editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
             state.tap = StreamTap(
                 ex, state.wire, None if encoded else framer, editor, state.timing, self.guard,
-                on_reset=lambda: self._reset_soon(flow),
+                on_reset=lambda now: self._drop(flow, now),
             )
             resp.stream = state.tap
             ex.streamed = True
@@ -226,11 +226,14 @@ class Brownout:
             if before.get(k) != v:
                 resp.headers[k] = v
 
-    def _reset_soon(self, flow: http.HTTPFlow) -> None:
+    def _drop(self, flow: http.HTTPFlow, now: bool) -> None:
         from proxy.connkill import drop_client
 
-        # Let the bytes handed to mitmproxy just now reach the socket before the RST.
-        asyncio.get_running_loop().call_later(0.05, lambda: self.guard.call("reset", drop_client, flow))
+        if now:
+            self.guard.call("reset", drop_client, flow)
+        else:
+            # Let the bytes handed to mitmproxy just now reach the socket before the RST.
+            asyncio.get_running_loop().call_soon(lambda: self.guard.call("reset", drop_client, flow))
 
     async def response(self, flow: http.HTTPFlow) -> None:
         state = self._states.pop(flow.id, None)

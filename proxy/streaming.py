@@ -34,7 +34,7 @@ class StreamTap:
         timing: StreamTiming | None,
         guard: Guard,
         *,
-        on_reset: Callable[[], None],
+        on_reset: Callable[[bool], None],
     ) -> None:
         self.ex = exchange
         self.wire = wire
@@ -49,12 +49,18 @@ class StreamTap:
             exchange.stream_complete = False
         self.sent = 0
         self.ended = False  # a fault ended the stream: drop everything after
+        self._reset_pending = False
         self._tail = bytearray()  # non-event bodies: the last bytes, for parsers of plain bodies
 
     def __call__(self, data: bytes) -> bytes | list[bytes]:
         ex = self.ex
         if data:
             ex.response_bytes += len(data)
+        if self._reset_pending:
+            # The bytes kept before the reset were written when that call returned; the
+            # connection must die now, before mitmproxy can end the body cleanly.
+            self._reset_pending = False
+            self.on_reset(True)
         if self.ended:
             return []
         if not data:
@@ -115,7 +121,7 @@ class StreamTap:
             if result == CLOSE or result == RESET:
                 self.ended = True
                 if result == RESET:
-                    self.on_reset()
+                    self._reset()
                 break
             out.extend(result)  # type: ignore[arg-type]
         if self.editor is None and self.framer is not None and not self.ended:
@@ -136,11 +142,15 @@ class StreamTap:
                 kept.append(chunk[:room])
                 self.sent += room
                 self.ended = True
-                self.on_reset()
+                self._reset()
                 break
             kept.append(chunk)
             self.sent += len(chunk)
         return kept
+
+    def _reset(self) -> None:
+        self._reset_pending = True
+        self.on_reset(False)  # soon, for a stream whose next bytes are slow to come
 
     def close(self) -> None:
         """The exchange finished: release parser state."""
