@@ -1,0 +1,275 @@
+"""The control API: a small HTTP server on its own thread for pausing chaos, reloading and toggling rules.
+
+It binds to loopback by default and requires a bearer token (config `control.token` or the
+variable named by `control.token_env`); without a token only GET /healthz answers, because
+this API can switch chaos on and off in a shared environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import json
+import logging
+import re
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from exporters.config import ControlConfig, parse_listen
+
+__all__ = ["ControlConfig", "ControlServer", "ControlTarget", "EngineControl"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_MAX_BODY = 64 * 1024
+_RULE_PATH = re.compile(r"^/rules/(?P<name>[^/]+)$")
+
+
+class ControlTarget(Protocol):
+    """What the control API drives; the addon provides it (see EngineControl).
+
+    Methods are called from the control server's threads, not from mitmproxy's event loop:
+    implementations either flip plain attributes (atomic in CPython) or hop onto the loop.
+    """
+
+    def status(self) -> dict[str, Any]: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def reload(self) -> tuple[bool, str]: ...
+    def set_rule_enabled(self, name: str, enabled: bool) -> bool: ...
+    def violations(self, since: float | None) -> list[dict[str, Any]]: ...
+
+
+class EngineControl:
+    """A ControlTarget over a FaultEngine-like object, a violations source and a reload callable.
+
+    With `loop`, engine mutations (reload, rule toggles) run on that event loop, so they never
+    interleave with an exchange being planned there; pause/resume only flip a flag.
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        reload: Callable[[], tuple[bool, str]],
+        violations: Callable[[float | None], list[dict[str, Any]]] = lambda since: [],
+        extra_status: Callable[[], Mapping[str, Any]] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.engine = engine
+        self._reload = reload
+        self._violations = violations
+        self._extra = extra_status
+        self._loop = loop
+        self._timeout_s = timeout_s
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        if self._loop is None or not self._loop.is_running():
+            return fn()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as e:
+                future.set_exception(e)
+
+        self._loop.call_soon_threadsafe(run)
+        return future.result(timeout=self._timeout_s)
+
+    def status(self) -> dict[str, Any]:
+        out = dict(self.engine.status())
+        if self._extra is not None:
+            out.update(self._extra())
+        return out
+
+    def pause(self) -> None:
+        self.engine.pause()  # a bool flip: visible to the next exchange without a loop hop
+
+    def resume(self) -> None:
+        self.engine.resume()
+
+    def reload(self) -> tuple[bool, str]:
+        return self._on_loop(self._reload)
+
+    def set_rule_enabled(self, name: str, enabled: bool) -> bool:
+        def flip() -> bool:
+            try:
+                self.engine.set_rule_enabled(name, enabled)
+            except KeyError:
+                return False
+            return True
+
+        return self._on_loop(flip)
+
+    def violations(self, since: float | None) -> list[dict[str, Any]]:
+        return self._violations(since)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    server_version = "brownout-control"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("control %s " + format, self.client_address[0], *args)
+
+    def _send(self, status: int, body: Mapping[str, Any] | list[Any], headers: Mapping[str, str] = {}) -> None:
+        data = json.dumps(body, default=str).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        token = self.server.token
+        if token is None:
+            self._send(403, {"error": "control API disabled: set control.token or the token_env variable"})
+            return False
+        got = self.headers.get("Authorization", "")
+        scheme, _, value = got.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            self._send(401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": 'Bearer realm="brownout"'})
+            return False
+        return True
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY:
+            raise ValueError("body too large")
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw.strip() else {}
+
+    def _dispatch(self, method: str) -> None:
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
+        if method == "GET" and path == "/healthz":
+            self._send(200, {"ok": True})
+            return
+        if not self._authorized():
+            return
+        target = self.server.target
+        try:
+            if path == "/status" and method == "GET":
+                self._send(200, target.status())
+            elif path == "/faults/pause" and method == "POST":
+                target.pause()
+                self._send(200, {"paused": True})
+            elif path == "/faults/resume" and method == "POST":
+                target.resume()
+                self._send(200, {"paused": False})
+            elif path == "/reload" and method == "POST":
+                ok, message = target.reload()
+                self._send(200 if ok else 422, {"ok": ok, "message": message})
+            elif path == "/violations" and method == "GET":
+                raw = parse_qs(url.query).get("since", [""])[0]
+                since = float(raw) if raw else None
+                self._send(200, {"violations": target.violations(since)})
+            elif (m := _RULE_PATH.match(path)) and method == "PUT":
+                body = self._body()
+                if not isinstance(body, dict) or not isinstance(body.get("enabled"), bool):
+                    self._send(400, {"error": 'body must be {"enabled": true|false}'})
+                    return
+                name = unquote(m["name"])
+                if target.set_rule_enabled(name, body["enabled"]):
+                    self._send(200, {"rule": name, "enabled": body["enabled"]})
+                else:
+                    self._send(404, {"error": f"no rule named {name!r}"})
+            elif path in ("/status", "/faults/pause", "/faults/resume", "/reload", "/violations") or _RULE_PATH.match(path):
+                self._send(405, {"error": f"{method} not allowed on {path}"})
+            else:
+                self._send(404, {"error": f"no endpoint {path}"})
+        except ValueError as e:
+            self._send(400, {"error": str(e)})
+        except Exception as e:  # the target failed: report it, keep serving
+            log.exception("control %s %s failed", method, path)
+            if self.server.on_error is not None:
+                self.server.on_error(e)
+            self._send(500, {"error": f"{type(e).__name__}: {e}"})
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a stuck client must not block shutdown
+    target: ControlTarget
+    token: str | None
+    on_error: Callable[[BaseException], None] | None
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class ControlServer:
+    """The control API on its own thread; `start()` binds, `stop()` closes (both idempotent)."""
+
+    def __init__(
+        self,
+        target: ControlTarget,
+        *,
+        listen: str = "127.0.0.1:8081",
+        token: str | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.host, self.port = parse_listen(listen)
+        self.target = target
+        self.token = token or None
+        self.on_error = on_error
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: ControlConfig, target: ControlTarget, *, environ: Mapping[str, str] | None = None, **kw: Any
+    ) -> ControlServer:
+        return cls(target, listen=config.listen, token=config.resolve_token(environ), **kw)
+
+    def start(self) -> ControlServer:
+        if self._server is not None:
+            return self
+        server = (_Server6 if ":" in self.host else _Server)((self.host, self.port), _Handler)
+        server.target, server.token, server.on_error = self.target, self.token, self.on_error
+        self._server = server
+        self.port = server.server_address[1]
+        self._thread = threading.Thread(target=server.serve_forever, name="brownout-control", daemon=True)
+        self._thread.start()
+        if self.token is None:
+            log.warning("control API on %s has no token: only /healthz answers", self.url)
+        else:
+            log.info("control API on %s", self.url)
+        return self
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            self._thread = None
