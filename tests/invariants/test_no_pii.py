@@ -56,3 +56,11 @@ def test_checksums() -> None:
     kinds = [f.kind for f in find_all("sk-ant-api03-" + "x" * 30 + " ghp_" + "a" * 36 + " xoxb-12345-abcdefghij "
                                       "AIza" + "B" * 35, default_detectors())]
     assert kinds == ["anthropic_key", "github_token", "slack_token", "google_api_key"]
+
+
+def test_matches_followed_by_words_or_numbers_still_found() -> None:
+    text = "iban GB82 WEST 1234 5698 7654 32 AND card 4111 1111 1111 1111 12/25, x1-555-010-99999"
+    kinds = [f.kind for f in find_all(text, default_detectors())]
+    assert kinds == ["card", "iban"]
+    assert [f.kind for f in find_all("mail:a.b-c@x-y.example.org;", default_detectors())] == ["email"]
+    assert list(find_all("user@localhost and @handle", default_detectors())) == []
