@@ -1,0 +1,40 @@
+"""A fast stdlib agent for experiment tests: one chat call and one tool call through the proxy.
+
+Env: DEMO_UPSTREAM (required), FAKE_SLEEP_S (sleep first), FAKE_EXIT (exit with this code at once),
+FAKE_TRACEPARENT=1 (forward TRACEPARENT instead of x-brownout-session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def main() -> int:
+    if os.environ.get("FAKE_EXIT"):
+        return int(os.environ["FAKE_EXIT"])
+    time.sleep(float(os.environ.get("FAKE_SLEEP_S", "0")))
+    up = os.environ["DEMO_UPSTREAM"]
+    # urllib sends no Proxy-Authorization for a username without password: name the session in a header.
+    headers = {"content-type": "application/json"}
+    if os.environ.get("FAKE_TRACEPARENT"):
+        headers["traceparent"] = os.environ["TRACEPARENT"]
+    else:
+        headers["x-brownout-session"] = os.environ["BROWNOUT_SESSION"]
+    body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{up}/v1/chat/completions", body, headers), timeout=10).read()
+        urllib.request.urlopen(urllib.request.Request(f"{up}/tools/weather?city=Paris", headers=headers), timeout=10).read()
+    except (urllib.error.URLError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"ANSWER: ok {sys.argv[1:]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

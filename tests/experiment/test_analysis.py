@@ -1,0 +1,74 @@
+"""Analysis, hypotheses, gate and verdict on a hand-built fixture (values worked out in builders.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.experiment.analysis import analyze
+from proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
+from tests.experiment.builders import config, fixture_result
+
+
+@pytest.fixture
+def analysis() -> dict:
+    return analyze(fixture_result(), config())
+
+
+def test_phase_stats(analysis: dict) -> None:
+    base, chaos = analysis["phases"]
+    assert (base["runs"], base["passed"], base["success_rate"]) == (10, 10, 1.0)
+    assert base["success_ci95"][0] == pytest.approx(0.7225, abs=1e-4)
+    assert chaos["success_ci95"] == pytest.approx([0.4902, 0.9433], abs=1e-4)
+    assert chaos["duration_s"]["p50"] == 5.5 and chaos["duration_s"]["p95"] == pytest.approx(9.55)
+    assert chaos["calls_per_run"] == pytest.approx(2.2)
+    assert chaos["tokens_per_run"] == pytest.approx(14.0)
+    assert chaos["violations"]["by_severity"]["error"] == 1
+    assert chaos["violations"]["by_invariant"] == {"retry_discipline": {"error": 1}}
+    assert chaos["faults_per_rule"] == {"r-http_error": 4, "r-reset": 2}
+
+
+def test_success_drop_and_z_test(analysis: dict) -> None:
+    vs = analysis["phases"][1]["vs_baseline"]
+    assert vs["drop"] == pytest.approx(0.2)
+    assert vs["z"] == pytest.approx(1.4907, abs=1e-4)
+    assert vs["p_value"] == pytest.approx(0.1360, abs=1e-4)
+    assert vs["significant"] is False
+
+
+def test_recovery_robustness_cost_breakdown(analysis: dict) -> None:
+    assert (analysis["recovery"]["k"], analysis["recovery"]["n"]) == (4, 6)
+    # http_error runs weigh 1.0 (3 of 4 passed), reset runs 1.5 (1 of 2): (3 + 1.5) / (4 + 3)
+    assert analysis["robustness"]["score"] == pytest.approx(4.5 / 7)
+    cost = analysis["cost_of_chaos"]
+    assert cost["http_error"] == {"faulted_exchanges": 4, "retried_exchanges": 4, "retry_tokens": 20,
+                                  "extra_calls_per_run": 1.0, "extra_tokens_per_run": pytest.approx(-5.0)}
+    assert cost["reset"]["extra_calls_per_run"] == -1.0
+    rows = {(r["fault"], r["target"]): (r["runs"], r["failed"], r["rate"]) for r in analysis["fault_breakdown"]}
+    assert rows == {("http_error", "get_weather"): (4, 1, 0.25), ("reset", "openai"): (2, 1, 0.5)}
+
+
+def test_hypotheses_and_status(analysis: dict) -> None:
+    cfg = config(steady_state=[
+        {"metric": "success_rate", "op": ">=", "threshold": 0.95, "scope": "before"},
+        {"metric": "success_rate", "op": ">=", "threshold": 0.9, "scope": "during"},
+        {"metric": "p95_duration_s", "op": "<=", "threshold": 20, "phase": "chaos"},
+    ])
+    hyp = check_hypotheses(cfg, analysis["phases"])
+    assert [h["ok"] for h in hyp] == [True, False, True]
+    gate = evaluate_gate(cfg, analysis)
+    assert verdict("completed", None, hyp, gate) == ("deviated", 1)
+    assert verdict("aborted", None, hyp, gate) == ("aborted", 2)
+    assert verdict("completed", "boom", [], gate) == ("failed", 2)
+    before_fails = [dict(hyp[0], ok=False)]
+    assert verdict("completed", None, before_fails, gate) == ("failed", 1)
+
+
+def test_gate(analysis: dict) -> None:
+    ok = evaluate_gate(config(gate={"min_success_rate": 0.8, "max_success_drop": 0.2, "min_robustness": 0.6,
+                                    "max_violations": {"error": 1}}), analysis)
+    assert ok["passed"], ok
+    bad = evaluate_gate(config(gate={"min_robustness": 0.7, "max_violations": {"error": 0}}), analysis)
+    assert not bad["passed"]
+    assert [c["ok"] for c in bad["checks"]] == [False, False]
+    assert verdict("completed", None, [], bad) == ("completed", 1)
+    assert verdict("completed", None, [], ok) == ("completed", 0)
