@@ -141,7 +141,10 @@ def test_chunk_knobs_give_real_timing(up: MockUpstream) -> None:
                                              extra_headers={"x-mock-chunks": "5", "x-mock-chunk-delay-ms": "40"})
     arrivals = [time.perf_counter() - t0 for c in stream if c.choices and c.choices[0].delta.content]
     assert len(arrivals) == 5
-    assert arrivals[0] < 0.15 and arrivals[-1] - arrivals[0] >= 0.15
+    # Lower bounds only (a loaded CI box makes everything later, never earlier): each chunk
+    # waited its delay, so the stream was not buffered and sent as one burst.
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    assert min(gaps) >= 0.03 and arrivals[-1] - arrivals[0] >= 0.15
 
 
 def test_body_bytes_and_tool_api(up: MockUpstream) -> None:
