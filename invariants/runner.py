@@ -31,7 +31,9 @@ class InvariantRunner:
         idle_s: float = 300.0,
         max_sessions: int = 10_000,
         on_violation: Callable[[Violation], None] | None = None,
+        on_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
+        self._on_error = on_error  # the proxy's fail-open guard (logs once, feeds the metrics)
         self._clock = clock
         self._on_violation = on_violation
         self.sessions = SessionStore(idle_s=idle_s, max_sessions=max_sessions)
@@ -60,8 +62,17 @@ class InvariantRunner:
         return len(self.sessions)
 
     def reload(self, configs: Iterable[InvariantConfigBase]) -> None:
-        """Swap the invariant set; on error the old set stays. Session state is kept (keyed by name)."""
+        """Swap the invariant set; on error the old set stays.
+
+        Session state is keyed by invariant name: kept for unchanged invariants, dropped for
+        changed or removed ones (their state may not fit the new config).
+        """
+        old = {inv.name: inv.config for inv in self.invariants}
         self.invariants = self._build(configs)
+        keep = {inv.name for inv in self.invariants if old.get(inv.name) == inv.config}
+        for session in self.sessions:
+            for name in [n for n in session.state if n not in keep]:
+                del session.state[name]
 
     def check(self, span: ExchangeSpan, exchange: Exchange) -> list[Violation]:
         """Span-level then session-level checks for a finished exchange; returns its violations."""
@@ -129,6 +140,13 @@ class InvariantRunner:
 
     def _internal_error(self, key: str, what: str) -> None:
         self.internal_errors[key] += 1
+        if self._on_error is not None:
+            import sys
+
+            exc = sys.exc_info()[1]
+            if exc is not None:
+                self._on_error(key, exc)
+                return
         if key not in self._logged:  # once per key: a broken invariant must not flood the log
             self._logged.add(key)
             logger.exception("%s failed; skipped (counted as %s)", what, key)

@@ -20,6 +20,11 @@ def test_every_invariant_has_its_test_file() -> None:
     assert list(REGISTRY) == [cls.type for cls in INVARIANTS]
 
 
+def test_every_invariant_has_its_readme_section() -> None:
+    readme = (Path(__file__).parents[2] / "invariants" / "README.md").read_text()
+    assert [name for name in REGISTRY if f"\n## {name}\n" not in readme] == []
+
+
 def test_duplicate_types_fail_loudly() -> None:
     class Again(LatencyBudget):
         pass

@@ -105,3 +105,13 @@ def test_on_violation_errors_are_contained() -> None:
     h.runner = runner
     assert len(h.run(llm(0))) == 1
     assert runner.internal_errors["on_violation"] == 1
+
+
+def test_reload_drops_state_of_changed_invariants_only() -> None:
+    h = Harness([{"type": "no_loop"}, {"type": "stream_complete"}])
+    h.run(llm(0, calls=[("t", "{}")]))
+    session = h.runner.sessions.get("s1")
+    assert set(session.state) == {"no_loop", "stream_complete"}
+    h.runner.reload(parse_invariants([{"type": "no_loop", "window": 5}, {"type": "stream_complete"}]))
+    assert set(session.state) == {"stream_complete"}
+    assert h.run(llm(1, calls=[("t", "{}")])) == []
