@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
@@ -14,6 +16,7 @@ __all__ = ["GeminiFormat", "GeminiStreamParser"]
 
 log = logging.getLogger(__name__)
 
+_DECODER = json.JSONDecoder()
 _JSON = {"content-type": "application/json; charset=UTF-8"}
 # HTTP status -> (google.rpc status, message) as the API sends them
 _STATUS: dict[int, tuple[str, str]] = {
@@ -77,7 +80,8 @@ def _chunk(exchange: Exchange, data: Any, text: TextBuffer) -> None:
                 )
         if isinstance(cand.get("finishReason"), str):
             exchange.finish_reasons.append(cand["finishReason"])
-            exchange.stream_complete = True if exchange.stream_complete is not None else None
+            if exchange.stream_complete is not None:  # None marks a non-stream: leave it so
+                exchange.stream_complete = True
 
 
 class GeminiFormat(ProviderFormat):
@@ -122,11 +126,25 @@ class GeminiFormat(ProviderFormat):
                     name = fr.get("name") if isinstance(fr.get("name"), str) else None
                     exchange.tool_results.append(ToolResult(call_id, dumps(fr.get("response")), name))
 
+    def parse_response(self, exchange: Exchange, body: bytes) -> None:
+        if not body[:64].lstrip().startswith(b"["):
+            super().parse_response(exchange, body)
+            return
+        # A stream without alt=sse is one JSON array of chunks: read chunk by chunk, so a
+        # truncated stream still yields what arrived and reads as incomplete.
+        text = TextBuffer(self.capture_max_bytes)
+        exchange.stream_complete = False
+        try:
+            for chunk in _iter_array(body.decode("utf-8", "replace")):
+                _chunk(exchange, chunk, text)
+        except Exception as exc:
+            note_parse_error(exchange, "response", exc)
+        if text:
+            exchange.output_text = text.value()
+
     def _response(self, exchange: Exchange, data: Any) -> None:
         text = TextBuffer(self.capture_max_bytes)
-        # A stream without alt=sse is one JSON array of chunks.
-        for chunk in data if isinstance(data, list) else (data,):
-            _chunk(exchange, chunk, text)
+        _chunk(exchange, data, text)
         if text:
             exchange.output_text = text.value()
 
@@ -180,6 +198,21 @@ class GeminiFormat(ProviderFormat):
         return b"data: " + body + b"\r\n\r\n"
 
 
+def _iter_array(text: str) -> Iterator[Any]:
+    """The elements of a JSON array, one at a time; ValueError where it stops being valid."""
+    i = text.index("[") + 1
+    n = len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            raise ValueError("truncated JSON array")
+        if text[i] == "]":
+            return
+        obj, i = _DECODER.raw_decode(text, i)
+        yield obj
+
+
 def _is_sse(exchange: Exchange) -> bool:
     return "alt=sse" in exchange.path or exchange.content_type.startswith("text/event-stream")
 
@@ -190,12 +223,15 @@ def _parts_text(parts: Any) -> str:
     )
 
 
-def _error_body(status: int, error_type: str | None, message: str | None, retry_after_s: float | None) -> dict[str, Any]:
+def _error_body(
+    status: int, error_type: str | None, message: str | None, retry_after_s: float | None
+) -> dict[str, Any]:
     rpc, default = _STATUS.get(status, ("INTERNAL" if status >= 500 else "FAILED_PRECONDITION", "Request failed."))
     err: dict[str, Any] = {"code": status, "message": message or default, "status": error_type or rpc}
     if retry_after_s is not None:
         # Gemini has no retry-after header; the delay travels as a google.rpc.RetryInfo detail.
-        err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{max(0, round(retry_after_s))}s"}]
+        delay = f"{max(0, round(retry_after_s))}s"
+        err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}]
     return {"error": err}
 
 

@@ -140,7 +140,8 @@ class McpFormat(ProviderFormat):
             headers["retry-after"] = str(max(0, round(retry_after_s)))
         if error_type == "http":
             # What the MCP SDK servers send when they reject at the transport (bad session, overload).
-            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message or default_message(status)}}
+            err = {"code": -32000, "message": message or default_message(status)}
+            body = {"jsonrpc": "2.0", "id": None, "error": err}
             return status, headers, dumps(body).encode()
         return 200, headers, dumps(self._error_payload(error_type, message, exchange)).encode()
 

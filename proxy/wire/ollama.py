@@ -107,9 +107,8 @@ class OllamaFormat(ProviderFormat):
             if role == "tool":
                 name = msg.get("tool_name") or msg.get("name")
                 call_id = msg.get("tool_call_id")
-                exchange.tool_results.append(
-                    ToolResult(call_id if isinstance(call_id, str) else None, text, name if isinstance(name, str) else None)
-                )
+                call_id = call_id if isinstance(call_id, str) else None
+                exchange.tool_results.append(ToolResult(call_id, text, name if isinstance(name, str) else None))
 
     def _response(self, exchange: Exchange, data: Any) -> None:
         text = TextBuffer(self.capture_max_bytes)
@@ -119,7 +118,7 @@ class OllamaFormat(ProviderFormat):
 
     def parse_response(self, exchange: Exchange, body: bytes) -> None:
         # A streamed body parsed whole (not framed by the caller) is several NDJSON lines.
-        if body.count(b"\n", 0, 4096) > 1 or (b"}\n{" in body[:65536]):
+        if b"}\n{" in body[:65536]:
             streamed = exchange.streamed  # buffered by the caller, so not passed through as a stream
             parser = self.stream_parser(exchange)
             exchange.streamed = streamed
@@ -182,8 +181,8 @@ class OllamaFormat(ProviderFormat):
             line["response"] = ""
         else:
             line["message"] = {"role": "assistant", "content": ""}
-        line.update({"done_reason": "stop", "done": True, "total_duration": 0, "load_duration": 0,
-                     "prompt_eval_count": 0, "prompt_eval_duration": 0, "eval_count": 0, "eval_duration": 0})  # fmt: skip
+        line.update({"done_reason": "stop", "done": True, "total_duration": 0, "load_duration": 0})
+        line.update({"prompt_eval_count": 0, "prompt_eval_duration": 0, "eval_count": 0, "eval_duration": 0})
         return dumps(line).encode()
 
 

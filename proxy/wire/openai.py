@@ -102,11 +102,11 @@ class OpenAIFormat(ProviderFormat):
         return ChatStreamParser(exchange, self.capture_max_bytes)
 
     def is_terminal(self, event: StreamEvent) -> bool:
-        if event.event is not None:
-            return event.event in RESPONSES_TERMINAL
         data = event.data
         if data.startswith("[DONE]"):
             return True
+        if event.event is not None:
+            return event.event in RESPONSES_TERMINAL
         # Some compatible servers omit `event:` on Responses streams; sniff before parsing.
         return data.startswith('{"type":"response.') and any(f'"{t}"' in data[:40] for t in RESPONSES_TERMINAL)
 

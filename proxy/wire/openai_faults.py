@@ -83,8 +83,10 @@ _KNOWN: dict[str, tuple[int, str, str | None, str | None, str]] = {
         + " (Please include the request ID {request_id} in your message.)",
     ),
 }
-_BY_STATUS = {400: "context_length_exceeded", 401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded",
-              500: "server_error", 502: "cf_bad_gateway", 503: "server_is_overloaded"}  # fmt: skip
+_BY_STATUS = {
+    400: "context_length_exceeded", 401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded",
+    500: "server_error", 502: "cf_bad_gateway", 503: "server_is_overloaded",
+}  # fmt: skip
 _TYPE_BY_STATUS = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
                    404: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error",
                    429: "requests"}  # fmt: skip
@@ -209,7 +211,8 @@ def empty_response(exchange: Exchange) -> tuple[dict[str, str], bytes]:
     obj = "text_completion" if legacy else "chat.completion.chunk"
 
     def chunk(choice: dict[str, Any], use: Any = None, with_usage: bool = False) -> bytes:
-        c: dict[str, Any] = {"id": cid, "object": obj, "created": now, "model": model, "choices": [choice] if choice else []}
+        c: dict[str, Any] = {"id": cid, "object": obj, "created": now, "model": model}
+        c["choices"] = [choice] if choice else []
         if with_usage:
             c["usage"] = use
         return b"data: " + dumps(c).encode() + b"\n\n"

@@ -53,7 +53,7 @@ class ChatStreamParser(BaseStreamParser):
         try:
             chunk = loads(data)
         except ValueError as exc:
-            note_parseset_error(self.exchange, "stream event", exc)
+            note_parse_error(self.exchange, "stream event", exc)
             return
         if not isinstance(chunk, dict):
             return
@@ -135,7 +135,7 @@ class ResponsesStreamParser(BaseStreamParser):
         try:
             ev = loads(data)
         except ValueError as exc:
-            note_parseset_error(self.exchange, "stream event", exc)
+            note_parse_error(self.exchange, "stream event", exc)
             return
         if not isinstance(ev, dict):
             return

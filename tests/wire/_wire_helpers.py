@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 from proxy.exchange import Exchange
@@ -13,13 +12,7 @@ from proxy.wire.base import RequestInfo
 from proxy.wire.common import ProviderFormat
 from proxy.wire.framing import NDJSONFramer, SSEFramer
 
-__all__ = ["PAYLOADS", "request", "sse", "stream_through", "payload"]
-
-PAYLOADS = Path(__file__).parent / "payloads"
-
-
-def payload(name: str) -> bytes:
-    return (PAYLOADS / name).read_bytes()
+__all__ = ["request", "sse", "stream_through"]
 
 
 def request(

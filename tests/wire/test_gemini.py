@@ -106,3 +106,14 @@ def test_stream_error_and_empty_response() -> None:
     assert json.loads(body)["candidates"][0]["finishReason"] == "STOP"
     _, ex4 = request("/v1beta/models/m:streamGenerateContent", REQ)
     assert json.loads(WIRE.empty_response(ex4)[1])[0]["candidates"]
+
+
+def test_truncated_json_array_stream_keeps_what_arrived() -> None:
+    fmt, ex = request("/v1beta/models/gemini-2.5-flash:streamGenerateContent", REQ)
+    body = ("[" + ",\r\n".join(json.dumps(c) for c in chunks()) + "]").encode()
+    fmt.parse_response(ex, body[: body.index(b"finishReason") - 40])
+    assert ex.output_text == "Hola" and ex.tool_calls and ex.stream_complete is False
+    assert ex.parse_error is not None
+    fmt, ex = request("/v1beta/models/gemini-2.5-flash:streamGenerateContent", REQ)
+    fmt.parse_response(ex, body)
+    assert ex.stream_complete is True and ex.parse_error is None

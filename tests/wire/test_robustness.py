@@ -53,10 +53,19 @@ def exchange(fmt: ProviderFormat, operation: str | None = None) -> Exchange:
     return ex
 
 
+BUGS = ("NameError", "AttributeError", "KeyError", "TypeError", "IndexError", "UnboundLocalError")
+
+
+def assert_no_bug(ex: Exchange) -> None:
+    """Bad input may stop a parser (ValueError family); a programming error must not hide behind the boundary."""
+    assert ex.parse_error is None or not any(b in ex.parse_error for b in BUGS), ex.parse_error
+
+
 def exercise(fmt: ProviderFormat, body: bytes, operation: str | None = None) -> Exchange:
     ex = exchange(fmt, operation)
     fmt.parse_request(ex, body)
     fmt.parse_response(ex, body)
+    assert_no_bug(ex)
     parser = fmt.stream_parser(exchange(fmt, operation))
     for framer in (SSEFramer(), NDJSONFramer()):
         for ev in framer.feed(body) + framer.flush():
@@ -64,6 +73,7 @@ def exercise(fmt: ProviderFormat, body: bytes, operation: str | None = None) -> 
             fmt.is_terminal(ev)
     parser.feed(StreamEvent(raw=body, data=body.decode("utf-8", "replace")))
     parser.finish()
+    assert_no_bug(parser.exchange)
     return ex
 
 
@@ -112,9 +122,9 @@ def test_parse_error_is_recorded_not_raised() -> None:
     fmt = FORMATS[1]
     ex = exchange(fmt)
     fmt.parse_response(ex, b'{"choices": [')
-    assert ex.parse_error and ex.parse_error.startswith("response:")
+    assert ex.parse_error and ex.parse_error.startswith("response: JSONDecodeError")
     ex = exchange(fmt)
     parser = fmt.stream_parser(ex)
     parser.feed(StreamEvent(raw=b"data: {oops\n\n", data="{oops"))
     parser.finish()
-    assert ex.parse_error and ex.stream_events == 1
+    assert ex.parse_error and "JSONDecodeError" in ex.parse_error and ex.stream_events == 1
