@@ -1,0 +1,86 @@
+"""Runs through the real embedded proxy with a fast stdlib agent: attribution, statuses, abort, replay."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from proxy.experiment.api import run_experiment
+from proxy.experiment.replay import replay_experiment
+from tests.experiment.conftest import HERE, needs_proxy
+
+pytestmark = [needs_proxy, pytest.mark.timeout(180)]
+
+AGENT = [sys.executable, str(HERE / "fake_agent.py"), "{task}"]
+TOOL_500 = [{"name": "tool-500", "match": {"path": "/tools/*"}, "fault": {"type": "http_error", "status": 500},
+             "schedule": {"probability": 0.5}}]
+
+
+def _exp(tmp_path: Path, **over: object) -> str:
+    doc = {
+        "name": "fast", "seed": 3,
+        "agent": {"command": AGENT, "tasks": ["a", "b"], "runs_per_task": 3, "concurrency": 3, "timeout_s": 20,
+                  "success": {"stdout_regex": "^ANSWER"}},
+        "phases": [{"name": "baseline"}, {"name": "chaos", "rules": TOOL_500}],
+        "gate": {"max_success_drop": 1.0},
+    }
+    doc.update(over)
+    return yaml.safe_dump(doc)
+
+
+def _run(tmp_path: Path, text: str, confdir: str, out: str = "out"):
+    return run_experiment(text, source="exp.yaml", base_dir=tmp_path, out_dir=tmp_path / out, confdir=confdir)
+
+
+def test_runs_are_attributed_and_replay_reproduces_decisions(tmp_path: Path, demo_env: str, confdir: str) -> None:
+    outcome = _run(tmp_path, _exp(tmp_path), confdir)
+    rep = outcome.report
+    assert rep["status"] == "completed", rep.get("error")
+    base, chaos = rep["phases"]
+    assert base["runs"] == chaos["runs"] == 6
+    assert base["success_rate"] == 1.0 and base["faults"] == 0
+    assert all(r["calls"] == 2 for r in rep["runs"]), [r["calls"] for r in rep["runs"]]
+    assert 0 < chaos["faults"] < 6 and chaos["passed"] == 6 - chaos["faults"]
+    assert outcome.decisions and {d["session"] for d in outcome.decisions} <= {r["run_id"] for r in rep["runs"]}
+    for name in ("report.json", "junit.xml", "report.md", "report.html", "manifest.json", "decisions.jsonl"):
+        assert (tmp_path / "out" / name).exists()
+
+    again, cmp = replay_experiment(tmp_path / "out", confdir=confdir)
+    assert cmp["identical"], cmp["mismatches"]
+    assert cmp["fired_original"] == cmp["fired_replay"] == chaos["faults"]
+    assert again.report["phases"][1]["passed"] == chaos["passed"]
+
+
+def test_traceparent_sessions_alias_to_runs(tmp_path: Path, demo_env: str, confdir: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_TRACEPARENT", "1")
+    outcome = _run(tmp_path, _exp(tmp_path, phases=[{"name": "baseline"}]), confdir)
+    assert all(r["calls"] == 2 for r in outcome.report["runs"])
+
+
+def test_abort_on_success_rate_and_statuses(tmp_path: Path, demo_env: str, confdir: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_EXIT", "1")
+    text = _exp(tmp_path, abort={"min_success_rate": 0.5, "after_runs": 2},
+                phases=[{"name": "chaos", "rules": TOOL_500}, {"name": "later"}])
+    outcome = _run(tmp_path, text, confdir)
+    rep = outcome.report
+    assert rep["status"] == "aborted" and outcome.exit_code == 2
+    assert "success rate" in rep["abort_reason"]
+    assert [p["label"] for p in rep["phases"]] == ["chaos"]
+    assert all(r["status"] == "failed" for r in rep["runs"])
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_wall_clock_abort_and_timeout_status(tmp_path: Path, demo_env: str, confdir: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SLEEP_S", "30")
+    text = _exp(tmp_path, abort={"max_duration_s": 1.5},
+                agent={"command": AGENT, "tasks": ["a"], "runs_per_task": 4, "concurrency": 2, "timeout_s": 0.5})
+    outcome = _run(tmp_path, text, confdir)
+    rep = outcome.report
+    assert rep["status"] == "aborted" and "wall-clock" in rep["abort_reason"]
+    assert rep["runs"] and all(r["status"] == "timeout" for r in rep["runs"])
