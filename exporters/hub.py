@@ -141,6 +141,9 @@ class Exporters:
         if self._closed:
             return
         self._closed = True
+        # A rebuilt hub (config reload before start) must not leave its counter on the shared Guard.
+        if self.metrics.internal_error in self.guard.listeners:
+            self.guard.listeners.remove(self.metrics.internal_error)
         if self.otlp is not None:
             self._contain("otlp", self.otlp.shutdown, timeout_s)
         else:

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
 from proxy.exchange import Exchange
+from proxy.span_attributes import operation_name, provider_name
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -41,7 +42,10 @@ OPERATIONS = frozenset({
     "initialize", "tools/list", "tools/call", "resources/list", "resources/read", "prompts/list", "prompts/get",
 })
 # The Guard components brownout itself uses; pre-created so increase() sees the first error.
-COMPONENTS = ("exchange", "wire", "engine", "fault", "exporter:prometheus", "exporter:otlp", "exporter:jsonl")
+COMPONENTS = (
+    "exchange", "wire", "engine", "fault", "spans", "invariants", "control",
+    "exporter:prometheus", "exporter:otlp", "exporter:jsonl",
+)
 STATUS_CLASSES = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", "error"})
 # LLM calls take seconds to minutes; the default buckets stop at 10 s.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -49,14 +53,6 @@ TTFC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 6
 # OpenTelemetry GenAI semantic conventions' explicit bucket boundaries.
 GENAI_DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
 GENAI_TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
-# brownout provider id -> gen_ai.provider.name
-_GENAI_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini", "ollama": "ollama", "mcp": "mcp"}
-_GENAI_OPERATIONS = {
-    "chat": "chat", "responses": "chat", "messages": "chat", "text_completion": "text_completion",
-    "completions": "text_completion", "generate": "text_completion", "embeddings": "embeddings",
-    "generate_content": "generate_content", "stream_generate_content": "generate_content",
-    "execute_tool": "execute_tool", "tools/call": "execute_tool",
-}
 
 
 class ViolationLike(Protocol):
@@ -93,7 +89,7 @@ class _GaugeSource(Collector):
         return [GaugeMetricFamily(self.name, self.doc, labels=[self.label] if self.label else None)]
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        values: Mapping[str, float] = self.values
+        values: Mapping[str, float] = dict(self.values)  # a copy: the event loop may add rules meanwhile
         if self.source is not None:
             try:
                 got = self.source()
@@ -211,10 +207,11 @@ class Metrics:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count:
                 self.tokens.labels(provider, model, kind).inc(count)
-        genai_op = _GENAI_OPERATIONS.get(exchange.operation)
+        # The same gen_ai.* values as the span (one mapping, in proxy.span_attributes).
+        genai_op = operation_name(exchange)
         if genai_op is None:
             return
-        genai_provider = _GENAI_PROVIDERS.get(exchange.provider, "other")
+        genai_provider = provider_name(exchange) or "other"
         if duration is not None:
             self.genai_duration.labels(genai_op, genai_provider, model).observe(duration)
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):

@@ -63,6 +63,9 @@ def test_broken_exporter_is_contained_and_counted(tmp_path: Path) -> None:
     # Any component's contained failure reaches the counter through the Guard listener.
     guard.failed("fault", ValueError("x"))
     assert hub.metrics.registry.get_sample_value("brownout_internal_errors_total", {"component": "fault"}) == 1
+    # A shut-down hub detaches from the shared Guard (the pipeline rebuilds hubs on reload).
+    hub.shutdown()
+    assert hub.metrics.internal_error not in guard.listeners
 
 
 def test_start_serves_metrics_and_shutdown_is_idempotent(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -50,7 +52,7 @@ def test_every_alert_has_a_passing_unit_test() -> None:
 
 
 @needs_promtool
-def test_a_broken_expectation_fails(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_broken_expectation_fails(tmp_path: Path) -> None:
     """The unit tests can fail: the same series with a wrong expected label is rejected."""
     src = (DEPLOY / "prometheus" / "tests" / "brownout_down_test.yml").read_text()
     bad = tmp_path / "bad_test.yml"
@@ -65,8 +67,6 @@ def test_dashboard_queries_use_only_brownout_metric_names() -> None:
              "brownout_sessions_active", "brownout_rule_active", "brownout_internal_errors_total",
              "brownout_export_dropped_total", "brownout_build_info", "gen_ai_client_operation_duration_seconds_bucket",
              "up"}
-    import re
-
     used = {m for _, expr in dashboard_exprs() for m in re.findall(r"\b(brownout_\w+|gen_ai_client_\w+|up)\b", expr)}
     assert used <= names, used - names
     # The panels the issue lists are there.
