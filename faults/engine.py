@@ -73,8 +73,10 @@ class FaultEngine:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         decision_log: DecisionLog | None = None,
         max_sessions: int = 10_000,
+        on_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.clock = clock
+        self.on_error = on_error  # the proxy's fail-open guard: logs once and feeds the metrics
         self.sleep = sleep
         self.decisions = decision_log if decision_log is not None else DecisionLog()
         self.internal_errors: Counter[str] = Counter()
@@ -267,7 +269,9 @@ class FaultEngine:
         """Count an internal error; log its first occurrence per component with the traceback."""
         first = not self.internal_errors[component]
         self.internal_errors[component] += 1
-        if first:
+        if self.on_error is not None:
+            self.on_error(component, exc)
+        elif first:
             log.error("%s raised; treated as no fault (counted, later ones logged at debug)", component, exc_info=exc)
         else:
             log.debug("%s raised again: %r", component, exc)

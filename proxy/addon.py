@@ -18,8 +18,9 @@ from mitmproxy import ctx, exceptions, http
 
 from faults.base import Hang, Reset, Respond, StreamTiming
 from proxy import flowmodel
-from proxy.config import BrownoutConfig
+from proxy.config import BrownoutConfig, with_listen_overrides
 from proxy.configload import ConfigError, load_config
+from proxy.control_link import start_control
 from proxy.engine_link import EngineLink
 from proxy.exchange import Exchange
 from proxy.failopen import Guard
@@ -35,6 +36,14 @@ from proxy.wire.framing import framer_for
 __all__ = ["Brownout"]
 
 log = logging.getLogger(__name__)
+
+
+def _option(name: str) -> str:
+    """A brownout option's value, or "" outside a running mitmproxy (e.g. in unit tests)."""
+    try:
+        return str(getattr(ctx.options, name) or "")
+    except (AttributeError, KeyError):
+        return ""
 
 
 @dataclass(slots=True)
@@ -55,12 +64,15 @@ class Brownout:
 
     def __init__(self, *, config: BrownoutConfig | None = None, on_exchange: Callable[[Exchange], None] | None = None) -> None:
         self.guard = Guard()
-        self.pipeline = Pipeline(self.guard)
-        if on_exchange is not None:
-            self.pipeline.listeners.append(on_exchange)
         self._fixed = config is not None
         self.config = config or BrownoutConfig()
+        self.pipeline = Pipeline(self.config, self.guard)
+        if on_exchange is not None:
+            self.pipeline.listeners.append(on_exchange)
         self.faults = EngineLink(self.config, self.guard)
+        # Decisions go to whichever exporters the pipeline has now (they are rebuilt before start).
+        self.faults.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
+        self.control: Any = None
         self.relay: Relay | None = None
         self.watcher: ConfigWatcher | None = None
         self._states: dict[str, FlowState] = {}
@@ -71,6 +83,8 @@ class Brownout:
     def load(self, loader: Any) -> None:
         loader.add_option("brownout_config", str, "", "Path of the brownout chaos config (YAML); empty: defaults.")
         loader.add_option("brownout_reload_s", int, 1, "Seconds between checks of the config file for hot reload; 0: off.")
+        loader.add_option("brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one).")
+        loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
 
     def configure(self, updated: set[str]) -> None:
         if "brownout_config" in updated and not self._fixed and ctx.options.brownout_config:
@@ -78,6 +92,8 @@ class Brownout:
                 self.apply_config(load_config(ctx.options.brownout_config))
             except ConfigError as e:
                 raise exceptions.OptionsError(str(e)) from e
+        elif updated & {"brownout_metrics_listen", "brownout_control_listen"}:
+            self.apply_config(self.config)
         if "stream_large_bodies" in updated or "brownout_config" in updated:
             if ctx.options.stream_large_bodies is None:
                 ctx.options.update(stream_large_bodies=self.config.proxy.stream_large_bodies)
@@ -85,6 +101,8 @@ class Brownout:
     async def running(self) -> None:
         self.relay = Relay(verify=self._upstream_verify())
         await self.relay.start()
+        self.pipeline.start(rules=self.faults.engine.active_rules)
+        self.control = self.guard.call("control", start_control, self, asyncio.get_running_loop(), context="control API")
         path = ctx.options.brownout_config
         if path and not self._fixed and ctx.options.brownout_reload_s > 0:
             self.watcher = ConfigWatcher(path, self._reload_from_file, interval_s=ctx.options.brownout_reload_s)
@@ -93,13 +111,21 @@ class Brownout:
     async def done(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
+        if self.control is not None:
+            self.guard.call("control", self.control.stop)
         if self.relay is not None:
             await self.relay.stop()
+        # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
+        await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
 
     def apply_config(self, config: BrownoutConfig) -> None:
         """Switch to a validated config; new exchanges use it."""
+        config = with_listen_overrides(config, _option("brownout_metrics_listen"), _option("brownout_control_listen"))
         self.config = config
         self.faults.reload(config)
+        self.pipeline.reload(config)
+        if getattr(ctx, "master", None) is not None and ctx.options.stream_large_bodies != config.proxy.stream_large_bodies:
+            ctx.options.update(stream_large_bodies=config.proxy.stream_large_bodies)
 
     def _reload_from_file(self, path: str) -> None:
         try:

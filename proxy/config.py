@@ -14,7 +14,7 @@ from exporters.config import ControlConfig, ExportersConfig
 from faults.config import Rules
 from invariants.config import InvariantList
 
-__all__ = ["BrownoutConfig", "Model", "ProxySettings"]
+__all__ = ["BrownoutConfig", "Model", "ProxySettings", "with_listen_overrides"]
 
 
 class Model(BaseModel):
@@ -47,3 +47,14 @@ class BrownoutConfig(Model):
     invariants: InvariantList = Field(default_factory=list)
     exporters: ExportersConfig = ExportersConfig()
     control: ControlConfig = ControlConfig()
+
+
+def with_listen_overrides(config: BrownoutConfig, metrics_listen: str = "", control_listen: str = "") -> BrownoutConfig:
+    """The config with /metrics and control API addresses replaced (from --set options), when given."""
+    update: dict[str, Any] = {}
+    if metrics_listen:
+        prom = config.exporters.prometheus.model_copy(update={"listen": metrics_listen})
+        update["exporters"] = config.exporters.model_copy(update={"prometheus": prom})
+    if control_listen:
+        update["control"] = config.control.model_copy(update={"listen": control_listen})
+    return config.model_copy(update=update) if update else config

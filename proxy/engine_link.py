@@ -23,7 +23,7 @@ class EngineLink:
 
     def __init__(self, config: BrownoutConfig, guard: Guard, *, sleep: Any = asyncio.sleep) -> None:
         self.guard = guard
-        self.engine = FaultEngine(config, sleep=sleep)
+        self.engine = FaultEngine(config, sleep=sleep, on_error=lambda component, exc: guard.failed(component, exc))
 
     def reload(self, config: BrownoutConfig) -> None:
         self.engine.reload(config)

@@ -20,11 +20,11 @@ class Guard:
         self.errors: Counter[str] = Counter()
         self.listeners: list[Callable[[str], None]] = []  # e.g. a Prometheus counter, added by exporters
 
-    def failed(self, component: str, exc: BaseException, context: str = "") -> None:
+    def failed(self, component: str, exc: BaseException, context: str = "", *, level: int = logging.ERROR) -> None:
         """Count a contained failure; log it with its traceback the first time per component."""
         self.errors[component] += 1
         if self.errors[component] == 1:
-            log.error("brownout %s failed (%s); traffic continues", component, context or "no context", exc_info=exc)
+            log.log(level, "brownout %s failed (%s); traffic continues", component, context or "no context", exc_info=exc)
         else:
             log.debug("brownout %s failed again: %r", component, exc)
         for listener in self.listeners:

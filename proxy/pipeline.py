@@ -1,25 +1,96 @@
-"""What happens to a finished exchange: span, invariants, exporters, listeners."""
+"""What happens to a finished exchange: span, invariants, exporters, listeners.
+
+Order per exchange: build the span (attributes, fault events) -> run span- and session-level
+invariants on it -> add violation events and end it (BatchSpanProcessor ships it off-loop)
+-> metrics and logs -> listeners. Each step is contained by the guard: traffic first.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from typing import Any
 
+from exporters.hub import Exporters
+from invariants.records import Violation
+from invariants.runner import InvariantRunner
+from proxy.config import BrownoutConfig
 from proxy.exchange import Exchange
 from proxy.failopen import Guard
+from proxy.spans import SpanBuilder
 
 __all__ = ["Pipeline"]
 
 log = logging.getLogger(__name__)
 
+SWEEP_EVERY_S = 1.0
+
 
 class Pipeline:
     """Runs every consumer of finished exchanges, each contained by the guard."""
 
-    def __init__(self, guard: Guard) -> None:
+    def __init__(self, config: BrownoutConfig, guard: Guard) -> None:
         self.guard = guard
         self.listeners: list[Callable[[Exchange], None]] = []
+        self.violation_listeners: list[Callable[[Violation], None]] = []
+        self._started = False
+        self._last_sweep = time.monotonic()
+        self._build(config)
+
+    def _build(self, config: BrownoutConfig) -> None:
+        self.exporters = Exporters.from_config(config, guard=self.guard)
+        self.spans = SpanBuilder(self.exporters.tracer_provider, capture_content=config.proxy.capture_content)
+        self.invariants = InvariantRunner(
+            config.invariants,
+            idle_s=config.proxy.session_idle_s,
+            on_error=lambda component, exc: self.guard.failed(component, exc),
+        )
+
+    def reload(self, config: BrownoutConfig) -> None:
+        """Before start: rebuild everything. After: new invariants and content capture only;
+        exporter endpoints and listen addresses take a restart (they own sockets and threads)."""
+        if not self._started:
+            self.exporters.shutdown(timeout_s=0.1)
+            self._build(config)
+            return
+        self.invariants.reload(config.invariants)
+        self.spans.capture_content = config.proxy.capture_content
 
     def complete(self, exchange: Exchange) -> None:
+        violations: list[Violation] = []
+        span = self.guard.call("spans", self.spans.start, exchange, context=f"exchange {exchange.id}")
+        if span is not None:
+            violations = self.guard.call("invariants", self.invariants.check, span, exchange, default=[]) or []
+            self.guard.call("spans", self.spans.finish, span, violations, context=f"exchange {exchange.id}")
+        self.exporters.on_exchange(exchange, violations)
         for listener in self.listeners:
             self.guard.call("listener", listener, exchange, context=f"exchange {exchange.id}")
+        self._announce(violations)
+        if time.monotonic() - self._last_sweep >= SWEEP_EVERY_S:
+            self.sweep()
+
+    def sweep(self, *, close_all: bool = False) -> list[Violation]:
+        """Close idle sessions (or all, at shutdown): their session-end violations are exported."""
+        self._last_sweep = time.monotonic()
+        fn: Any = self.invariants.close_all if close_all else self.invariants.sweep
+        found = self.guard.call("invariants", fn, default=[]) or []
+        for violation in found:
+            self.exporters.on_violation(violation)
+        self._announce(found)
+        return found
+
+    def _announce(self, violations: list[Violation]) -> None:
+        for violation in violations:
+            for listener in self.violation_listeners:
+                self.guard.call("listener", listener, violation, context=f"violation {violation.invariant}")
+
+    def start(self, *, rules: Callable[[], Any]) -> None:
+        self._started = True
+        self.exporters.watch(sessions=lambda: self.invariants.sessions_active, rules=rules)
+        self.exporters.start()
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Close every session, flush spans and logs with a bounded wait."""
+        self.sweep(close_all=True)
+        self.exporters.shutdown(timeout_s=timeout_s)

@@ -46,7 +46,6 @@ class StreamTap:
         self.parser: StreamParser | None = None
         if framer is not None:
             self.parser = guard.call("wire", wire.stream_parser, exchange, context=f"{wire.provider} stream")
-            exchange.stream_complete = False
         self.sent = 0
         self.ended = False  # a fault ended the stream: drop everything after
         self._reset_pending = False
@@ -95,11 +94,8 @@ class StreamTap:
         if self.parser is None:
             return
         for ev in events:
-            self.ex.stream_events += 1
             try:
-                self.parser.feed(ev)
-                if self.wire.is_terminal(ev):
-                    self.ex.stream_complete = True
+                self.parser.feed(ev)  # counts events and spots the terminal one
             except Exception as e:  # one bad parser stops parsing, never the stream
                 self.guard.failed("wire", e, f"{self.wire.provider} stream event")
                 self.parser = None

@@ -1,0 +1,51 @@
+"""Connects the control API to a running addon: the kill switch, reload, rule toggles, violations."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from mitmproxy import ctx
+
+from proxy.configload import ConfigError, load_config
+from proxy.control import ControlServer, EngineControl
+
+__all__ = ["start_control"]
+
+log = logging.getLogger(__name__)
+
+
+def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer | None:
+    """Start the control API for `addon` when the config enables it; None otherwise."""
+    config = addon.config.control
+    if not config.enabled:
+        return None
+
+    def reload() -> tuple[bool, str]:
+        path = ctx.options.brownout_config
+        if not path:
+            return False, "no config file to reload (brownout_config is empty)"
+        try:
+            addon.apply_config(load_config(path))
+        except ConfigError as e:
+            return False, f"rejected, keeping the last good config: {e}"
+        return True, f"reloaded {path}"
+
+    target = EngineControl(
+        addon.faults.engine,
+        reload=reload,
+        violations=lambda since: addon.pipeline.exporters.recent_violations(since),
+        extra_status=lambda: {
+            "sessions_active": addon.pipeline.invariants.sessions_active,
+            "internal_errors": dict(addon.guard.errors),
+        },
+        loop=loop,
+    )
+    server = ControlServer.from_config(config, target, on_error=lambda e: addon.guard.failed("control", e))
+    try:
+        return server.start()
+    except OSError as e:
+        # A busy port must not stop the proxy: chaos and traffic work without the control API.
+        addon.guard.failed("control", e, f"cannot listen on {config.listen}", level=logging.WARNING)
+        return None
