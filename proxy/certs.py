@@ -21,7 +21,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import certifi
-from mitmproxy.certs import CertStore
 
 __all__ = [
     "BUNDLE_NAME",
@@ -30,6 +29,7 @@ __all__ = [
     "connect_host",
     "default_confdir",
     "ensure_ca",
+    "parse_listen",
     "proxy_env",
     "proxy_url",
 ]
@@ -64,6 +64,8 @@ def ensure_ca(confdir: str | os.PathLike[str] | None = None) -> CAFiles:
     root = Path(confdir).expanduser() if confdir is not None else default_confdir()
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     _chmod(root, 0o700)
+    from mitmproxy.certs import CertStore  # late: `brownout --help` should not pay for cryptography
+
     CertStore.from_store(root, CA_BASENAME, 2048)
     for name in _SECRET_FILES:
         if (root / name).exists():
@@ -84,6 +86,21 @@ def connect_host(listen_host: str) -> str:
     if listen_host == "::":
         return "::1"
     return listen_host
+
+
+def parse_listen(spec: str, default_port: int = 8080) -> tuple[str, int]:
+    """`HOST:PORT`, `[v6]:PORT`, `HOST` or `:PORT` -> (host, port); raises ValueError."""
+    host, port = spec, str(default_port)
+    if spec.startswith("["):
+        h, sep, rest = spec[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"bad listen address {spec!r}: expected [IPv6]:PORT")
+        host, port = h, rest[1:] or port
+    elif spec.count(":") == 1:
+        host, port = spec.split(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"bad port in listen address {spec!r}")
+    return (host or "127.0.0.1", int(port))
 
 
 def proxy_url(host: str, port: int, session: str | None = None) -> str:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +20,18 @@ from typing import Any
 from mitmproxy import options as mitm_options
 from mitmproxy.tools.dump import DumpMaster
 
-from proxy.certs import CAFiles, connect_host, ensure_ca, proxy_env, proxy_url
+from proxy.certs import CAFiles, connect_host, ensure_ca, parse_listen, proxy_env, proxy_url
 from proxy.config import BrownoutConfig
 from proxy.configload import load_config
 
-__all__ = ["ProxyHandle", "ProxyStartError", "parse_listen", "running_proxy", "running_proxy_async"]
+__all__ = [
+    "ProxyHandle",
+    "ProxyStartError",
+    "parse_listen",
+    "running_proxy",
+    "running_proxy_async",
+    "serve_until_signal",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -79,21 +87,6 @@ class ProxyHandle:
 
     def proxy_url(self, session: str | None = None) -> str:
         return proxy_url(self.host, self.port, session)
-
-
-def parse_listen(spec: str, default_port: int = 8080) -> tuple[str, int]:
-    """`HOST:PORT`, `[v6]:PORT`, `HOST` or `:PORT` -> (host, port); raises ValueError."""
-    host, port = spec, str(default_port)
-    if spec.startswith("["):
-        h, sep, rest = spec[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            raise ValueError(f"bad listen address {spec!r}: expected [IPv6]:PORT")
-        host, port = h, rest[1:] or port
-    elif spec.count(":") == 1:
-        host, port = spec.split(":")
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"bad port in listen address {spec!r}")
-    return (host or "127.0.0.1", int(port))
 
 
 def _make_addon(config: BrownoutConfig | None, on_exchange: Callable[[Any], None] | None) -> Any:
@@ -263,3 +256,21 @@ def running_proxy(
         thread.join(timeout=15)
         if thread.is_alive():
             logger.warning("brownout proxy thread did not stop within 15 s")
+
+
+async def serve_until_signal(on_ready: Callable[[ProxyHandle], None], **kwargs: Any) -> None:
+    """Run brownout on this loop (mitmproxy's log on the terminal at warn level) until SIGINT or SIGTERM."""
+    async with running_proxy_async(with_termlog=True, **kwargs) as handle:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            on_ready(handle)
+            waits = [asyncio.create_task(stop.wait()), asyncio.create_task(handle.master.should_exit.wait())]
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)

@@ -1,0 +1,8 @@
+"""`python -m proxy` is the `brownout` command."""
+
+from proxy.cli import main
+
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    main(prog_name="brownout")

@@ -1,0 +1,218 @@
+"""The `brownout` command line: run, env, exec, validate, schema, demo."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+# proxy.embed (mitmproxy) and proxy.configload (every config model) load late: `--help` stays fast
+from proxy.certs import ensure_ca, parse_listen, proxy_env
+
+if TYPE_CHECKING:
+    from proxy.embed import ProxyHandle
+
+__all__ = ["main"]
+
+logger = logging.getLogger(__name__)
+
+_config_opt = click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False), help="Chaos config (YAML).")
+_set_opt = click.option(
+    "--set", "set_options", multiple=True, metavar="OPTION=VALUE",
+    help="Any mitmproxy option, e.g. ssl_verify_upstream_trusted_ca=ca.pem (repeatable).",
+)
+_confdir_opt = click.option(
+    "--confdir", type=click.Path(file_okay=False), default=None,
+    help="Where brownout keeps its CA (default: $BROWNOUT_CONFDIR or ~/.brownout).",
+)
+_session_opt = click.option("--session", default=None, help="Session name, sent as the proxy username.")
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"brownout: {message}", err=True)
+    sys.exit(code)
+
+
+def _check_config(path: str | None) -> None:
+    from proxy.configload import ConfigError, load_config
+
+    if path is None:
+        return
+    try:
+        load_config(path)
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def _listen(spec: str) -> tuple[str, int]:
+    try:
+        return parse_listen(spec)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--listen") from e
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: can't tell, so warn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="brownout")
+def main() -> None:
+    """brownout: a chaos proxy for AI agents' HTTP traffic."""
+
+
+@main.command()
+@_config_opt
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT")
+@click.option("--mode", default="regular", show_default=True, help="regular, or reverse:URL for base-URL clients.")
+@_set_opt
+@_confdir_opt
+def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str, ...], confdir: str | None) -> None:
+    """Run the proxy in the foreground until Ctrl-C or SIGTERM."""
+    from proxy.embed import ProxyStartError, serve_until_signal
+
+    _check_config(config_path)
+    host, port = _listen(listen)
+    names = {s.partition("=")[0] for s in set_options}
+    if not _is_loopback(host) and not names & {"allow_hosts", "proxyauth"}:
+        click.echo(
+            f"brownout: warning: listening on {host}, not loopback, and without allow_hosts or proxyauth: "
+            "anyone who can reach this port can use the proxy.", err=True,
+        )
+
+    def ready(handle: ProxyHandle) -> None:
+        click.echo(f"brownout proxy listening on {handle.url} (mode {', '.join(handle.mode)})")
+        click.echo(f"CA bundle: {handle.ca_bundle_path}")
+        if mode == "regular":
+            click.echo(f'Point an agent at it: eval "$(brownout env --listen {handle.host}:{handle.port})"')
+        else:
+            click.echo(f"Point a client's base URL at {handle.url}")
+
+    try:
+        asyncio.run(serve_until_signal(
+            ready, config_path=config_path, mode=mode, listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            confdir=confdir, extra_options=list(set_options),
+        ))
+    except ProxyStartError as e:
+        _fail(f"cannot start the proxy: {e}")
+    click.echo("brownout stopped.")
+
+
+@main.command()
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+              help="Where `brownout run` listens.")
+@_session_opt
+@_confdir_opt
+def env(listen: str, session: str | None, confdir: str | None) -> None:
+    """Print the shell exports that route a client through brownout.
+
+    Use: eval "$(brownout env)"
+    """
+    host, port = _listen(listen)
+    ca = ensure_ca(confdir)
+    for name, value in proxy_env(host, port, ca.bundle, session, ca_cert_path=ca.ca_cert).items():
+        click.echo(f"export {name}={shlex.quote(value)}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_config_opt
+@_session_opt
+@click.option("--mode", default="regular", show_default=True, hidden=True)
+@_set_opt
+@_confdir_opt
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def exec(  # noqa: A001  (the subcommand's name)
+    config_path: str | None, session: str | None, mode: str, set_options: tuple[str, ...],
+    confdir: str | None, command: tuple[str, ...],
+) -> None:
+    """Run COMMAND through brownout and exit with its status.
+
+    The proxy listens on a free port for the command's lifetime: brownout exec -c chaos.yaml -- python agent.py
+    """
+    from proxy.embed import ProxyStartError, running_proxy
+
+    _check_config(config_path)
+    _setup_logging()
+    try:
+        with running_proxy(config_path, mode=mode, confdir=confdir, extra_options=list(set_options)) as handle:
+            code = _run_child(list(command), {**os.environ, **handle.env_for(session)})
+    except ProxyStartError as e:
+        _fail(f"cannot start the proxy: {e}")
+    sys.exit(code)
+
+
+def _run_child(command: list[str], env: dict[str, str]) -> int:
+    # Ctrl-C reaches the child (same process group); we wait for it, then stop the proxy cleanly.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(command, env=env)
+    except OSError as e:
+        signal.signal(signal.SIGINT, previous)
+        click.echo(f"brownout: cannot run {command[0]!r}: {e.strerror or e}", err=True)
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    try:
+        forward = lambda signum, _frame: proc.send_signal(signum)  # noqa: E731
+        signal.signal(signal.SIGTERM, forward)
+        returncode = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # a child killed by a signal: report it the way a shell does
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+def validate(file: str) -> None:
+    """Check a chaos config (exit 1 naming each bad field and line)."""
+    from proxy.configload import ConfigError, load_config
+
+    try:
+        config = load_config(file)
+    except ConfigError as e:
+        _fail(str(e))
+    click.echo(f"{file}: ok ({len(config.rules)} rules, seed {config.seed})")
+
+
+@main.command()
+@click.option("--kind", type=click.Choice(["config"]), default="config", show_default=True)
+def schema(kind: str) -> None:
+    """Print the config's JSON Schema (for editor completion)."""
+    from proxy.config import BrownoutConfig
+
+    models: dict[str, Any] = {"config": BrownoutConfig}
+    click.echo(json.dumps(models[kind].model_json_schema(), indent=2))
+
+
+@main.command()
+def demo() -> None:
+    """Run the built-in demo (no API keys, no network).
+
+    Mock upstreams, a tool-using agent, brownout in between.
+    """
+    try:
+        from proxy.demo.run import run_demo
+    except ImportError as e:
+        _fail(f"the demo is not available: {e}")
+    from rich.console import Console
+
+    sys.exit(run_demo(Console()))
+
+
+def _setup_logging() -> None:
+    # stdout belongs to the child command; brownout's own warnings go to stderr
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="brownout: %(levelname)s %(name)s: %(message)s")
