@@ -50,7 +50,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "corrupt": 2.0,
     "tool_args": 2.0,
     "schema_drift": 2.0,
-    "prompt_injection": 2.0,
+    "inject": 2.0,  # prompt injection into a tool output or completion
 }
 
 METRICS = (
@@ -207,6 +207,9 @@ class ExperimentConfig(Model):
     abort: AbortConfig = AbortConfig()
     gate: GateConfig = GateConfig()
     weights: dict[str, float] = Field(default_factory=dict, description="Robustness weight per fault type (merged over the defaults).")
+    invariants: list[dict[str, Any]] = Field(
+        default_factory=list, description="Invariants checked in every phase (baseline too), ahead of a phase config's own."
+    )
 
     @model_validator(mode="after")
     def _phases_consistent(self) -> ExperimentConfig:

@@ -65,15 +65,20 @@ class ResolvedPhase:
         return sha256(self.text)
 
 
-def _parse(text: str, source: str, seed: int) -> BrownoutConfig:
+def _parse(text: str, source: str, seed: int, invariants: list[dict[str, Any]]) -> BrownoutConfig:
     from proxy.configload import ConfigError
 
     try:
-        cfg = parse_config(text, source)
+        parse_config(text, source)  # errors with the phase file's own line numbers
+        data = yaml.safe_load(text) or {}
+        # One seed for the whole experiment (the phase file's own is overridden); shared invariants first.
+        data["seed"] = seed
+        data["invariants"] = [*invariants, *(data.get("invariants") or [])]
+        return BrownoutConfig.model_validate(data)
     except ConfigError as e:
         raise ExperimentError(str(e)) from e
-    # One seed for the whole experiment: the phase file's own seed is overridden.
-    return cfg.model_copy(update={"seed": seed})
+    except ValueError as e:  # pydantic.ValidationError: a shared invariant is invalid
+        raise ExperimentError(f"{source}: invariants: {e}") from e
 
 
 def resolve_phases(
@@ -95,7 +100,8 @@ def resolve_phases(
             source, text = "inline", yaml.safe_dump({"rules": phase.rules}, sort_keys=False)
         else:
             source, text = "baseline", ""
-        out.append(ResolvedPhase(phase, _parse(text, f"phase {phase.name} ({source})", seed), source, text))
+        cfg = _parse(text, f"phase {phase.name} ({source})", seed, config.invariants)
+        out.append(ResolvedPhase(phase, cfg, source, text))
     return out
 
 
