@@ -94,6 +94,16 @@ def _steps_table(summary: AgentSummary) -> Table:
     return table
 
 
+def _violations_table(violations: list[Any]) -> Table:
+    table = Table(title="Invariant violations", title_justify="left")
+    for col in ("invariant", "severity", "session", "message"):
+        table.add_column(col)
+    colour = {"info": "blue", "warning": "yellow", "error": "red", "critical": "bold red"}
+    for v in violations:
+        table.add_row(v.invariant, f"[{colour.get(v.severity, 'white')}]{v.severity}[/]", str(v.session_id)[:20], v.message)
+    return table
+
+
 def run_demo(console: Console, *, config_path: str | None = None) -> int:
     """Run the demo end to end and print what happened; 0 when the agent ran through brownout."""
     from proxy.embed import running_proxy  # late: importing mitmproxy costs a second
@@ -101,7 +111,9 @@ def run_demo(console: Console, *, config_path: str | None = None) -> int:
     collector = _Collector()
     config = str(config_path or DEMO_CONFIG)
     console.print(f"[bold]brownout demo[/] chaos config: {config}")
+    violations = _Collector()
     with MockUpstream.run_in_thread() as upstream, running_proxy(config, on_exchange=collector) as proxy:
+        proxy.addon.pipeline.violation_listeners.append(violations)
         console.print(f"mock upstream {upstream.url}   brownout proxy {proxy.url}")
         console.print("running the demo agent (openai + anthropic SDKs, HTTP tool API) through the proxy...")
         result = _run_agent_subprocess(upstream.url, _agent_env(proxy.env))
@@ -113,10 +125,12 @@ def run_demo(console: Console, *, config_path: str | None = None) -> int:
         console.print(f"[red]{result}[/]")
         return 1
     console.print(_steps_table(result))
+    console.print(_violations_table(violations.items))
     faults = sum(len(getattr(ex, "faults", []) or []) for ex in exchanges)
     console.print(Panel.fit(
         f"calls made: {result.calls_made}   errors caught: {result.errors}   HTTP attempts: {result.http_attempts}\n"
-        f"exchanges through brownout: {len(exchanges)}   faults injected: {faults}\n"
+        f"exchanges through brownout: {len(exchanges)}   faults injected: {faults}   "
+        f"violations: {len(violations.items)}\n"
         f"final answer: {result.final_answer or '[red]none[/]'}",
         title="Agent summary"))
     if not exchanges:
