@@ -79,7 +79,7 @@ def parse_config(text: str, source: str = "<string>", *, model: type[M] = Browno
         return model.model_validate(data)
     except pydantic.ValidationError as e:
         problems = [_problem(source, root, err) for err in e.errors(include_url=False)]
-        raise ConfigError(problems) from e
+        raise ConfigError(problems) from None  # the problems say it all; pydantic's trace is noise
 
 
 def _construct(root: yaml.Node | None) -> Any:

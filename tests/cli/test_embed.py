@@ -1,0 +1,75 @@
+"""proxy.embed: the in-process proxy every other test builds on."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from proxy.configload import ConfigError
+from proxy.embed import ProxyStartError, running_proxy
+
+
+def test_regular_mode_https_and_handle(upstream_tls: Any, brownout_proxy: Callable[..., Any]) -> None:
+    proxy = brownout_proxy(upstream=upstream_tls)
+    assert proxy.url == f"http://127.0.0.1:{proxy.port}"
+    assert proxy.env["HTTPS_PROXY"] == proxy.url
+    assert proxy.addon is not None and proxy.master is not None
+    with httpx.Client(proxy=proxy.url, verify=ssl.create_default_context(cafile=str(proxy.ca_bundle_path)), trust_env=False) as client:
+        assert client.get(f"{upstream_tls.url}/tools/weather?city=Oslo").json()["city"] == "Oslo"
+
+
+def test_reverse_mode(upstream: Any, brownout_proxy: Callable[..., Any]) -> None:
+    proxy = brownout_proxy(mode="reverse", upstream=upstream)
+    r = httpx.get(f"{proxy.url}/tools/weather?city=Rome", trust_env=False)
+    assert r.json()["city"] == "Rome"
+
+
+def test_config_text_is_applied(upstream: Any, brownout_proxy: Callable[..., Any]) -> None:
+    cfg = "rules:\n  - name: down\n    match: {path: /tools/weather}\n    fault: {type: http_error, status: 503}\n"
+    proxy = brownout_proxy(cfg, upstream=upstream)
+    with httpx.Client(proxy=proxy.url, trust_env=False) as client:
+        assert client.get(f"{upstream.url}/tools/weather?city=Rome").status_code == 503
+
+
+def test_bad_config_file_raises_config_error(tmp_path: Path, confdir: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: nope\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:1: seed"), running_proxy(bad, confdir=confdir):
+        pass
+
+
+def test_port_in_use_raises_instead_of_exiting(confdir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ProxyStartError, match="address already in use"):
+            with running_proxy(listen=f"127.0.0.1:{port}", confdir=confdir):
+                pass
+
+
+@pytest.mark.parametrize(
+    ("options", "message"), [({"no_such_option": 1}, "unknown"), (["ssl_insecure=maybe"], "ssl_insecure")]
+)
+def test_bad_options(confdir: Path, options: Any, message: str) -> None:
+    with pytest.raises(ProxyStartError, match=message), running_proxy(confdir=confdir, extra_options=options):
+        pass
+
+
+def test_string_options_are_parsed_like_set(confdir: Path) -> None:
+    with running_proxy(confdir=confdir, extra_options={"ssl_insecure": "true", "allow_hosts": "example"}) as proxy:
+        assert proxy.master.options.ssl_insecure is True
+        assert proxy.master.options.allow_hosts == ["example"]
+
+
+def test_stop_frees_the_port(confdir: Path) -> None:
+    with running_proxy(confdir=confdir) as proxy:
+        port = proxy.port
+    with running_proxy(listen=f"127.0.0.1:{port}", confdir=confdir) as again:
+        assert again.port == port
