@@ -124,7 +124,8 @@ class Exporters:
             try:
                 self.metrics_server = self.metrics.serve(prom.listen)
             except OSError as e:
-                self.guard.failed("exporter:prometheus", e, f"cannot listen on {prom.listen}")
+                # Traffic and chaos work without /metrics: a busy port is a warning, not a failed start.
+                self.guard.failed("exporter:prometheus", e, f"cannot listen on {prom.listen}", level=logging.WARNING)
 
     @property
     def metrics_port(self) -> int | None:
