@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pytester"]
 
 HERE = Path(__file__).parent
 HAS_EMBED = importlib.util.find_spec("proxy.embed") is not None
