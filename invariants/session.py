@@ -14,7 +14,7 @@ __all__ = ["Session", "SessionStore"]
 
 logger = logging.getLogger(__name__)
 
-HISTORY_MAX = 256  # light summaries kept per session; invariants keep their own bounded state
+HISTORY_MAX = 32  # recent light summaries per session; invariants keep their own bounded state
 TOOLS_MAX = 512  # declared tools remembered per session
 
 

@@ -21,6 +21,7 @@ from proxy.spans import ExchangeSpan
 __all__ = ["ExchangeSummary", "ToolCallView", "canonical_arguments", "parse_retry_after"]
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
+_LIGHT_ARGS_CHARS = 256  # tool-call arguments kept per history entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,14 @@ class ExchangeSummary:
         return ",".join(dict.fromkeys(f.fault for f in self.faults)) or None
 
     def light(self) -> ExchangeSummary:
-        """A copy without the large text fields, for the session history."""
-        return replace(self, messages=(), tool_results=(), request_body="", output_text="")
+        """A copy without the large text fields and declared tools, for the session history."""
+        calls = tuple(replace(c, arguments=c.arguments[:_LIGHT_ARGS_CHARS]) for c in self.requested_calls)
+        executed = self.executed_call
+        if executed is not None:
+            executed = replace(executed, arguments=executed.arguments[:_LIGHT_ARGS_CHARS])
+        # Declared tools live once in Session.tools; every request repeats them.
+        return replace(self, messages=(), tool_results=(), request_body="", output_text="",
+                       tools_declared=(), requested_calls=calls, executed_call=executed)
 
     @classmethod
     def from_exchange(cls, span: ExchangeSpan, exchange: Exchange) -> ExchangeSummary:
