@@ -77,12 +77,24 @@ class InvariantRunner:
     def check(self, span: ExchangeSpan, exchange: Exchange) -> list[Violation]:
         """Span-level then session-level checks for a finished exchange; returns its violations."""
         now = self._clock()
+        if not self.invariants:
+            # Nothing to check: only keep the session alive (sessions_active), skip the summary.
+            try:
+                _, evicted = self.sessions.touch(exchange.session, now)
+            except Exception as exc:
+                self._internal_error("runner", "tracking the session", exc)
+                return []
+            for old in evicted:
+                closed = self._close(old)
+                self._emit(closed)
+                self._orphans.extend(closed)
+            return []
         try:
             summary = ExchangeSummary.from_exchange(span, exchange)
             session, evicted = self.sessions.touch(summary.session_id, now)
             session.observe(summary)
-        except Exception:
-            self._internal_error("runner", "building the exchange summary")
+        except Exception as exc:
+            self._internal_error("runner", "building the exchange summary", exc)
             return []
         for old in evicted:
             closed = self._close(old)
@@ -134,22 +146,22 @@ class InvariantRunner:
             if not isinstance(result, Sequence) or not all(isinstance(v, Violation) for v in result):
                 raise TypeError(f"{method.__name__} must return a list of Violation")
             return list(result)
-        except Exception:
-            self._internal_error(f"invariant:{invariant.name}", f"invariant {invariant.name!r} {method.__name__}")
+        except Exception as exc:
+            key = f"invariant:{invariant.name}"
+            self._internal_error(key, f"invariant {invariant.name!r} {method.__name__}", exc)
             return []
 
-    def _internal_error(self, key: str, what: str) -> None:
+    def _internal_error(self, key: str, what: str, exc: BaseException | None = None) -> None:
         self.internal_errors[key] += 1
-        if self._on_error is not None:
-            import sys
-
-            exc = sys.exc_info()[1]
-            if exc is not None:
-                self._on_error(key, exc)
+        if self._on_error is not None and exc is not None:
+            try:
+                self._on_error(key, exc)  # the guard logs and counts it
                 return
+            except Exception:
+                logger.debug("on_error callback failed", exc_info=True)
         if key not in self._logged:  # once per key: a broken invariant must not flood the log
             self._logged.add(key)
-            logger.exception("%s failed; skipped (counted as %s)", what, key)
+            logger.error("%s failed; skipped (counted as %s)", what, key, exc_info=exc)
 
     def _emit(self, violations: list[Violation]) -> None:
         if self._on_violation is None:
@@ -157,5 +169,5 @@ class InvariantRunner:
         for violation in violations:
             try:
                 self._on_violation(violation)
-            except Exception:
-                self._internal_error("on_violation", "the on_violation callback")
+            except Exception as exc:
+                self._internal_error("on_violation", "the on_violation callback", exc)

@@ -115,3 +115,17 @@ def test_reload_drops_state_of_changed_invariants_only() -> None:
     h.runner.reload(parse_invariants([{"type": "no_loop", "window": 5}, {"type": "stream_complete"}]))
     assert set(session.state) == {"stream_complete"}
     assert h.run(llm(1, calls=[("t", "{}")])) == []
+
+
+def test_on_error_receives_contained_failures(monkeypatch) -> None:
+    seen: list[tuple[str, str]] = []
+    h = Harness([{"type": "no_loop"}], on_error=lambda key, exc: seen.append((key, type(exc).__name__)))
+    monkeypatch.setattr(h.runner.invariants[0], "check_span", lambda *a: 1 / 0)
+    h.run(llm(0))
+    assert seen == [("invariant:no_loop", "ZeroDivisionError")]
+    assert h.runner.internal_errors["invariant:no_loop"] == 1
+
+
+def test_without_invariants_sessions_are_still_tracked() -> None:
+    h = Harness([])
+    assert h.run(llm(0)) == [] and h.runner.sessions_active == 1
