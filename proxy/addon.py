@@ -317,4 +317,9 @@ class Brownout:
             self.relay.discard(state.relay_token)
         if state.plan is not None:
             self.faults.finish(state.plan)
-        self.pipeline.complete(state.exchange)
+        # After this hook returns mitmproxy writes the response: spans, invariants and metrics
+        # run right after that, on the same loop, so they never add to the agent's latency.
+        try:
+            asyncio.get_running_loop().call_soon(self.pipeline.complete, state.exchange)
+        except RuntimeError:  # no running loop (driven synchronously, e.g. by a test harness)
+            self.pipeline.complete(state.exchange)
