@@ -156,3 +156,9 @@ def test_python_dash_m_proxy() -> None:
     result = subprocess.run([sys.executable, "-m", "proxy", "--help"], capture_output=True, text=True,
                             env={**os.environ}, timeout=60)
     assert result.returncode == 0 and "validate" in result.stdout
+
+
+def test_demo_command_runs_the_demo() -> None:
+    pytest.importorskip("proxy.demo.run")
+    result = CliRunner().invoke(main, ["demo"])
+    assert result.exit_code == 0, result.output
