@@ -189,12 +189,13 @@ def validate(file: str) -> None:
 
 
 @main.command()
-@click.option("--kind", type=click.Choice(["config"]), default="config", show_default=True)
+@click.option("--kind", type=click.Choice(["config", "experiment"]), default="config", show_default=True)
 def schema(kind: str) -> None:
-    """Print the config's JSON Schema (for editor completion)."""
+    """Print the JSON Schema of a chaos config or an experiment file (for editor completion)."""
     from proxy.config import BrownoutConfig
+    from proxy.experiment.config import ExperimentConfig
 
-    models: dict[str, Any] = {"config": BrownoutConfig}
+    models: dict[str, Any] = {"config": BrownoutConfig, "experiment": ExperimentConfig}
     click.echo(json.dumps(models[kind].model_json_schema(), indent=2))
 
 
@@ -211,6 +212,18 @@ def demo() -> None:
     from rich.console import Console
 
     sys.exit(run_demo(Console()))
+
+
+def _register_groups() -> None:
+    # The experiment and control-API groups live with their features; they import lazily.
+    from proxy.ctl import ctl
+    from proxy.experiment.cli import experiment
+
+    main.add_command(ctl)
+    main.add_command(experiment)
+
+
+_register_groups()
 
 
 def _setup_logging() -> None:

@@ -131,7 +131,9 @@ def brownout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     session = str(kwargs.get("session") or f"test-{request.node.name}")[:128]
     confdir = request.config.getini("brownout_confdir") or os.environ.get("BROWNOUT_CONFDIR") or None
     holder: list[BrownoutFixture] = []
-    with running_proxy(config=config, confdir=confdir, on_exchange=lambda ex: holder[0]._on_exchange(ex) if holder else None) as handle:
+    # One proxy per test: /metrics and the control API on free ports, so parallel runs never clash.
+    ports = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
+    with running_proxy(config=config, confdir=confdir, extra_options=ports, on_exchange=lambda ex: holder[0]._on_exchange(ex) if holder else None) as handle:
         fx = BrownoutFixture(handle, session)
         holder.append(fx)
         listeners = getattr(getattr(handle.addon, "pipeline", None), "violation_listeners", None)
