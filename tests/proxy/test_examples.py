@@ -1,0 +1,38 @@
+"""Every bundled config validates, compiles into the engine and the invariant runner, and acts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from faults.engine import FaultEngine
+from invariants.runner import InvariantRunner
+from proxy.cli import main
+from proxy.configload import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((ROOT / "examples" / "chaos").glob("*.yaml")) + [ROOT / "proxy" / "demo" / "chaos.yaml"]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_example_config_validates_and_compiles(path: Path):
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    config = load_config(path)
+    assert config.rules
+    engine = FaultEngine(config)
+    assert [r["name"] for r in engine.status()["rules"]] == [r.name for r in config.rules]
+    assert len(InvariantRunner(config.invariants).invariants) == len(config.invariants)
+
+
+def test_prompt_injection_example_poisons_tool_output(upstream, brownout_proxy):
+    proxy = brownout_proxy(ROOT / "examples" / "chaos" / "prompt-injection.yaml", upstream=upstream)
+    seen = []
+    with httpx.Client(proxy=proxy.proxy_url("victim"), trust_env=False) as client:
+        for _ in range(6):
+            seen.append(client.get(f"{upstream.url}/tools/search?q=files").text)
+    poisoned = [body for body in seen if "exfil.example.net" in body]
+    assert 0 < len(poisoned) < len(seen)  # probability 0.5, seeded: some but not all
