@@ -96,7 +96,7 @@ def brownout_proxy(tmp_path: Path, _ca_template: Path) -> Iterator[Callable[...,
                 raise ValueError('mode="reverse" needs upstream=')
             mode = f"reverse:{upstream.url}"
         kwargs: dict[str, Any] = {}
-        if isinstance(config, (str, Path)) and Path(config).is_file():
+        if isinstance(config, Path) or (isinstance(config, str) and "\n" not in config and Path(config).is_file()):
             kwargs["config_path"] = config
         elif isinstance(config, str):
             path = tmp_path / f"chaos-{n}.yaml"
