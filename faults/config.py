@@ -170,7 +170,24 @@ class RuleConfig(_Model):
         if self.fault is None and self.schedule.quota is None:
             valid = ", ".join(sorted(fault_registry())) or "(none registered)"
             raise ValueError(f"rule {self.name!r} needs a fault (valid types: {valid}) unless schedule.quota is set")
+        self._check_response_stage()
         return self
+
+    def _check_response_stage(self) -> None:
+        # On an LLM provider a `tool` match is decided from the response (the tool the model
+        # calls): a fault that acts before the response would be recorded yet do nothing.
+        if self.match.tool is None or self.match.provider not in {"openai", "anthropic", "gemini", "ollama"}:
+            return
+        from faults.base import Fault
+
+        cls = fault_registry().get(self.fault_type)
+        edits_body = cls is not None and (cls.edit_body is not Fault.edit_body or cls.stream_editor is not Fault.stream_editor)
+        if not edits_body:
+            raise ValueError(
+                f"rule {self.name!r}: match.tool on provider {self.match.provider} is decided from the response, "
+                f"so only faults that edit the response body apply (truncate, malformed_json, inject, http_error "
+                f"with mid_stream); {self.fault_type!r} acts before the response"
+            )
 
     @property
     def fault_type(self) -> str:

@@ -48,6 +48,9 @@ class GenericFormat(ProviderFormat):
         try:
             exchange.provider = self.provider
             exchange.request_body = decode_capped(body, self.capture_max_bytes)
+            # The tool is named by the path whatever the body: `match: {tool: weather}` must act
+            # on GET /tools/weather at request time, before its response says it was JSON.
+            exchange.tool_name = exchange.tool_name or tool_name_from_path(exchange.path)
             if exchange.operation == "execute_tool" or (exchange.operation == "http" and _looks_json(body)):
                 self._as_tool(exchange)
                 if _looks_json(body):

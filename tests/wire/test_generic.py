@@ -20,7 +20,7 @@ def test_json_tool_api() -> None:
 
 def test_plain_http_upgraded_by_json_response() -> None:
     fmt, ex = request("/v2/lookup.json", method="GET")
-    assert ex.operation == "http" and ex.tool_name is None
+    assert ex.operation == "http" and ex.tool_name == "lookup"  # named by the path, before the response
     ex.content_type = "application/json; charset=utf-8"
     fmt.parse_response(ex, b"[1, 2]")
     assert ex.operation == "execute_tool" and ex.tool_name == "lookup"
