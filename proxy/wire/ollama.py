@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import logging
 import time
 from typing import Any
@@ -147,10 +149,11 @@ class OllamaFormat(ProviderFormat):
         exchange: Exchange | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         model = (exchange.model if exchange else None) or "llama3.2"
-        text = message or _MESSAGES.get(status, error_type or "internal error").format(model=model)
+        # Ollama's error is a bare string: an explicit error_type is that text, never a template.
+        text = message or error_type or _MESSAGES.get(status, "internal error").format(model=model)
         headers = dict(_JSON)
         if retry_after_s is not None:
-            headers["retry-after"] = str(max(0, round(retry_after_s)))
+            headers["retry-after"] = str(max(0, math.ceil(retry_after_s)))  # never invite an early retry
         return status, headers, dumps({"error": text}).encode()
 
     def stream_error_event(
