@@ -47,7 +47,7 @@ def render_html(report: dict[str, Any]) -> str:
     """The HTML page of a report document."""
     gate = report["gate"]
     badge = f'<span class="badge {"ok" if gate["passed"] else "bad"}">gate {"passed" if gate["passed"] else "failed"}</span>'
-    phase_rows = [[escape(p["label"]) + (" 🔥" if p["chaos"] else ""), str(p["runs"]),
+    phase_rows = [[escape(p["label"]) + (" <small>(chaos)</small>" if p["chaos"] else ""), str(p["runs"]),
                    f'{_pct(p["success_rate"])} [{_pct(p["success_ci95"][0])}, {_pct(p["success_ci95"][1])}]',
                    (f'{_pct(p["vs_baseline"]["drop"])} (p={_num(p["vs_baseline"]["p_value"], ".3f")})' if p.get("vs_baseline") else ""),
                    f'{_num(p["duration_s"]["p50"])} / {_num(p["duration_s"]["p95"])}',

@@ -80,7 +80,7 @@ def timeline(points: list[tuple[float, str, str]], duration_s: float, title: str
     """Violations over time: (seconds since start, severity, label) as cumulative steps per severity."""
     end = max([duration_s] + [t for t, _, _ in points]) or 1.0
     total = max(1, len(points))
-    body = [_y_axis(0.0, float(total), fmt="{:.0f}")]
+    body = [_y_axis(0.0, float(total), ticks=min(4, total), fmt="{:.0f}")]  # integer counts: no repeated labels
     for sev, color in SEVERITY_COLORS.items():
         ts = sorted(t for t, s, _ in points if s == sev)
         if not ts:
