@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry
 
@@ -36,9 +36,13 @@ from exporters.otlp import OtlpTracing
 from proxy.exchange import Exchange
 from proxy.failopen import Guard
 
-__all__ = ["Exporters", "ViolationRecord"]
+__all__ = ["EXTRA_EXPORTERS", "Exporters", "ViolationRecord"]
 
 log = logging.getLogger(__name__)
+
+# Factories of extra exporters (proxy.plugins adds them): every hub calls each once, so a
+# rebuilt hub never shares an exporter with the one it replaced. See proxy.plugins for the API.
+EXTRA_EXPORTERS: list[Callable[[], Any]] = []
 
 
 class ViolationRecord(Protocol):
@@ -92,6 +96,9 @@ class Exporters:
         self.violation_log = self._writer(j.path)
         self.decision_log = self._writer(j.decisions_path)
         self.exchange_log = self._writer(j.exchanges_path)
+        self.extra: list[tuple[str, Any]] = []  # (name, exporter) from EXTRA_EXPORTERS
+        for factory in EXTRA_EXPORTERS:
+            self._add_extra(factory)
 
     @classmethod
     def from_config(cls, config: Any, guard: Guard | None = None, **kwargs: Any) -> Exporters:
@@ -106,11 +113,29 @@ class Exporters:
             return None
         return JsonlWriter(path, on_dropped=lambda n: self.metrics.export_dropped("jsonl", n), fsync=self.config.jsonl.fsync)
 
-    def _contain(self, name: str, fn: Callable[..., object], *args: object) -> None:
+    def _add_extra(self, factory: Callable[[], Any]) -> None:
+        name = str(getattr(factory, "name", None) or getattr(factory, "__name__", None) or "extra")
+        try:
+            exporter = factory()
+            name = str(getattr(exporter, "name", None) or name)
+            if isinstance(exporter, SpanProcessor):
+                self.tracer_provider.add_span_processor(exporter)
+        except Exception as e:  # a broken plugin costs its own exporter, not brownout's start
+            self.guard.failed(f"exporter:{name}", e, "creating the exporter")
+            return
+        self.extra.append((name, exporter))
+
+    def _contain(self, name: str, fn: Callable[..., object], *args: object, level: int = logging.ERROR) -> None:
         try:
             fn(*args)
         except Exception as e:
-            self.guard.failed(f"exporter:{name}", e)
+            self.guard.failed(f"exporter:{name}", e, getattr(fn, "__name__", ""), level=level)
+
+    def _fan_out(self, method: str, *args: object) -> None:
+        for name, exporter in self.extra:
+            fn = getattr(exporter, method, None)
+            if fn is not None:
+                self._contain(name, fn, *args)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -156,6 +181,12 @@ class Exporters:
             server, self.metrics_server = self.metrics_server, None
             self._contain("prometheus", server.shutdown)
             self._contain("prometheus", server.server_close)
+        # Span processors among them were shut down with the tracer provider above. A warning, not
+        # an error: a hub replaced before start is shut down while mitmproxy still treats error
+        # logs as a failed start, and a plugin's shutdown cannot hurt traffic.
+        for name, exporter in self.extra:
+            if not isinstance(exporter, SpanProcessor) and hasattr(exporter, "shutdown"):
+                self._contain(name, exporter.shutdown, level=logging.WARNING)
 
     # --- the pipeline -------------------------------------------------------------------
 
@@ -164,6 +195,9 @@ class Exporters:
         self._contain("prometheus", self.metrics.observe_exchange, exchange)
         if self.exchange_log is not None:
             self._contain("jsonl", self._write_exchange, exchange)
+        if self.extra:
+            violations = list(violations)  # iterated twice
+            self._fan_out("on_exchange", exchange, violations)
         for violation in violations:
             self.on_violation(violation)
 
@@ -175,6 +209,8 @@ class Exporters:
         """One violation: counter, JSONL line, and the in-memory ring for GET /violations."""
         self._contain("prometheus", self.metrics.observe_violation, violation)
         self._contain("violations", self._keep_violation, violation)
+        if self.extra:
+            self._fan_out("on_violation", violation)
 
     def _keep_violation(self, violation: ViolationRecord) -> None:
         record = violation.to_dict()
@@ -189,6 +225,8 @@ class Exporters:
         self._contain("prometheus", self.metrics.observe_decision, decision)
         if self.decision_log is not None:
             self._contain("jsonl", self._write_decision, decision)
+        if self.extra:
+            self._fan_out("on_decision", decision)
 
     def _write_decision(self, decision: Any) -> None:
         assert self.decision_log is not None

@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from functools import lru_cache
+from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, Field, TypeAdapter
+from pydantic import AfterValidator, Field, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
 
 from invariants import config_types
 from invariants.base import InvariantConfigBase, Severity
@@ -18,7 +19,25 @@ __all__ = ["InvariantConfig", "InvariantList", "Severity", "parse_invariants"]
 
 # Built from the registry so adding an invariant needs no edit here. pydantic's error for an
 # unknown `type` lists every valid tag.
-InvariantConfig = Annotated[Union[config_types()], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa
+_BUILTIN = config_types()
+_Union = Annotated[Union[_BUILTIN], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa
+
+
+@lru_cache(maxsize=8)
+def _adapter(types: tuple[type[InvariantConfigBase], ...]) -> TypeAdapter[Any]:
+    return TypeAdapter(Annotated[Union[types], Field(discriminator="type")])  # type: ignore[valid-type]  # noqa
+
+
+def _by_registry(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # Plugins (proxy.plugins) add types after import: validate against the registry as it is now.
+    types = config_types()
+    if types == _BUILTIN:
+        return handler(value)
+    return _adapter(types).validate_python(value)
+
+
+# The JSON schema shows the built-in types; validation accepts plugin types too.
+InvariantConfig = Annotated[_Union, WrapValidator(_by_registry)]
 
 
 def _unique_names(configs: list[InvariantConfigBase]) -> list[InvariantConfigBase]:

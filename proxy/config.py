@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from exporters.config import ControlConfig, ExportersConfig
 from faults.config import Rules
@@ -41,12 +41,26 @@ class BrownoutConfig(Model):
     """The whole config file."""
 
     version: Literal[1] = 1
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="'package.module:object' plugins adding fault and invariant types, exporters, wire formats.",
+    )
     seed: int = Field(0, description="Seed for every fault decision: same seed, same faults.")
     proxy: ProxySettings = ProxySettings()
     rules: Rules = Field(default_factory=list)
     invariants: InvariantList = Field(default_factory=list)
     exporters: ExportersConfig = ExportersConfig()
     control: ControlConfig = ControlConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_plugins_first(cls, data: Any) -> Any:
+        # Before any field is validated: rules and invariants may use the plugins' types.
+        if isinstance(data, dict) and "plugins" in data:
+            from proxy.plugins import load_plugins  # lazy: it imports every registry
+
+            load_plugins(data["plugins"])
+        return data
 
 
 def with_listen_overrides(config: BrownoutConfig, metrics_listen: str = "", control_listen: str = "") -> BrownoutConfig:

@@ -14,6 +14,7 @@ None of these raise: a parser that gives up records `exchange.parse_error`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 
 from proxy.wire.anthropic import AnthropicFormat
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
@@ -35,8 +36,11 @@ __all__ = [
     "StreamParser",
     "WireFormat",
     "by_provider",
+    "check_formats",
     "detect",
+    "register_format",
     "set_capture_max_bytes",
+    "unregister_format",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,15 +69,22 @@ def _index(formats: tuple[ProviderFormat, ...]) -> dict[str, ProviderFormat]:
 
 
 _BY_PROVIDER = _index(FORMATS)
+_BUILTIN = FORMATS
 
 
-def detect(req: RequestInfo) -> tuple[ProviderFormat, str]:
-    """The first format that claims the request, and its operation; the generic format always does."""
+def detect(
+    req: RequestInfo, on_error: Callable[[ProviderFormat, Exception], None] | None = None
+) -> tuple[ProviderFormat, str]:
+    """The first format that claims the request, and its operation; the generic format always does.
+
+    `on_error` hears of a format whose recognise() raised (the proxy's guard counts it)."""
     for fmt in FORMATS:
         try:
             op = fmt.recognise(req)
-        except Exception:  # recognition must never break traffic; fall through to the next format
+        except Exception as e:  # recognition must never break traffic; fall through to the next format
             log.debug("wire format %s failed to recognise %s", fmt.provider, req.path, exc_info=True)
+            if on_error is not None:
+                on_error(fmt, e)
             continue
         if op is not None:
             return fmt, op
@@ -86,6 +97,31 @@ def by_provider(name: str) -> ProviderFormat:
         return _BY_PROVIDER[name]
     except KeyError:
         raise KeyError(f"no wire format {name!r}; known: {', '.join(_BY_PROVIDER)}") from None
+
+
+def check_formats(formats: Iterable[WireFormat]) -> None:
+    """ValueError when adding these formats would make a provider name ambiguous."""
+    _index((*FORMATS, *formats))  # type: ignore[arg-type]
+
+
+def register_format(fmt: WireFormat) -> None:
+    """Add a format (a plugin's): tried after the built-in ones, before the generic fallback.
+
+    Rebinds FORMATS (read at call time by detect): the hot path keeps iterating one tuple."""
+    global FORMATS, _BY_PROVIDER
+    if fmt in FORMATS:
+        return
+    formats = (*FORMATS[:-1], fmt, GENERIC)
+    _BY_PROVIDER = _index(formats)  # type: ignore[arg-type]
+    FORMATS = formats  # type: ignore[assignment]
+
+
+def unregister_format(fmt: WireFormat) -> None:
+    """Remove a format added by register_format (built-in formats stay)."""
+    global FORMATS, _BY_PROVIDER
+    if fmt in FORMATS and fmt not in _BUILTIN:
+        FORMATS = tuple(f for f in FORMATS if f is not fmt)
+        _BY_PROVIDER = _index(FORMATS)
 
 
 def set_capture_max_bytes(max_bytes: int) -> None:
