@@ -185,7 +185,9 @@ class Brownout:
         flow.request.headers.pop("proxy-authorization", None)
         cap = self.config.proxy.capture_max_bytes
         exchange, body, headers = flowmodel.new_exchange(flow, user, cap)
-        wire, operation = detect(flowmodel.request_info(flow, headers, body))
+        # A format whose recognise() raises is skipped; the guard still logs and counts it.
+        on_error = lambda fmt, e: self.guard.failed("wire", e, f"{fmt.provider} recognise {exchange.path}")  # noqa: E731
+        wire, operation = detect(flowmodel.request_info(flow, headers, body), on_error)
         exchange.provider, exchange.operation = wire.provider, operation
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
         plan = self.faults.plan(exchange, wire)
