@@ -286,7 +286,10 @@ class Brownout:
         except ValueError:
             body = resp.raw_content or b""
         ex.response_bytes = len(body)
-        if state.plan is not None and self.faults.wants_body(state.plan):
+        # 1xx (a 101 hands the connection to WebSocket), 204, 304 and HEAD answers carry no body by
+        # definition: giving them one (inject on an empty body) would corrupt the connection.
+        bodiless = resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD"
+        if state.plan is not None and not bodiless and self.faults.wants_body(state.plan):
             headers = dict(ex.response_headers)
             edited = self.faults.edit_body(state.plan, body, headers)
             if edited is not None and edited != body:
@@ -309,6 +312,13 @@ class Brownout:
         if ex.error_type is None:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
+        if flow.response is not None and not ex.streamed and flow.client_conn.connected:
+            # The upstream died mid-body while mitmproxy buffered it. mitmproxy would now answer
+            # its own 502 page; without brownout the client would see the connection drop, so
+            # drop it (FIN, nothing written): a 200 cut short must not turn into a 502.
+            from proxy.connkill import drop_client
+
+            self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
         self._close(state)
 
