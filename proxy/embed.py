@@ -150,6 +150,7 @@ async def running_proxy_async(
     started = False
     try:
         bound = await _wait_bound(master, task)
+        _deepen_backlog(master)
         started = True
         handle = ProxyHandle(
             host=connect_host(bound[0]), port=bound[1], url=proxy_url(bound[0], bound[1]),
@@ -166,6 +167,27 @@ async def running_proxy_async(
         if task.done() and not task.cancelled() and task.exception() and started:
             logger.error("brownout proxy stopped with an error", exc_info=task.exception())
         errorcheck.logger.uninstall()  # installed on the root logger; mitmproxy leaks it on failed startup
+
+
+def _deepen_backlog(master: DumpMaster) -> None:
+    """Listen with the system's maximum backlog instead of asyncio's default of 100.
+
+    mitmproxy's `asyncio.start_server` keeps the default: a thousand agents connecting at once
+    overflow it, and the overflow shows up as SYN retries (1 s, 3 s stalls) and resets. Calling
+    listen() again on a listening socket only changes the backlog (Linux, macOS). Reaches into
+    mitmproxy internals (pinned version); a miss leaves the default in place.
+    """
+    import socket
+
+    instances = getattr(master.addons.get("proxyserver").servers, "_instances", {})
+    for instance in instances.values():
+        for server in getattr(instance, "_servers", ()):
+            for tsock in getattr(server, "sockets", None) or ():
+                try:
+                    with socket.socket(fileno=os.dup(tsock.fileno())) as dup:
+                        dup.listen(socket.SOMAXCONN)
+                except (OSError, AttributeError, ValueError) as e:
+                    logger.debug("could not raise the listen backlog: %r", e)
 
 
 async def _wait_bound(master: DumpMaster, task: asyncio.Task[None]) -> tuple[str, int]:
