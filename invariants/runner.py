@@ -143,6 +143,8 @@ class InvariantRunner:
              **kwargs: object) -> list[Violation]:
         try:
             result = method(*args, **kwargs)
+            if type(result) is list and not result:  # the common case, checked cheaply: no violations
+                return result
             if not isinstance(result, Sequence) or not all(isinstance(v, Violation) for v in result):
                 raise TypeError(f"{method.__name__} must return a list of Violation")
             return list(result)
