@@ -2,7 +2,9 @@
 
 With no fault editing the stream, every chunk is returned as it came (boundaries and
 timing preserved) and the wire parser reads events from a framed copy. With an editor,
-bytes are released per complete event so the editor can change, drop or end them.
+bytes are released per complete event so the editor can change, drop or end them, and the
+parser reads the edited bytes: the exchange records what the agent received (a corrupted
+tool call, a stream cut before its terminal event), which is what invariants judge.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ class StreamTap:
         self.parser: StreamParser | None = None
         if framer is not None:
             self.parser = guard.call("wire", wire.stream_parser, exchange, context=f"{wire.provider} stream")
+        # When a fault may change or cut what the client gets, parse the bytes handed to the
+        # client (re-framed) rather than upstream's events.
+        self._out_framer: Framer | None = None
+        if framer is not None and (editor is not None or self.reset_after is not None):
+            self._out_framer = type(framer)()
+        self._finished = False
         self.sent = 0
         self.ended = False  # a fault ended the stream: drop everything after
         self._reset_pending = False
@@ -65,7 +73,7 @@ class StreamTap:
         if not data:
             return self._at_end()
         events = self.framer.feed(data) if self.framer is not None else None
-        if events:
+        if events and self._out_framer is None:
             self._parse(events)
         if self.editor is None:
             out: list[bytes] = [data]
@@ -77,7 +85,7 @@ class StreamTap:
 
     def _at_end(self) -> list[bytes]:
         tail: list[StreamEvent] = self.framer.flush() if self.framer is not None else []
-        if tail:
+        if tail and self._out_framer is None:
             self._parse(tail)
         out: list[bytes] = []
         if self.editor is not None:
@@ -86,9 +94,17 @@ class StreamTap:
                 out += self.guard.call("fault", self.editor.on_end, default=[]) or []
         elif tail:
             pass  # already passed through as raw chunks
-        if self.parser is not None:
+        emitted = self._emit(out)
+        if self._out_framer is not None and not self.ended:
+            self._parse(self._out_framer.flush())
+        self._finish()
+        return emitted
+
+    def _finish(self) -> None:
+        """Materialise what the parser reassembled (text, tool calls) onto the exchange, once."""
+        if self.parser is not None and not self._finished:
+            self._finished = True
             self.guard.call("wire", self.parser.finish, context="stream end")
-        return self._emit(out)
 
     def _parse(self, events: list[StreamEvent]) -> None:
         if self.parser is None:
@@ -129,6 +145,7 @@ class StreamTap:
         if out and self.ex.timings.first_client_byte is None and any(out):
             self.ex.timings.first_client_byte = time.time()
         if self.reset_after is None:
+            self._parse_sent(out)
             return out
         # reset mid-body: pass bytes up to the limit, then drop the connection with an RST
         kept: list[bytes] = []
@@ -142,13 +159,21 @@ class StreamTap:
                 break
             kept.append(chunk)
             self.sent += len(chunk)
+        self._parse_sent(kept)
         return kept
+
+    def _parse_sent(self, chunks: list[bytes]) -> None:
+        if self._out_framer is not None and chunks:
+            self._parse(self._out_framer.feed(b"".join(chunks)))
 
     def _reset(self) -> None:
         self._reset_pending = True
         self.on_reset(False)  # soon, for a stream whose next bytes are slow to come
 
     def close(self) -> None:
-        """The exchange finished: release parser state."""
+        """The exchange finished: materialise what was parsed (a stream a fault ended or a reset cut
+        never reaches its end-of-body call), then release parser state."""
+        self._finish()
         self.parser = None
         self.framer = None
+        self._out_framer = None
