@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 from proxy.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
 from proxy.span_attributes import LLM_OPERATIONS, operation_name
@@ -31,6 +32,9 @@ class ToolCallView:
     name: str
     arguments: str
     id: str | None = None
+    # A GET-style tool API's query string, as a JSON object of strings: for telling calls apart,
+    # not for schema checks (query values carry no JSON types).
+    from_query: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,17 @@ def _executed_call(exchange: Exchange, calls: tuple[ToolCallView, ...]) -> ToolC
         call = calls[0]
         return ToolCallView(exchange.tool_name or call.name, call.arguments, exchange.tool_call_id or call.id)
     arguments = exchange.request_body
+    if not arguments.strip():
+        # A GET-style tool API (/tools/weather?city=Paris): the query is the arguments, so calls
+        # for different cities are different calls (no_loop), and a marker in it is seen.
+        query = parse_qsl(exchange.path.partition("?")[2], keep_blank_values=True)
+        if query:
+            params: dict[str, Any] = {}
+            for key, value in query:
+                params.setdefault(key, []).append(value)
+            args = {k: v[0] if len(v) == 1 else v for k, v in params.items()}
+            return ToolCallView(exchange.tool_name or "", json.dumps(args, sort_keys=True), exchange.tool_call_id,
+                                from_query=True)
     try:
         body = json.loads(arguments)
     except ValueError:

@@ -39,8 +39,9 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
         calls = list(exchange.requested_calls)
-        if exchange.executed_call is not None and exchange.executed_call.arguments:
-            calls.append(exchange.executed_call)
+        executed = exchange.executed_call
+        if executed is not None and executed.arguments and not executed.from_query:
+            calls.append(executed)
         found: list[Violation] = []
         for index, call in enumerate(calls):
             problem = self._problem(call, session)
