@@ -8,8 +8,8 @@ from typing import Any
 from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire import anthropic_faults as faults
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import as_int, as_list, cap_text, dumps, loads, text_of
+from proxy.wire.common import BaseStreamParser, ProviderFormat
+from proxy.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
 
 __all__ = ["AnthropicFormat", "AnthropicStreamParser"]
 
@@ -163,13 +163,9 @@ class AnthropicStreamParser(BaseStreamParser):
 
     def _feed(self, event: StreamEvent) -> None:
         kind = event.event
-        if kind == "ping" or not event.data:
+        if kind == "ping":
             return
-        try:
-            ev = loads(event.data)
-        except ValueError as exc:
-            note_parse_error(self.exchange, "stream event", exc)
-            return
+        ev = self._json(event.data)
         if not isinstance(ev, dict):
             return
         kind = ev.get("type") or kind  # the data's type is authoritative; `event:` may be absent

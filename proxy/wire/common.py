@@ -82,6 +82,16 @@ class BaseStreamParser(StreamParser):
         if self.text:
             self.exchange.output_text = self.text.value()
 
+    def _json(self, data: str, what: str = "stream event") -> Any:
+        """The event's decoded JSON; None for an empty or undecodable one (recorded as a parse error)."""
+        if not data:
+            return None
+        try:
+            return loads(data)
+        except ValueError as exc:
+            note_parse_error(self.exchange, what, exc)
+            return None
+
     @abstractmethod
     def _feed(self, event: StreamEvent) -> None:
         """Account for one event; may raise (the caller records it)."""

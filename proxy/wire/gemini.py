@@ -10,7 +10,7 @@ from typing import Any
 from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
 from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps, loads, new_id
+from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps, new_id
 
 __all__ = ["GeminiFormat", "GeminiStreamParser"]
 
@@ -239,12 +239,6 @@ class GeminiStreamParser(BaseStreamParser):
     """`?alt=sse` chunks: each a full GenerateContentResponse; no [DONE]."""
 
     def _feed(self, event: StreamEvent) -> None:
-        data = event.data
-        if not data:
-            return
-        try:
-            chunk = loads(data)
-        except ValueError as exc:
-            note_parse_error(self.exchange, "stream event", exc)
-            return
-        _chunk(self.exchange, chunk, self.text)
+        chunk = self._json(event.data)
+        if chunk is not None:
+            _chunk(self.exchange, chunk, self.text)

@@ -7,7 +7,7 @@ from typing import Any
 
 from proxy.exchange import Exchange, ToolCall, ToolSpec
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message, note_parse_error
+from proxy.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
 from proxy.wire.jsonutil import TextBuffer, as_list, dumps, loads
 
 __all__ = ["JSONRPC_ERROR_TYPES", "McpFormat", "McpStreamParser"]
@@ -232,13 +232,8 @@ class McpStreamParser(BaseStreamParser):
         self._pending = max(1, len(exchange.notes.get("jsonrpc_methods") or ()))
 
     def _feed(self, event: StreamEvent) -> None:
-        data = event.data
-        if not data:
-            return
-        try:
-            decoded = loads(data)
-        except ValueError as exc:
-            note_parse_error(self.exchange, "stream event", exc)
+        decoded = self._json(event.data)
+        if decoded is None:
             return
         for msg in _messages(decoded):
             if reply(self.exchange, msg, self.text):

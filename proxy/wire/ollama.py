@@ -10,8 +10,8 @@ from typing import Any
 
 from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps, loads
+from proxy.wire.common import BaseStreamParser, ProviderFormat
+from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps
 
 __all__ = ["OllamaFormat", "OllamaStreamParser"]
 
@@ -193,12 +193,6 @@ class OllamaStreamParser(BaseStreamParser):
     """NDJSON lines ending with a `done: true` line; `{"error": ...}` lines may arrive after a 200."""
 
     def _feed(self, event: StreamEvent) -> None:
-        data = event.data
-        if not data:
-            return
-        try:
-            line = loads(data)
-        except ValueError as exc:
-            note_parse_error(self.exchange, "stream line", exc)
-            return
-        _line(self.exchange, line, self.text)
+        line = self._json(event.data, "stream line")
+        if line is not None:
+            _line(self.exchange, line, self.text)

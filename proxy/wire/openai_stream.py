@@ -6,8 +6,8 @@ from typing import Any
 
 from proxy.exchange import Exchange, ToolCall
 from proxy.wire.base import StreamEvent
-from proxy.wire.common import BaseStreamParser, note_parse_error
-from proxy.wire.jsonutil import as_int, loads
+from proxy.wire.common import BaseStreamParser
+from proxy.wire.jsonutil import as_int
 
 __all__ = ["RESPONSES_TERMINAL", "ChatStreamParser", "ResponsesStreamParser", "set_error", "set_usage"]
 
@@ -50,11 +50,7 @@ class ChatStreamParser(BaseStreamParser):
             if data.startswith("[DONE]"):
                 self.exchange.stream_complete = True
             return
-        try:
-            chunk = loads(data)
-        except ValueError as exc:
-            note_parse_error(self.exchange, "stream event", exc)
-            return
+        chunk = self._json(data)
         if not isinstance(chunk, dict):
             return
         ex = self.exchange
@@ -132,11 +128,7 @@ class ResponsesStreamParser(BaseStreamParser):
         data = event.data
         if not data.startswith("{"):
             return
-        try:
-            ev = loads(data)
-        except ValueError as exc:
-            note_parse_error(self.exchange, "stream event", exc)
-            return
+        ev = self._json(data)
         if not isinstance(ev, dict):
             return
         kind = ev.get("type") or event.event
