@@ -78,6 +78,11 @@ class Brownout:
         self._states: dict[str, FlowState] = {}
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
 
+    @property
+    def in_flight(self) -> int:
+        """Exchanges between their request hook and their response or error (graceful drain waits on it)."""
+        return len(self._states)
+
     # --- lifecycle -------------------------------------------------------------------
 
     def load(self, loader: Any) -> None:
