@@ -106,7 +106,10 @@ def start_mitmdump(upstream_port: int, workdir: Path) -> Proc:
     return proc
 
 
-def start_brownout(upstream_port: int, workdir: Path, config: str | None = None) -> Proc | str:
+def start_brownout(
+    upstream_port: int, workdir: Path, config: str | None = None, *,
+    extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+) -> Proc | str:
     """Start `python -m proxy run` (the `brownout` CLI) in reverse mode; a string says why it could not.
 
     `python -m proxy.cli` would not do: that module has no `__main__` guard, `proxy/__main__.py` does.
@@ -118,8 +121,9 @@ def start_brownout(upstream_port: int, workdir: Path, config: str | None = None)
            "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)]
     if config:
         cmd += ["-c", config]
+    cmd += extra_args or []
     try:
-        proc = _spawn("brownout", cmd, port, workdir)
+        proc = _spawn("brownout", cmd, port, workdir, env)
     except OSError as e:
         return f"cannot run brownout: {e}"
     if not wait_http(port, proc=proc):

@@ -16,6 +16,16 @@ __all__ = ["start_control"]
 log = logging.getLogger(__name__)
 
 
+def _task_count(loop: asyncio.AbstractEventLoop) -> int | None:
+    """Tasks alive on the proxy's loop: the soak run watches this for leaks (read from our thread)."""
+    for _ in range(3):
+        try:
+            return len(asyncio.all_tasks(loop))
+        except RuntimeError:  # the loop's task set changed while we copied it: try again
+            continue
+    return None
+
+
 def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer | None:
     """Start the control API for `addon` when the config enables it; None otherwise."""
     config = addon.config.control
@@ -39,6 +49,8 @@ def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer 
         extra_status=lambda: {
             "sessions_active": addon.pipeline.invariants.sessions_active,
             "internal_errors": dict(addon.guard.errors),
+            "in_flight": addon.in_flight,
+            "tasks": _task_count(loop),
         },
         loop=loop,
     )
