@@ -92,14 +92,18 @@ def start_upstream(workdir: Path) -> Proc:
     return proc
 
 
-def start_mitmdump(upstream_port: int, workdir: Path) -> Proc:
+def start_mitmdump(upstream_port: int, workdir: Path, *, stream_all: bool = False) -> Proc:
+    """Plain mitmdump in reverse mode; `stream_all` streams every body (stream_large_bodies=1)."""
     port = free_port()
-    confdir = workdir / "mitmdump-conf"
+    name = "mitmdump-stream" if stream_all else "mitmdump"
+    confdir = workdir / f"{name}-conf"
     confdir.mkdir(exist_ok=True)
     cmd = [str(VENV_BIN / "mitmdump"), "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
            "--listen-host", "127.0.0.1", "-p", str(port), "-q",
            "--set", "flow_detail=0", "--set", f"confdir={confdir}"]
-    proc = _spawn("mitmdump", cmd, port, workdir)
+    if stream_all:
+        cmd += ["--set", "stream_large_bodies=1"]
+    proc = _spawn(name, cmd, port, workdir)
     if not wait_http(port, proc=proc):
         proc.stop()
         raise RuntimeError(f"mitmdump did not start:\n{proc.log_tail()}")
@@ -116,7 +120,7 @@ def start_brownout(
     """
     port = free_port()
     confdir = workdir / "brownout-conf"
-    confdir.mkdir(exist_ok=True)
+    confdir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "proxy", "run", "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
            "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)]
     if config:

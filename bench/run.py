@@ -67,7 +67,8 @@ def _measure(name: str, port: int, duration_s: float, ttft_runs: int, use_wrk: b
     return {"port": port, "c1": c1.to_dict(), "c8": c8.to_dict(), "sse": ttft.to_dict()}
 
 
-def run_bench(duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config: str | None) -> dict[str, Any]:
+def run_bench(duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config: str | None,
+              all_on: bool = True) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
     procs: list[Proc] = []
     notes: list[str] = []
@@ -78,13 +79,21 @@ def run_bench(duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config:
         mitm = start_mitmdump(upstream.port, workdir)
         procs.append(mitm)
         targets["mitmdump"] = mitm.port
-        brownout = start_brownout(upstream.port, workdir, brownout_config)
-        if isinstance(brownout, str):
-            notes.append(brownout)
-            print(f"brownout skipped: {brownout}")
-        else:
-            procs.append(brownout)
-            targets["brownout"] = brownout.port
+        # The same engine told to stream every body: what unbuffered mitmproxy itself costs.
+        mitm_stream = start_mitmdump(upstream.port, workdir, stream_all=True)
+        procs.append(mitm_stream)
+        targets["mitmdump-stream"] = mitm_stream.port
+        variants = {"brownout": brownout_config}
+        if all_on:
+            variants["brownout-all-on"] = str(ROOT / "bench" / "all-on.yaml")
+        for name, config in variants.items():
+            brownout = start_brownout(upstream.port, workdir / name, config)
+            if isinstance(brownout, str):
+                notes.append(brownout)
+                print(f"{name} skipped: {brownout}")
+            else:
+                procs.append(brownout)
+                targets[name] = brownout.port
         results = {name: _measure(name, port, duration_s, ttft_runs, use_wrk) for name, port in targets.items()}
     finally:
         for p in reversed(procs):
@@ -113,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true", help="never apt-get install wrk")
     parser.add_argument("--python-load", action="store_true", help="use the Python load generator even with wrk")
     parser.add_argument("--brownout-config", default=None, help="chaos config for brownout (default: none)")
+    parser.add_argument("--no-all-on", action="store_true",
+                        help="skip the second brownout with every invariant and exporter on (bench/all-on.yaml)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
     args = parser.parse_args(argv)
@@ -120,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ttft_runs = args.ttft_runs or (3 if args.quick else 10)
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
     print(f"brownout bench: {duration:g} s per load run, {ttft_runs} SSE runs, load via {'wrk' if use_wrk else 'python'}")
-    data = run_bench(duration, ttft_runs, use_wrk, args.brownout_config)
+    data = run_bench(duration, ttft_runs, use_wrk, args.brownout_config, all_on=not args.no_all_on)
     data["meta"] = _meta(duration, use_wrk)
     data["targets"] = targets_met(data["results"])
     print_report(data)

@@ -97,6 +97,7 @@ class Exporters:
         self.decision_log = self._writer(j.decisions_path)
         self.exchange_log = self._writer(j.exchanges_path)
         self.extra: list[tuple[str, Any]] = []  # (name, exporter) from EXTRA_EXPORTERS
+        self.span_consumers = 0  # plugin span processors; OTLP counts separately (self.otlp)
         for factory in EXTRA_EXPORTERS:
             self._add_extra(factory)
 
@@ -119,7 +120,7 @@ class Exporters:
             exporter = factory()
             name = str(getattr(exporter, "name", None) or name)
             if isinstance(exporter, SpanProcessor):
-                self.tracer_provider.add_span_processor(exporter)
+                self.add_span_processor(exporter)
         except Exception as e:  # a broken plugin costs its own exporter, not brownout's start
             self.guard.failed(f"exporter:{name}", e, "creating the exporter")
             return
@@ -136,6 +137,11 @@ class Exporters:
             fn = getattr(exporter, method, None)
             if fn is not None:
                 self._contain(name, fn, *args)
+
+    def add_span_processor(self, processor: SpanProcessor) -> None:
+        """Another consumer of brownout's spans (a plugin, a test's in-memory exporter)."""
+        self.tracer_provider.add_span_processor(processor)
+        self.span_consumers += 1
 
     # --- lifecycle ----------------------------------------------------------------------
 

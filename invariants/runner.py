@@ -78,17 +78,7 @@ class InvariantRunner:
         """Span-level then session-level checks for a finished exchange; returns its violations."""
         now = self._clock()
         if not self.invariants:
-            # Nothing to check: only keep the session alive (sessions_active), skip the summary.
-            try:
-                _, evicted = self.sessions.touch(exchange.session, now)
-            except Exception as exc:
-                self._internal_error("runner", "tracking the session", exc)
-                return []
-            for old in evicted:
-                closed = self._close(old)
-                self._emit(closed)
-                self._orphans.extend(closed)
-            return []
+            return self.check_without_span(exchange)
         try:
             summary = ExchangeSummary.from_exchange(span, exchange)
             session, evicted = self.sessions.touch(summary.session_id, now)
@@ -107,6 +97,19 @@ class InvariantRunner:
             found += self._run(invariant, invariant.check_session, session, final=False)
         self._emit(found)
         return found
+
+    def check_without_span(self, exchange: Exchange) -> list[Violation]:
+        """With no invariants configured: only keep the session alive (sessions_active)."""
+        try:
+            _, evicted = self.sessions.touch(exchange.session, self._clock())
+        except Exception as exc:
+            self._internal_error("runner", "tracking the session", exc)
+            return []
+        for old in evicted:
+            closed = self._close(old)
+            self._emit(closed)
+            self._orphans.extend(closed)
+        return []
 
     def sweep(self, now: float | None = None) -> list[Violation]:
         """Close sessions idle past idle_s: run their session-end checks, then drop their state."""

@@ -59,7 +59,7 @@ class Spans:
 
     def __init__(self, handle: ProxyHandle) -> None:
         self.exporter = InMemorySpanExporter()
-        handle.addon.pipeline.exporters.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        handle.addon.pipeline.exporters.add_span_processor(SimpleSpanProcessor(self.exporter))
 
     def all(self) -> tuple[ReadableSpan, ...]:
         return self.exporter.get_finished_spans()
