@@ -17,15 +17,16 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 
 from faults.base import Hang, Reset, Respond, StreamTiming
-from proxy import flowmodel
+from proxy import effects, flowmodel
 from proxy.config import BrownoutConfig, with_listen_overrides
 from proxy.configload import ConfigError, load_config
+from proxy.connkill import drop_client
 from proxy.control_link import start_control
 from proxy.engine_link import EngineLink
 from proxy.exchange import Exchange
 from proxy.failopen import Guard
 from proxy.pipeline import Pipeline
-from proxy.relay import RELAY_HEADER, Relay, RelayTarget
+from proxy.relay import RELAY_HEADER, Relay
 from proxy.sessions import proxy_auth_user
 from proxy.streaming import StreamTap
 from proxy.watch import ConfigWatcher
@@ -176,13 +177,14 @@ class Brownout:
         if isinstance(action, Respond):
             flow.response = http.Response.make(action.status, action.body, action.headers)
         elif isinstance(action, Reset):
-            self._reset(flow)
+            effects.reset(flow, self.guard)
         elif isinstance(action, Hang):
-            await self._hang(flow, action.duration_s)
+            await effects.hang(flow, action.duration_s, self.guard)
         else:
             state.timing = self.faults.stream_timing(plan)
-            if state.timing is not None and (state.timing.pause_after_events is not None or state.timing.bytes_per_s):
-                self._route_to_relay(flow, state)
+            timing = state.timing
+            if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
+                state.relay_token = effects.route_to_relay(flow, self.relay, timing)
 
     def _begin(self, flow: http.HTTPFlow) -> FlowState:
         user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(flow.client_conn.id)
@@ -197,29 +199,6 @@ class Brownout:
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
         plan = self.faults.plan(exchange, wire)
         return FlowState(exchange=exchange, wire=wire, plan=plan)
-
-    def _route_to_relay(self, flow: http.HTTPFlow, state: FlowState) -> None:
-        assert self.relay is not None and state.timing is not None
-        token = self.relay.register(RelayTarget(url=flow.request.url, timing=state.timing))
-        state.relay_token = token
-        host_header = flow.request.host_header
-        flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", self.relay.port
-        flow.request.host_header = host_header
-        flow.request.headers[RELAY_HEADER] = token
-
-    def _reset(self, flow: http.HTTPFlow) -> None:
-        from proxy.connkill import drop_client
-
-        self.guard.call("reset", drop_client, flow)
-        if flow.killable:
-            flow.kill()
-
-    async def _hang(self, flow: http.HTTPFlow, duration_s: float | None) -> None:
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        # Poll rather than one long sleep: a client that gives up must free this task at once.
-        while flow.client_conn.connected and (deadline is None or time.monotonic() < deadline):
-            await asyncio.sleep(0.05)
-        self._reset(flow)
 
     # --- response --------------------------------------------------------------------
 
@@ -236,7 +215,7 @@ class Brownout:
         if state.plan is not None:
             headers = dict(ex.response_headers)
             await self.faults.on_response_headers(state.plan, ex.status, headers)
-            self._sync_headers(resp, ex.response_headers, headers)
+            effects.sync_headers(resp, ex.response_headers, headers)
         framer = framer_for(ex.content_type)
         encoded = bool(resp.headers.get("content-encoding"))
         wants_body = state.plan is not None and self.faults.wants_body(state.plan)
@@ -245,28 +224,11 @@ class Brownout:
             editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
             state.tap = StreamTap(
                 ex, state.wire, None if encoded else framer, editor, state.timing, self.guard,
-                on_reset=lambda now: self._drop(flow, now),
+                on_reset=lambda now: effects.drop(flow, self.guard, now=now),
             )
             resp.stream = state.tap
             ex.streamed = True
             self._announce(resp, ex)
-
-    @staticmethod
-    def _sync_headers(resp: http.Response, before: dict[str, str], after: dict[str, str]) -> None:
-        for k in before.keys() - after.keys():
-            resp.headers.pop(k, None)
-        for k, v in after.items():
-            if before.get(k) != v:
-                resp.headers[k] = v
-
-    def _drop(self, flow: http.HTTPFlow, now: bool) -> None:
-        from proxy.connkill import drop_client
-
-        if now:
-            self.guard.call("reset", drop_client, flow)
-        else:
-            # Let the bytes handed to mitmproxy just now reach the socket before the RST.
-            asyncio.get_running_loop().call_soon(lambda: self.guard.call("reset", drop_client, flow))
 
     async def response(self, flow: http.HTTPFlow) -> None:
         state = self._states.pop(flow.id, None)
@@ -300,7 +262,7 @@ class Brownout:
             if edited is not None and edited != body:
                 resp.content = edited  # re-encodes with the response's content-encoding
                 body = edited
-            self._sync_headers(resp, ex.response_headers, headers)
+            effects.sync_headers(resp, ex.response_headers, headers)
         self.guard.call("wire", state.wire.parse_response, ex, body, context=f"{ex.provider} response")
         self._announce(resp, ex)
         ex.timings.first_client_byte = time.time()
@@ -321,8 +283,6 @@ class Brownout:
             # The upstream died mid-body while mitmproxy buffered it. mitmproxy would now answer
             # its own 502 page; without brownout the client would see the connection drop, so
             # drop it (FIN, nothing written): a 200 cut short must not turn into a 502.
-            from proxy.connkill import drop_client
-
             self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
         self._close(state)

@@ -83,7 +83,8 @@ def main() -> None:
 @_confdir_opt
 def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str, ...], confdir: str | None) -> None:
     """Run the proxy in the foreground until Ctrl-C or SIGTERM."""
-    from proxy.embed import ProxyStartError, serve_until_signal
+    from proxy.embed import ProxyStartError
+    from proxy.serve import serve_until_signal
 
     _check_config(config_path)
     host, port = _listen(listen)

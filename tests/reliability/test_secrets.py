@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import stat
 import threading
 from collections.abc import Iterator
@@ -97,7 +98,7 @@ control: {{listen: "127.0.0.1:0", token: {TOKEN}}}
 
 
 def _traffic(proxy: Any, up: Any) -> None:
-    verify = str(proxy.ca_bundle_path)
+    verify = ssl.create_default_context(cafile=str(proxy.ca_bundle_path))
     headers = {"api-key": PLANTED["api-key"], "x-goog-api-key": PLANTED["x-goog-api-key"],
                "cookie": f"session={PLANTED['cookie']}"}
     prompt = [{"role": "user", "content": f"{CONTENT_MARKER} my key is {PLANTED['prompt key']}, mail a@b.example"}]
@@ -280,13 +281,13 @@ def test_run_on_a_public_interface_without_allow_hosts_warns(monkeypatch: pytest
                                                              warns: bool) -> None:
     from click.testing import CliRunner
 
-    import proxy.embed
+    import proxy.serve
     from proxy.cli import main
 
     async def no_serve(*a: Any, **kw: Any) -> None:  # the warning comes before the proxy starts
         return None
 
-    monkeypatch.setattr(proxy.embed, "serve_until_signal", no_serve)
+    monkeypatch.setattr(proxy.serve, "serve_until_signal", no_serve)
     result = CliRunner().invoke(main, ["run", *args])
     assert result.exit_code == 0, result.output
     assert ("not loopback" in result.output and "allow_hosts" in result.output) is warns, result.output

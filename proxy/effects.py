@@ -1,0 +1,64 @@
+"""What faults do to a mitmproxy flow: reset it, hold it, re-route it to the relay, edit headers.
+
+The fault engine decides in mitmproxy-free terms (Respond, Reset, Hang, StreamTiming); these
+functions turn the decisions into flow operations. Every call into mitmproxy internals goes
+through `proxy.connkill`, which tests pin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from mitmproxy import http
+
+from proxy.connkill import drop_client
+from proxy.failopen import Guard
+from proxy.relay import RELAY_HEADER, Relay, RelayTarget
+from faults.base import StreamTiming
+
+__all__ = ["drop", "hang", "reset", "route_to_relay", "sync_headers"]
+
+
+def reset(flow: http.HTTPFlow, guard: Guard) -> None:
+    """The client sees its connection reset; upstream is never contacted."""
+    guard.call("reset", drop_client, flow)
+    if flow.killable:
+        flow.kill()
+
+
+async def hang(flow: http.HTTPFlow, duration_s: float | None, guard: Guard) -> None:
+    """Hold the request (None: until the client gives up), then reset; other flows never wait."""
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    # Poll rather than one long sleep: a client that gives up must free this task at once.
+    while flow.client_conn.connected and (deadline is None or time.monotonic() < deadline):
+        await asyncio.sleep(0.05)
+    reset(flow, guard)
+
+
+def drop(flow: http.HTTPFlow, guard: Guard, *, now: bool) -> None:
+    """Reset a streaming response's client connection, now or just after the bytes handed over."""
+    if now:
+        guard.call("reset", drop_client, flow)
+    else:
+        # Let the bytes handed to mitmproxy just now reach the socket before the RST.
+        asyncio.get_running_loop().call_soon(lambda: guard.call("reset", drop_client, flow))
+
+
+def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming) -> str:
+    """Send the request through the pacing relay; returns the relay token to discard later."""
+    token = relay.register(RelayTarget(url=flow.request.url, timing=timing))
+    host_header = flow.request.host_header
+    flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", relay.port
+    flow.request.host_header = host_header  # the upstream still sees its own Host
+    flow.request.headers[RELAY_HEADER] = token
+    return token
+
+
+def sync_headers(resp: http.Response, before: dict[str, str], after: dict[str, str]) -> None:
+    """Apply a fault's edits of a lower-cased header dict back onto the response."""
+    for k in before.keys() - after.keys():
+        resp.headers.pop(k, None)
+    for k, v in after.items():
+        if before.get(k) != v:
+            resp.headers[k] = v
