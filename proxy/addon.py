@@ -32,6 +32,7 @@ from proxy.streaming import StreamTap
 from proxy.watch import ConfigWatcher
 from proxy.wire import detect
 from proxy.wire.base import WireFormat
+from proxy.wire.decoding import stream_decoder
 from proxy.wire.framing import framer_for
 
 __all__ = ["Brownout"]
@@ -217,14 +218,16 @@ class Brownout:
             await self.faults.on_response_headers(state.plan, ex.status, headers)
             effects.sync_headers(resp, ex.response_headers, headers)
         framer = framer_for(ex.content_type)
-        encoded = bool(resp.headers.get("content-encoding"))
+        encoding = resp.headers.get("content-encoding", "")
+        encoded = bool(encoding)
         wants_body = state.plan is not None and self.faults.wants_body(state.plan)
         must_stream = state.timing is not None or resp.stream or (framer is not None and not (wants_body and encoded))
         if must_stream:
             editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
+            decoder = stream_decoder(encoding) if encoded and framer is not None else None
             state.tap = StreamTap(
-                ex, state.wire, None if encoded else framer, editor, state.timing, self.guard,
-                on_reset=lambda now: effects.drop(flow, self.guard, now=now),
+                ex, state.wire, framer if (decoder or not encoded) else None, editor, state.timing, self.guard,
+                on_reset=lambda now: effects.drop(flow, self.guard, now=now), decoder=decoder,
             )
             resp.stream = state.tap
             ex.streamed = True

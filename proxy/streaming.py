@@ -37,8 +37,14 @@ class StreamTap:
         guard: Guard,
         *,
         on_reset: Callable[[bool], None],
+        decoder: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.ex = exchange
+        # A content-encoded stream is passed through as it came and parsed from a decoded copy;
+        # editors never see it (edited plaintext inside a gzip stream would corrupt it).
+        self.decoder = decoder
+        if decoder is not None:
+            editor = None
         self.wire = wire
         self.framer = framer
         self.editor = editor
@@ -51,7 +57,7 @@ class StreamTap:
         # When a fault may change or cut what the client gets, parse the bytes handed to the
         # client (re-framed) rather than upstream's events.
         self._out_framer: Framer | None = None
-        if framer is not None and (editor is not None or self.reset_after is not None):
+        if framer is not None and decoder is None and (editor is not None or self.reset_after is not None):
             self._out_framer = type(framer)()
         self._finished = False
         self.sent = 0
@@ -72,7 +78,7 @@ class StreamTap:
             return []
         if not data:
             return self._at_end()
-        events = self.framer.feed(data) if self.framer is not None else None
+        events = self.framer.feed(self._decoded(data)) if self.framer is not None else None
         if events and self._out_framer is None:
             self._parse(events)
         if self.editor is None:
@@ -82,6 +88,16 @@ class StreamTap:
         else:
             out = self._edit(events)
         return self._emit(out)
+
+    def _decoded(self, data: bytes) -> bytes:
+        if self.decoder is None:
+            return data
+        try:
+            return self.decoder(data)
+        except Exception as e:  # a corrupt body: stop parsing it, keep passing it through
+            self.ex.parse_error = self.ex.parse_error or f"content decoding: {e}"
+            self.decoder, self.framer, self.parser = None, None, None
+            return b""
 
     def _at_end(self) -> list[bytes]:
         tail: list[StreamEvent] = self.framer.flush() if self.framer is not None else []

@@ -204,8 +204,9 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
                     # Buffered: parsed from the decoded body.
                     assert not ex.streamed and ex.parse_error is None and ex.output_text == "hello there", enc
                 else:
-                    # Streamed untouched; an encoded stream is not framed, so no events are counted.
-                    assert ex.streamed and ex.stream_events == 0, enc
+                    # Streamed untouched (the client decodes it) and parsed from a decoded copy.
+                    assert ex.streamed and ex.stream_events == 3 and ex.stream_complete is True, enc
+                    assert ex.output_text == "ab" and ex.parse_error is None, enc
         # A corrupt gzip body: passed through as is; the parser sees the raw bytes and gives up.
         bad = corrupt_gzip(GOOD_CHAT)
         up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", "gzip")], bad))
@@ -213,6 +214,13 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
         assert proxied["status"] == 200 and proxied["body"] == bad
         ex = seen.wait(n + 1)[-1]
         assert ex.status == 200 and ex.parse_error
+        # A corrupt gzip stream: passed through as is; parsing stops at the bad bytes.
+        bad = corrupt_gzip(stream_body)
+        up.handler = fixed(http_response(200, [*SSE_CT, ("content-encoding", "gzip")], bad))
+        proxied = fetch(up.url + "/v1/chat/completions", proxy, body=CHAT_STREAM)
+        assert proxied["status"] == 200 and proxied["body"] == bad
+        ex = seen.wait(n + 2)[-1]
+        assert ex.streamed and ex.parse_error and "decoding" in ex.parse_error
     assert internal_errors(proxy) == {}
 
 
