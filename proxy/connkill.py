@@ -11,9 +11,12 @@ import logging
 import socket
 import struct
 
-from mitmproxy import ctx, http
+from typing import Any
 
-__all__ = ["drop_client"]
+from mitmproxy import ctx, http
+from mitmproxy.proxy.layers.http import RequestProtocolError
+
+__all__ = ["drop_client", "is_multiplexed", "stream_cancelled"]
 
 log = logging.getLogger(__name__)
 
@@ -41,3 +44,43 @@ def drop_client(flow: http.HTTPFlow, *, rst: bool = True) -> bool:
         transport.abort() if rst else transport.close()
     handler.close_connection(handler.client)
     return True
+
+
+def is_multiplexed(flow: http.HTTPFlow) -> bool:
+    """Whether the client connection carries other requests too (HTTP/2, HTTP/3): a fault must
+    reset the flow's stream, never the whole connection and every other stream on it."""
+    return flow.request.http_version.startswith(("HTTP/2", "HTTP/3"))
+
+
+def _http_stream(root: Any, flow: http.HTTPFlow) -> Any:
+    """The mitmproxy HttpStream layer carrying `flow`, found by walking the connection's layers."""
+    todo, seen = [root], set()
+    while todo:
+        layer = todo.pop()
+        if layer is None or id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        if getattr(layer, "flow", None) is flow and hasattr(layer, "_paused_event_queue"):
+            return layer
+        handle = getattr(layer, "_handle_event", None)  # modes.HttpProxy delegates to its NextLayer this way
+        todo += [getattr(layer, "child_layer", None), getattr(layer, "layer", None), getattr(handle, "__self__", None)]
+        streams = getattr(layer, "streams", None)
+        if isinstance(streams, dict):
+            todo += streams.values()
+    return None
+
+
+def stream_cancelled(flow: http.HTTPFlow) -> bool:
+    """Whether the client gave up on this request while a hook holds it.
+
+    On HTTP/1.1 that closes the connection (`client_conn.connected` turns False); an HTTP/2 client
+    cancels just the stream (RST_STREAM) and keeps the connection. mitmproxy queues that event on the
+    paused stream until the hook returns (its own `check_killed` peeks at the same queue)."""
+    if not flow.client_conn.connected:
+        return True
+    proxyserver = ctx.master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
+    stream = _http_stream(handler.layer, flow) if handler is not None else None
+    if stream is None:
+        return False
+    return any(isinstance(e, RequestProtocolError) for e in stream._paused_event_queue)

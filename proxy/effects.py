@@ -12,7 +12,7 @@ import time
 
 from mitmproxy import http
 
-from proxy.connkill import drop_client
+from proxy.connkill import drop_client, is_multiplexed, stream_cancelled
 from proxy.failopen import Guard
 from proxy.relay import RELAY_HEADER, Relay, RelayTarget
 from faults.base import StreamTiming
@@ -21,8 +21,10 @@ __all__ = ["drop", "hang", "reset", "route_to_relay", "sync_headers"]
 
 
 def reset(flow: http.HTTPFlow, guard: Guard) -> None:
-    """The client sees its connection reset; upstream is never contacted."""
-    guard.call("reset", drop_client, flow)
+    """The client sees its connection reset (HTTP/2: its stream); upstream is never contacted."""
+    if not is_multiplexed(flow):
+        guard.call("reset", drop_client, flow)
+    # Killing the flow resets its HTTP/2 stream (RST_STREAM) and leaves the other streams alone.
     if flow.killable:
         flow.kill()
 
@@ -31,9 +33,14 @@ async def hang(flow: http.HTTPFlow, duration_s: float | None, guard: Guard) -> N
     """Hold the request (None: until the client gives up), then reset; other flows never wait."""
     deadline = None if duration_s is None else time.monotonic() + duration_s
     # Poll rather than one long sleep: a client that gives up must free this task at once.
-    while flow.client_conn.connected and (deadline is None or time.monotonic() < deadline):
+    while not _gave_up(flow, guard) and (deadline is None or time.monotonic() < deadline):
         await asyncio.sleep(0.05)
     reset(flow, guard)
+
+
+def _gave_up(flow: http.HTTPFlow, guard: Guard) -> bool:
+    # An HTTP/2 client that times out cancels only its stream, keeping the connection: that ends a hang too.
+    return bool(guard.call("hang", stream_cancelled, flow, default=not flow.client_conn.connected))
 
 
 def drop(flow: http.HTTPFlow, guard: Guard, *, now: bool) -> None:
