@@ -20,7 +20,7 @@ from faults.base import Hang, Reset, Respond, StreamTiming
 from proxy import effects, flowmodel
 from proxy.config import BrownoutConfig, with_listen_overrides
 from proxy.configload import ConfigError, load_config
-from proxy.connkill import drop_client
+from proxy.connkill import drop_client, is_multiplexed
 from proxy.control_link import start_control
 from proxy.engine_link import EngineLink
 from proxy.exchange import Exchange
@@ -286,7 +286,10 @@ class Brownout:
             # The upstream died mid-body while mitmproxy buffered it. mitmproxy would now answer
             # its own 502 page; without brownout the client would see the connection drop, so
             # drop it (FIN, nothing written): a 200 cut short must not turn into a 502.
-            self.guard.call("reset", lambda: drop_client(flow, rst=False))
+            if is_multiplexed(flow):  # HTTP/2: reset this stream only, never its neighbours
+                self.guard.call("reset", flow.kill)
+            else:
+                self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
         self._close(state)
 

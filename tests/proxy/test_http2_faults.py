@@ -87,3 +87,50 @@ def test_hang_ends_when_an_http2_client_cancels_the_stream(upstream_tls, brownou
         assert held["in_flight"] == 0  # the blast-radius slot is free again
     finally:
         tls.close()
+
+
+@pytest.mark.timeout(30)
+def test_upstream_dying_mid_body_drops_only_that_http2_stream(brownout_proxy):
+    """Before: a buffered body cut short upstream made brownout close the whole client connection
+    (to avoid mitmproxy's 502 page), killing every other stream multiplexed on it."""
+    import asyncio
+
+    from tests.reliability.rawupstream import RawUpstream, chunked, routes
+
+    async def slow(req: Any, reader: Any, writer: Any) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for i in range(5):
+            writer.write(chunked(f"data: {i}\n\n".encode(), end=i == 4))
+            await writer.drain()
+            await asyncio.sleep(0.08)
+        return True
+
+    async def cut(req: Any, reader: Any, writer: Any) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n{\"a\": 1")
+        await writer.drain()
+        writer.transport.close()
+        return False
+
+    up = RawUpstream(routes({"/slow": slow, "/cut": cut}), tls=True)
+    with up.running():
+        proxy = brownout_proxy(upstream=up)
+        verify = h2_first_context(proxy.ca_bundle_path)
+        out: dict[str, Any] = {}
+        with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, verify=verify, http2=True, timeout=5) as client:
+
+            def stream() -> None:
+                try:
+                    with client.stream("GET", f"{up.url}/slow") as s:
+                        out["version"] = s.http_version
+                        out["body"] = b"".join(s.iter_raw())
+                except httpx.HTTPError as e:
+                    out["error"] = repr(e)
+
+            t = threading.Thread(target=stream)
+            t.start()
+            time.sleep(0.1)
+            with pytest.raises(httpx.RemoteProtocolError):  # the cut stream is reset, not answered with a 502
+                client.get(f"{up.url}/cut")
+            t.join()
+    assert out.get("version") == "HTTP/2" and "error" not in out, out
+    assert out["body"].count(b"data:") == 5
