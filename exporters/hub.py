@@ -156,7 +156,8 @@ class Exporters:
                 self.metrics_server = self.metrics.serve(prom.listen)
             except OSError as e:
                 # Traffic and chaos work without /metrics: a busy port is a warning, not a failed start.
-                self.guard.failed("exporter:prometheus", e, f"cannot listen on {prom.listen}", level=logging.WARNING)
+                self.guard.failed("exporter:prometheus", e, f"cannot listen on {prom.listen}",
+                                  level=logging.WARNING, trace=False)
 
     @property
     def metrics_port(self) -> int | None:

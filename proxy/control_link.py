@@ -48,7 +48,7 @@ def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer 
         violations=lambda since: addon.pipeline.exporters.recent_violations(since),
         extra_status=lambda: {
             "sessions_active": addon.pipeline.invariants.sessions_active,
-            "internal_errors": dict(addon.guard.errors),
+            "internal_errors": addon.guard.snapshot(),
             "in_flight": addon.in_flight,
             "tasks": _task_count(loop),
         },
@@ -59,5 +59,5 @@ def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer 
         return server.start()
     except OSError as e:
         # A busy port must not stop the proxy: chaos and traffic work without the control API.
-        addon.guard.failed("control", e, f"cannot listen on {config.listen}", level=logging.WARNING)
+        addon.guard.failed("control", e, f"cannot listen on {config.listen}", level=logging.WARNING, trace=False)
         return None

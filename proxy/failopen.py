@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
@@ -18,13 +19,19 @@ class Guard:
 
     def __init__(self) -> None:
         self.errors: Counter[str] = Counter()
+        self._lock = threading.Lock()  # the control API reads the counts from its own thread
         self.listeners: list[Callable[[str], None]] = []  # e.g. a Prometheus counter, added by exporters
 
-    def failed(self, component: str, exc: BaseException, context: str = "", *, level: int = logging.ERROR) -> None:
-        """Count a contained failure; log it with its traceback the first time per component."""
-        self.errors[component] += 1
-        if self.errors[component] == 1:
-            log.log(level, "brownout %s failed (%s); traffic continues", component, context or "no context", exc_info=exc)
+    def failed(self, component: str, exc: BaseException, context: str = "", *, level: int = logging.ERROR,
+               trace: bool = True) -> None:
+        """Count a contained failure; log it (with its traceback unless `trace` is off) once per component."""
+        with self._lock:
+            self.errors[component] += 1
+            first = self.errors[component] == 1
+        if first:
+            # A traceback helps with a bug; an expected outside failure (a busy port) needs one line.
+            log.log(level, "brownout %s failed (%s: %s); traffic continues", component, context or "no context",
+                    exc, exc_info=exc if trace else None)
         else:
             log.debug("brownout %s failed again: %r", component, exc)
         for listener in self.listeners:
@@ -32,6 +39,11 @@ class Guard:
                 listener(component)
             except Exception:  # a broken listener must not recurse into failed()
                 log.debug("error listener failed", exc_info=True)
+
+    def snapshot(self) -> dict[str, int]:
+        """A consistent copy of the counts, safe from any thread."""
+        with self._lock:
+            return dict(self.errors)
 
     def call(self, component: str, fn: Callable[..., T], *args: object, default: T | None = None, context: str = "") -> T | None:
         """fn(*args), or `default` when it raises."""
