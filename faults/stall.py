@@ -15,7 +15,12 @@ class StallParams(FaultParams):
     """Parameters of the stall fault."""
 
     type: Literal["stall"]
-    after_events: int = Field(1, ge=0, description="SSE/NDJSON events delivered before the pause.")
+    after_events: int = Field(
+        1,
+        ge=0,
+        description="SSE/NDJSON events that carry data delivered before the pause (keep-alive comments do not "
+        "count); 0 pauses before the first event, right after the response headers.",
+    )
     pause_ms: float = Field(gt=0, le=3_600_000, description="Length of the pause in milliseconds.")
 
 

@@ -4,6 +4,11 @@ mitmproxy's stream callable is synchronous, so a sleep inside it would stall eve
 Instead a flow that needs pacing is re-routed, in the `request` hook, to this HTTP/1.1
 server on the proxy's own event loop. It fetches the real upstream with httpx and writes
 the body back with `await asyncio.sleep(...)` between slices; mitmproxy streams it on.
+
+Limits: mitmproxy speaks HTTP/1.1 to the relay, but its client side may be HTTP/2; the
+relay speaks HTTP/1.1 to the upstream and trusts what mitmproxy trusts (the addon passes
+`ssl_verify_upstream_trusted_ca` / `ssl_insecure`). It cannot go through an upstream proxy:
+in upstream mode flows are not routed here (see `proxy.effects.route_to_relay`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import h11
 import httpx
 
 from faults.base import StreamTiming
-from proxy.wire.framing import framer_for
+from proxy.pacing import StallPoint
 
 __all__ = ["Relay", "RelayTarget"]
 
@@ -75,6 +80,10 @@ class Relay:
             await self._serve_one(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, h11.ProtocolError) as e:
             log.debug("relay connection ended: %s", e)
+        except httpx.TransportError as e:
+            # Upstream cut the body short: closing without the last chunk passes the cut on,
+            # as the client would see it without brownout. Not a brownout failure.
+            log.debug("relay: upstream ended mid-body: %r", e)
         except Exception:  # traffic first: a relay bug must end this one response, nothing else
             log.exception("relay failed")
         finally:
@@ -104,7 +113,15 @@ class Relay:
             return
         fwd = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length"]
         req = self._client.build_request(request.method.decode(), target.url, headers=fwd, content=bytes(body))
-        resp = await self._client.send(req, stream=True)
+        try:
+            resp = await self._client.send(req, stream=True)
+        except httpx.TransportError as e:
+            # Refused, TLS verification, DNS: a 502, as mitmproxy answers when it cannot connect.
+            log.info("relay: cannot reach upstream %s: %r", httpx.URL(target.url).host, e)
+            msg = f"brownout relay: cannot reach upstream: {e!r}".encode("utf-8", "replace")
+            writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+                         b"connection: close\r\n\r\n%s" % (len(msg), msg))
+            return
         try:
             await self._relay_response(resp, writer, target.timing)
         finally:
@@ -118,24 +135,20 @@ class Relay:
         head.append("transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
         writer.write("".join(head).encode("latin-1"))
         await writer.drain()
-        framer = framer_for(resp.headers.get("content-type", "")) if timing.pause_after_events is not None else None
-        events = 0
-        stalled = False
+        stall: StallPoint | None = None
+        if timing.pause_after_events is not None:
+            stall = StallPoint(timing.pause_after_events, resp.headers.get("content-type", ""), resp.headers.get("content-encoding", ""))
+            if stall.at_start:
+                await self._sleep(timing.pause_s)  # after_events 0: headers out, no event yet
+        # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.
         async for chunk in resp.aiter_raw():
-            if framer is not None and not stalled:
-                # Stall on event boundaries: send whole events, then pause once after the Nth.
-                for ev in framer.feed(chunk):
-                    await self._send(writer, ev.raw, timing)
-                    events += 1
-                    if not stalled and events >= (timing.pause_after_events or 0):
-                        stalled = True
-                        await self._sleep(timing.pause_s)
-                if stalled and framer.pending():
-                    await self._send(writer, framer.pending(), timing)
+            cut = stall.feed(chunk) if stall is not None and not stall.done else None
+            if cut is None:
+                await self._send(writer, chunk, timing)
                 continue
-            await self._send(writer, chunk, timing)
-        if framer is not None and not stalled and framer.pending():
-            await self._send(writer, framer.pending(), timing)
+            await self._send(writer, chunk[:cut], timing)
+            await self._sleep(timing.pause_s)
+            await self._send(writer, chunk[cut:], timing)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 

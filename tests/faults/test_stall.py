@@ -17,3 +17,9 @@ def test_stall_timing(make_ctx) -> None:
 def test_invalid(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         StallParams.model_validate({"type": "stall", **bad})
+
+
+def test_zero_events_means_before_the_first_event(make_ctx) -> None:
+    fault = StallFault(StallParams(type="stall", after_events=0, pause_ms=100))
+    assert fault.stream_timing(make_ctx(stream=True)) == StreamTiming(pause_after_events=0, pause_s=0.1)
+    assert "0 pauses before the first event" in StallParams.model_fields["after_events"].description

@@ -1,0 +1,91 @@
+"""Where a stall's pause falls in a response body (the relay does the waiting).
+
+A stall pauses right after the Nth event that carries data, counted with the same rule
+as truncate and http_error (`faults.streams.counts`): keep-alive comments and blank
+blocks are passed on but never counted.
+
+Content-encoded streams (gzip, deflate, br, zstd) are framed through a decoded copy: the
+client always receives the upstream's original encoded bytes, and the pause falls after
+the upstream chunk in which the Nth event ends (compressed bytes cannot be cut at an
+event boundary). Servers that compress event streams flush per event, so that is usually
+exactly after the Nth event. An encoding brownout cannot decode (an unknown or stacked
+one, or bytes that fail to decode) falls back to counting upstream chunks as events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from faults.streams import counts
+from proxy.wire.decoding import stream_decoder
+from proxy.wire.framing import Framer, framer_for
+
+__all__ = ["StallPoint"]
+
+log = logging.getLogger(__name__)
+
+Decoder = Callable[[bytes], bytes]
+_MAX_PENDING = 1 << 20  # bytes of one unfinished event before giving up on framing
+
+
+class StallPoint:
+    """Feeds a body chunk by chunk and says where the pause after `after_events` events goes.
+
+    `after_events: 0` pauses before the first event, right after the response headers
+    (`at_start`); nothing is framed then.
+    """
+
+    def __init__(self, after_events: int, content_type: str, content_encoding: str = "") -> None:
+        self.after_events = after_events
+        self.seen = 0
+        self.done = False
+        self._framer: Framer | None = framer_for(content_type)
+        self._decode: Decoder | None = None
+        self._by_chunk = False  # encoded and not decodable: count upstream chunks instead
+        if content_encoding.strip().lower() not in ("", "identity"):
+            # The same decoder the stream parser uses (proxy.wire.decoding).
+            self._decode = stream_decoder(content_encoding)
+            self._by_chunk = self._decode is None
+        # Only event streams are paused: other bodies have no events (a framer) to count.
+        self.at_start = self._framer is not None and after_events <= 0
+        if self.at_start:
+            self.done, self._framer = True, None
+
+    def feed(self, chunk: bytes) -> int | None:
+        """Offset in `chunk` right after the Nth event (pause there), or None: no pause in it yet."""
+        if self.done or self._framer is None or not chunk:
+            return None
+        if self._by_chunk:
+            return self._reached(len(chunk), 1)
+        if self._decode is not None:
+            try:
+                decoded = self._decode(chunk)
+            except Exception as e:  # corrupt or truncated encoding: count chunks from here on
+                log.info("stall: cannot decode the event stream (%s); pausing after upstream chunks", e)
+                self._decode, self._by_chunk = None, True
+                return self._reached(len(chunk), 1)
+            found = sum(1 for ev in self._framer.feed(decoded) if counts(ev))
+            return self._reached(len(chunk), found) if found else self._check_pending()
+        # Identity: cut exactly after the Nth event. Events start in bytes fed earlier (the
+        # framer's pending part), so offsets into this chunk discount those.
+        offset = -len(self._framer.pending())
+        for ev in self._framer.feed(chunk):
+            offset += len(ev.raw)
+            if counts(ev) and self._reached(offset, 1) is not None:
+                return max(0, offset)
+        return self._check_pending()
+
+    def _check_pending(self) -> None:
+        # A body that never shows an event boundary would grow this copy without limit.
+        if self._framer is not None and len(self._framer.pending()) > _MAX_PENDING:
+            log.info("stall: no event boundary in %d bytes; not pausing this body", _MAX_PENDING)
+            self.done, self._framer = True, None
+
+    def _reached(self, offset: int, new_events: int) -> int | None:
+        self.seen += new_events
+        if self.seen < self.after_events:
+            return None
+        self.done = True
+        self._framer = None  # nothing more to count: stop copying the body
+        return offset
