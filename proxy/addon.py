@@ -185,7 +185,7 @@ class Brownout:
             state.timing = self.faults.stream_timing(plan)
             timing = state.timing
             if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
-                state.relay_token = effects.route_to_relay(flow, self.relay, timing)
+                state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
 
     def _begin(self, flow: http.HTTPFlow) -> FlowState:
         user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(flow.client_conn.id)

@@ -8,6 +8,7 @@ through `proxy.connkill`, which tests pin.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from mitmproxy import http
@@ -17,7 +18,7 @@ from proxy.failopen import Guard
 from proxy.relay import RELAY_HEADER, Relay, RelayTarget
 from faults.base import StreamTiming
 
-__all__ = ["drop", "hang", "reset", "route_to_relay", "sync_headers"]
+__all__ = ["RelayUnsupported", "drop", "hang", "reset", "route_to_relay", "sync_headers"]
 
 
 def reset(flow: http.HTTPFlow, guard: Guard) -> None:
@@ -52,8 +53,23 @@ def drop(flow: http.HTTPFlow, guard: Guard, *, now: bool) -> None:
         asyncio.get_running_loop().call_soon(lambda: guard.call("reset", drop_client, flow))
 
 
-def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming) -> str:
-    """Send the request through the pacing relay; returns the relay token to discard later."""
+class RelayUnsupported(RuntimeError):
+    """The flow's proxy mode has no route to the relay; it goes on unpaced."""
+
+
+def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guard: Guard) -> str | None:
+    """Send the request through the pacing relay; the relay token to discard later, or None.
+
+    Only regular and reverse mode are supported: in upstream mode mitmproxy would send the
+    relayed request through the upstream proxy, which cannot reach brownout's loopback
+    relay (and the relay does not speak to upstream proxies). Such a flow is not paced: it
+    is counted and logged as a "relay" failure and continues through mitmproxy as usual.
+    """
+    mode = getattr(flow.client_conn.proxy_mode, "type_name", "")
+    if mode not in ("regular", "reverse") or flow.server_conn.via is not None:
+        err = RelayUnsupported(f"stall/throttle need regular or reverse mode, not {mode or 'unknown'}; not paced")
+        guard.failed("relay", err, flow.request.pretty_url, level=logging.WARNING)
+        return None
     token = relay.register(RelayTarget(url=flow.request.url, timing=timing))
     host_header = flow.request.host_header
     flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", relay.port

@@ -1,5 +1,5 @@
 """The pacing relay (stall, throttle) through the real proxy: what it counts, encoded streams,
-TLS upstreams, HTTP/2 clients, and what the exchange records."""
+TLS upstreams, HTTP/2 clients, upstream-proxy mode, and what the exchange records."""
 
 from __future__ import annotations
 
@@ -50,6 +50,16 @@ def scripted_upstream(chunks: list[bytes], headers: dict[str, str], gap_s: float
             await resp.chunk(chunk)
 
     return serving(handler)
+
+
+async def forward_proxy(req: Request, resp: Responder) -> None:
+    """A minimal plain-HTTP forward proxy (absolute-form targets), standing in for a corporate proxy."""
+    headers = {k: v for k, v in req.headers.items() if k not in ("proxy-connection", "connection", "content-length")}
+    async with httpx.AsyncClient(trust_env=False) as client:
+        async with client.stream(req.method, req.target, headers=headers, content=req.body) as r:
+            await resp.start_stream(r.status_code, r.headers.get("content-type", ""))
+            async for chunk in r.aiter_raw():
+                await resp.chunk(chunk)
 
 
 def data_arrivals(client: httpx.Client, url: str) -> tuple[float, list[tuple[str, float]]]:
@@ -144,6 +154,20 @@ def test_stall_on_encoded_streams_pauses_and_keeps_the_encoded_bytes(brownout_pr
                     text += decode(chunk)
                     seen.update({i: at for i in range(4) if i not in seen and b'{"i":%d}' % i in text})
                 assert len(seen) == 4 and seen[2] - seen[1] >= 0.25 and seen[1] - seen[0] < 0.2, (encoding, seen)
+
+
+def test_upstream_proxy_mode_goes_on_unpaced_and_counts_the_failure(upstream, brownout_proxy):
+    # client -> brownout (upstream mode) -> forward proxy -> upstream: the relay cannot be reached
+    # through the upstream proxy, so the stall is skipped rather than turned into a 502.
+    with serving(forward_proxy) as hop:
+        proxy = brownout_proxy(stall(1, 2000), mode=f"upstream:{hop}")
+        with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=5) as client:
+            t0 = time.perf_counter()
+            r = client.get(f"{upstream.url}/sse?events=3&delay_ms=10")
+            took = time.perf_counter() - t0
+    assert r.status_code == 200 and r.text.count("data:") == 3
+    assert took < 1.5, took
+    assert proxy.addon.guard.errors["relay"] == 1
 
 
 def test_relayed_tls_stream_records_the_real_upstream_and_parses_the_stream(upstream_tls, brownout_proxy, openai_client):
