@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.utils import human
 
 from faults.base import Hang, Reset, Respond, StreamTiming
 from proxy import effects, flowmodel
@@ -79,6 +80,7 @@ class Brownout:
         self.watcher: ConfigWatcher | None = None
         self._states: dict[str, FlowState] = {}
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
+        self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
 
     @property
     def in_flight(self) -> int:
@@ -102,8 +104,10 @@ class Brownout:
         elif updated & {"brownout_metrics_listen", "brownout_control_listen"}:
             self.apply_config(self.config)
         if "stream_large_bodies" in updated or "brownout_config" in updated:
+            # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
+            # request is still buffered, recognised and faulted; responses stream from our threshold.
             if ctx.options.stream_large_bodies is None:
-                ctx.options.update(stream_large_bodies=self.config.proxy.stream_large_bodies)
+                ctx.options.update(stream_large_bodies=self.config.proxy.buffer_max_bytes)
 
     async def running(self) -> None:
         self.relay = Relay(verify=self._upstream_verify())
@@ -131,8 +135,9 @@ class Brownout:
         self.config = config
         self.faults.reload(config)
         self.pipeline.reload(config)
-        if getattr(ctx, "master", None) is not None and ctx.options.stream_large_bodies != config.proxy.stream_large_bodies:
-            ctx.options.update(stream_large_bodies=config.proxy.stream_large_bodies)
+        self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
+        if getattr(ctx, "master", None) is not None and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes:
+            ctx.options.update(stream_large_bodies=config.proxy.buffer_max_bytes)
 
     def _reload_from_file(self, path: str) -> None:
         try:
@@ -221,13 +226,21 @@ class Brownout:
         encoding = resp.headers.get("content-encoding", "")
         encoded = bool(encoding)
         wants_body = state.plan is not None and self.faults.wants_body(state.plan)
-        must_stream = state.timing is not None or resp.stream or (framer is not None and not (wants_body and encoded))
+        # Bodies of unknown size (chunked, close-delimited) count as large: they may be any size.
+        length = resp.headers.get("content-length", "")
+        large = not length.isdigit() or int(length) > self._stream_above
+        must_stream = (
+            state.timing is not None or resp.stream
+            or (framer is not None and not (wants_body and encoded))
+            or (framer is None and large and not wants_body)
+        )
         if must_stream:
             editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
-            decoder = stream_decoder(encoding) if encoded and framer is not None else None
+            decoder = stream_decoder(encoding) if encoded else None
             state.tap = StreamTap(
                 ex, state.wire, framer if (decoder or not encoded) else None, editor, state.timing, self.guard,
                 on_reset=lambda now: effects.drop(flow, self.guard, now=now), decoder=decoder,
+                keep_copy=self.config.proxy.capture_max_bytes,
             )
             resp.stream = state.tap
             ex.streamed = True

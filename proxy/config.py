@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from exporters.config import ControlConfig, ExportersConfig
 from faults.config import Rules
@@ -27,8 +27,26 @@ class ProxySettings(Model):
     """How the proxy itself handles traffic."""
 
     stream_large_bodies: str = Field(
-        "1m", description="Non-event-stream bodies larger than this stream instead of buffering (k/m/g suffixes)."
+        "1m",
+        description="Responses larger than this (or of unknown size) stream through instead of buffering; "
+        "a bounded copy (capture_max_bytes) is kept for parsing (k/m/g suffixes).",
     )
+    buffer_max_bytes: str = Field(
+        "32m",
+        description="Hard cap on what is ever held in memory per body, requests included: a larger request "
+        "streams to upstream unrecognised (no request-phase faults), a larger response streams (k/m/g suffixes).",
+    )
+    @field_validator("stream_large_bodies", "buffer_max_bytes")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        from mitmproxy.utils import human
+
+        try:
+            human.parse_size(value)
+        except ValueError as e:
+            raise ValueError(f"a size like 512k, 1m or 2g, got {value!r}") from e
+        return value
+
     capture_max_bytes: int = Field(
         1_048_576, ge=0, description="Request/response text kept per exchange for spans and invariants."
     )

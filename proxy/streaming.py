@@ -38,6 +38,7 @@ class StreamTap:
         *,
         on_reset: Callable[[bool], None],
         decoder: Callable[[bytes], bytes] | None = None,
+        keep_copy: int = 0,
     ) -> None:
         self.ex = exchange
         # A content-encoded stream is passed through as it came and parsed from a decoded copy;
@@ -63,7 +64,9 @@ class StreamTap:
         self.sent = 0
         self.ended = False  # a fault ended the stream: drop everything after
         self._reset_pending = False
-        self._tail = bytearray()  # non-event bodies: the last bytes, for parsers of plain bodies
+        # Plain (non-event) bodies streamed for size: keep a bounded copy to parse at the end.
+        self._copy: bytearray | None = bytearray() if keep_copy and framer is None else None
+        self._copy_max = keep_copy
 
     def __call__(self, data: bytes) -> bytes | list[bytes]:
         ex = self.ex
@@ -78,6 +81,8 @@ class StreamTap:
             return []
         if not data:
             return self._at_end()
+        if self._copy is not None:
+            self._keep(data)
         events = self.framer.feed(self._decoded(data)) if self.framer is not None else None
         if events and self._out_framer is None:
             self._parse(events)
@@ -116,11 +121,26 @@ class StreamTap:
         self._finish()
         return emitted
 
+    def _keep(self, data: bytes) -> None:
+        assert self._copy is not None
+        if len(self._copy) + len(data) > self._copy_max:
+            self._copy = None  # too large to parse: pass it through, record that it went unparsed
+            self.ex.parse_error = self.ex.parse_error or "body larger than proxy.capture_max_bytes: not parsed"
+            return
+        self._copy += data
+
     def _finish(self) -> None:
         """Materialise what the parser reassembled (text, tool calls) onto the exchange, once."""
-        if self.parser is not None and not self._finished:
+        if self._finished:
+            return
+        if self.parser is not None:
             self._finished = True
             self.guard.call("wire", self.parser.finish, context="stream end")
+        elif self._copy is not None:
+            self._finished = True
+            body = self._decoded(bytes(self._copy)) if self.decoder is not None else bytes(self._copy)
+            self._copy = None
+            self.guard.call("wire", self.wire.parse_response, self.ex, body, context=f"{self.wire.provider} response")
 
     def _parse(self, events: list[StreamEvent]) -> None:
         if self.parser is None:

@@ -121,3 +121,41 @@ def test_large_body_streams_and_arrives_intact(upstream, brownout_proxy):
     assert len(body) == 3_000_000
     wait_for(seen, 1)
     assert seen[0].streamed and seen[0].response_bytes == 3_000_000
+
+
+def test_large_request_is_still_recognised_and_faulted(upstream, brownout_proxy, openai_client):
+    """A long-context request (2 MB) is buffered, recognised and faulted, not streamed past the rules."""
+    import openai
+    import pytest
+
+    seen, on_exchange = collect()
+    cfg = "version: 1\nrules:\n  - {name: oa-429, match: {provider: openai}, fault: {type: http_error, status: 429}}\n"
+    proxy = brownout_proxy(cfg, upstream=upstream, on_exchange=on_exchange)
+    client = openai_client(proxy, upstream)
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x" * 2_000_000}])
+    wait_for(seen, 1)
+    assert (seen[0].provider, seen[0].model, seen[0].faults[0].rule) == ("openai", "gpt-4o", "oa-429")
+
+
+def test_chunked_json_of_unknown_size_streams_and_is_still_parsed(brownout_proxy):
+    """A chunked body may be any size, so it streams through; a bounded copy is parsed at the end."""
+    import json as _json
+
+    from tests.reliability.rawupstream import RawUpstream, chunked, fixed, http_response
+
+    body = _json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": "chunked hello"}}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}).encode()
+    raw = http_response(200, [("content-type", "application/json"), ("transfer-encoding", "chunked")],
+                        chunked(body[:40], body[40:]), length=False)
+    seen, on_exchange = collect()
+    proxy = brownout_proxy(on_exchange=on_exchange)
+    with RawUpstream(fixed(raw)).running() as up:
+        with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
+            got = client.post(f"{up.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": []}).content
+    assert got == body
+    wait_for(seen, 1)
+    ex = seen[0]
+    assert ex.streamed and ex.output_text == "chunked hello" and ex.usage.output_tokens == 2
