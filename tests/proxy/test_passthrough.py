@@ -41,14 +41,16 @@ def test_sse_streams_unbuffered_with_timing_preserved(upstream, brownout_proxy):
     with httpx.Client(trust_env=False) as client:
         _, direct, direct_body = chunk_times(client, url)
     assert body == direct_body
-    # Buffering would deliver everything at once after ~0.84 s.
-    assert proxied[0] < 0.3, proxied
+    # Buffering would deliver everything at once after ~0.84 s. Relative bounds: a loaded CI
+    # machine may delay or coalesce a read, never turn a buffered body into a spread-out one.
+    assert proxied[0] < proxied[-1] / 2, proxied
     assert proxied[-1] - proxied[0] > 0.6, proxied
-    assert len(proxied) >= 6
+    assert len(proxied) >= 4, proxied
     wait_for(seen, 1)
     ex = seen[0]
     assert ex.streamed and ex.stream_events >= 8
-    assert ex.timings.ttfc_s is not None and ex.timings.ttfc_s < 0.3
+    assert ex.timings.ttfc_s is not None and ex.timings.duration_s is not None
+    assert ex.timings.ttfc_s < ex.timings.duration_s / 2
 
 
 def test_openai_stream_recorded_in_exchange(upstream, brownout_proxy, openai_client):
