@@ -25,6 +25,22 @@ def until(pred: Any, timeout_s: float = 3.0) -> bool:
 
 
 @pytest.mark.timeout(30)
+def background_stream(client: httpx.Client, url: str, out: dict[str, Any]) -> threading.Thread:
+    """Stream `url` on a thread sharing the client's HTTP/2 connection; `out` gets version, body or error."""
+
+    def stream() -> None:
+        try:
+            with client.stream("GET", url) as s:
+                out["version"] = s.http_version
+                out["body"] = b"".join(s.iter_raw())
+        except httpx.HTTPError as e:
+            out["error"] = repr(e)
+
+    t = threading.Thread(target=stream)
+    t.start()
+    return t
+
+
 def test_reset_on_one_http2_stream_leaves_the_other_streams_alone(upstream_tls, brownout_proxy):
     """Before: a request-phase reset closed the whole client connection, so every other request
     multiplexed on it (another session's stream, a parallel tool call) died with it."""
@@ -32,17 +48,7 @@ def test_reset_on_one_http2_stream_leaves_the_other_streams_alone(upstream_tls, 
     verify = h2_first_context(proxy.ca_bundle_path)
     out: dict[str, Any] = {}
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, verify=verify, http2=True, timeout=5) as client:
-
-        def stream() -> None:
-            try:
-                with client.stream("GET", f"{upstream_tls.url}/sse?events=6&delay_ms=80") as s:
-                    out["version"] = s.http_version
-                    out["body"] = b"".join(s.iter_raw())
-            except httpx.HTTPError as e:
-                out["error"] = repr(e)
-
-        t = threading.Thread(target=stream)
-        t.start()
+        t = background_stream(client, f"{upstream_tls.url}/sse?events=6&delay_ms=80", out)
         time.sleep(0.15)  # the stream is under way on the shared connection
         with pytest.raises(httpx.RemoteProtocolError):  # the reset stream: StreamReset, as from a real server
             client.get(f"{upstream_tls.url}/tools/search")
@@ -117,17 +123,7 @@ def test_upstream_dying_mid_body_drops_only_that_http2_stream(brownout_proxy):
         verify = h2_first_context(proxy.ca_bundle_path)
         out: dict[str, Any] = {}
         with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, verify=verify, http2=True, timeout=5) as client:
-
-            def stream() -> None:
-                try:
-                    with client.stream("GET", f"{up.url}/slow") as s:
-                        out["version"] = s.http_version
-                        out["body"] = b"".join(s.iter_raw())
-                except httpx.HTTPError as e:
-                    out["error"] = repr(e)
-
-            t = threading.Thread(target=stream)
-            t.start()
+            t = background_stream(client, f"{up.url}/slow", out)
             time.sleep(0.1)
             with pytest.raises(httpx.RemoteProtocolError):  # the cut stream is reset, not answered with a 502
                 client.get(f"{up.url}/cut")

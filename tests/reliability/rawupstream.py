@@ -176,6 +176,12 @@ class RawUpstream:
         for w in list(self._writers):
             w.transport.abort()
         await asyncio.sleep(0.01)  # let the aborted connections finish before the loop stops
+        # Connection tasks still waiting must end here: destroyed later while pending, they log an
+        # asyncio ERROR that lands in whatever test runs next.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
