@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.proxy.test_faults_proxy import rule, rules
-from tests.reliability.test_bad_input import h2_first_context
+from tests.reliability.badinput import h2_first_context
 
 
 def until(pred: Any, timeout_s: float = 3.0) -> bool:

@@ -19,7 +19,7 @@ from proxy.demo.httpserver import Handler, HttpServer, Request, Responder
 from proxy.span_attributes import exchange_attributes
 from tests.proxy.test_faults_proxy import MSG, TOOLS, rule, rules
 from tests.proxy.test_passthrough import collect, wait_for
-from tests.reliability.test_bad_input import h2_first_context
+from tests.reliability.badinput import h2_first_context
 
 
 @contextmanager
