@@ -1,4 +1,13 @@
-"""Shared pieces of the bad-input tests (promise 2): requests, a collector, cached clients."""
+"""Shared pieces of the bad-input tests (promise 2): requests, a collector, cached clients.
+
+Each case drives the real proxy against a raw upstream (tests/reliability/rawupstream.py) that
+sends exactly the bytes under test, and checks three things:
+- the client receives what it would receive without brownout (same status and body bytes, or the
+  same class of failure), unless a fault was configured;
+- the exchange is recorded (with `parse_error` where the body cannot be parsed);
+- expected bad input is not counted as a brownout internal error (`brownout_internal_errors_total`
+  reads the Guard's counter; the fault engine keeps its own).
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Promise 2, size and protocols: 200 MB bodies, HTTP/2, WebSocket, bodiless answers, 1,000 streams.
 
-Each case drives the real proxy against a raw upstream (tests/reliability/rawupstream.py) that
-sends exactly the bytes under test, and checks three things:
-- the client receives what it would receive without brownout (same status and body bytes, or the
-  same class of failure), unless a fault was configured;
-- the exchange is recorded (with `parse_error` where the body cannot be parsed);
-- expected bad input is not counted as a brownout internal error (`brownout_internal_errors_total`
-  reads the Guard's counter; the fault engine keeps its own).
+The method every case follows is in tests/reliability/badinput.py.
 """
 
 from __future__ import annotations
