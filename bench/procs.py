@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -62,13 +63,11 @@ def wait_http(port: int, path: str = "/ping", timeout_s: float = 30.0, proc: Pro
     while time.monotonic() < deadline:
         if proc is not None and proc.popen.poll() is not None:
             return False
-        try:
+        with contextlib.suppress(OSError):  # not listening yet: poll again
             with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
                 s.sendall(request)
                 if s.recv(16).startswith(b"HTTP/1."):
                     return True
-        except OSError:
-            pass
         time.sleep(0.05)
     return False
 

@@ -11,6 +11,7 @@ no configured fault explains, RSS growth of 30 MB or more after warm-up, or fd o
 
 from __future__ import annotations
 
+import contextlib
 import argparse
 import asyncio
 import json
@@ -143,10 +144,8 @@ async def _monitor(sample: Callable[[float], Sample], interval_s: float, out: li
         if echo:
             print(f"  t={s.t_s:6.1f}s rss={s.rss_mb:6.1f}MB fds={s.fds} tasks={s.tasks} in_flight={s.in_flight} "
                   f"sent={s.sent} unexpected={s.unexpected}", flush=True)
-        try:
+        with contextlib.suppress(TimeoutError):  # the sampling interval elapsed: sample again
             await asyncio.wait_for(stop.wait(), interval_s)
-        except TimeoutError:
-            pass
 
 
 def run_soak(

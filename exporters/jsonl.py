@@ -7,6 +7,7 @@ export drops and never raised into the request path.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -64,10 +65,8 @@ class JsonlWriter:
 
     def _reset(self) -> None:
         if self._file is not None:
-            try:
+            with contextlib.suppress(OSError):  # closing a file that already failed may fail again
                 self._file.close()
-            except OSError:
-                pass
             self._file = None
 
     def _failed(self, exc: BaseException) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, Literal
 
@@ -106,10 +107,8 @@ class InjectFault(Fault):
         doc = load(body)
         if doc is NOT_JSON:
             if self.params.target == "tool_output" and ("text" in ct or not ct):
-                try:
+                with contextlib.suppress(UnicodeDecodeError):  # binary: not a place for text
                     return _join(body.decode("utf-8"), self.params).encode()  # a plain-text tool response
-                except UnicodeDecodeError:
-                    pass
             log.info("inject: %s body is not JSON; passed through", ctx.exchange.id)
             return body
         if isinstance(doc, str):

@@ -8,6 +8,7 @@ without the large text fields, so memory per session stays small.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, replace
@@ -197,17 +198,13 @@ def parse_retry_after(headers: dict[str, str], *, now: float | None = None) -> f
     """Seconds the server asked to wait: retry-after-ms, then retry-after (seconds or HTTP date)."""
     raw_ms = headers.get("retry-after-ms")
     if raw_ms:
-        try:
+        with contextlib.suppress(ValueError):  # malformed: fall back to retry-after
             return max(0.0, float(raw_ms) / 1000)
-        except ValueError:
-            pass
     raw = headers.get("retry-after")
     if not raw:
         return None
-    try:
+    with contextlib.suppress(ValueError):  # not seconds: an HTTP date, tried next
         return max(0.0, float(raw))
-    except ValueError:
-        pass
     try:
         when: Any = parsedate_to_datetime(raw)
     except (TypeError, ValueError):

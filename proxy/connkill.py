@@ -7,6 +7,7 @@ the version is pinned and tests/test_faults_proxy.py exercises it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -34,11 +35,9 @@ def drop_client(flow: http.HTTPFlow, *, rst: bool = True) -> bool:
     if rst:
         sock = writer.get_extra_info("socket")
         if sock is not None:
-            try:
-                # Linger 0 turns close() into an RST: the client sees ECONNRESET, not a clean EOF.
+            # Linger 0 turns close() into an RST: the client sees ECONNRESET, not a clean EOF.
+            with contextlib.suppress(OSError):  # a socket already gone: the close below still ends it
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass
     transport = getattr(writer, "transport", None)
     if transport is not None:
         transport.abort() if rst else transport.close()
