@@ -7,6 +7,7 @@ Framers only split bytes; they never change them: the concatenation of every eve
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 
 from proxy.wire.base import StreamEvent
 
@@ -15,14 +16,15 @@ __all__ = ["Framer", "NDJSONFramer", "SSEFramer", "framer_for"]
 _SSE_BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 
-class Framer:
+class Framer(ABC):
     """Splits a byte stream into events; subclasses define the boundary."""
 
     def __init__(self) -> None:
         self._buf = b""
 
+    @abstractmethod
     def feed(self, chunk: bytes) -> list[StreamEvent]:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Complete events found so far; an incomplete tail waits for the next chunk."""
 
     def pending(self) -> bytes:
         """Bytes fed but not yet part of a complete event."""
@@ -36,8 +38,9 @@ class Framer:
         rest, self._buf = self._buf, b""
         return [self._event(rest)]
 
+    @abstractmethod
     def _event(self, raw: bytes) -> StreamEvent:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """One event from its exact bytes."""
 
 
 class SSEFramer(Framer):
