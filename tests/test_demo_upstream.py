@@ -141,10 +141,11 @@ def test_chunk_knobs_give_real_timing(up: MockUpstream) -> None:
                                              extra_headers={"x-mock-chunks": "5", "x-mock-chunk-delay-ms": "40"})
     arrivals = [time.perf_counter() - t0 for c in stream if c.choices and c.choices[0].delta.content]
     assert len(arrivals) == 5
-    # Lower bounds only (a loaded CI box makes everything later, never earlier): each chunk
-    # waited its delay, so the stream was not buffered and sent as one burst.
+    # Lower bounds only (a loaded CI box makes everything later, never earlier). A late chunk
+    # shrinks the gap after it, so bound the total from the request: four 40 ms waits came first.
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    assert min(gaps) >= 0.03 and arrivals[-1] - arrivals[0] >= 0.15
+    assert arrivals[-1] >= 0.16, arrivals
+    assert max(gaps) >= 0.03, gaps  # not one buffered burst
 
 
 def test_body_bytes_and_tool_api(up: MockUpstream) -> None:

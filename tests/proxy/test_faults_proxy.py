@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 import threading
 import time
 
@@ -133,11 +132,14 @@ def timed_get(client: httpx.Client, url: str) -> float:
 
 def test_latency_fault_measures_within_2_percent_plus_3ms(upstream, brownout_proxy):
     proxy = brownout_proxy(rules(rule("slow", "{type: latency, delay_ms: 500}", "{path: /tools/weather}")), upstream=upstream)
+    base, slow = [], []
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
         timed_get(client, f"{upstream.url}/ping")  # warm the connection
-        base = statistics.median(timed_get(client, f"{upstream.url}/ping") for _ in range(5))
-        slow = statistics.median(timed_get(client, f"{upstream.url}/tools/weather") for _ in range(3))
-    added = slow - base
+        for _ in range(4):  # interleaved, so drift on the machine hits both alike
+            base.append(timed_get(client, f"{upstream.url}/ping"))
+            slow.append(timed_get(client, f"{upstream.url}/tools/weather"))
+    # Scheduling noise only ever adds time, so the fastest run of each is the best estimate.
+    added = min(slow) - min(base)
     assert abs(added - 0.5) <= 0.5 * 0.02 + 0.003, f"added {added * 1000:.1f} ms"
 
 
