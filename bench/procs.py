@@ -83,7 +83,7 @@ def _spawn(name: str, cmd: list[str], port: int, workdir: Path, env: dict[str, s
 
 def start_upstream(workdir: Path) -> Proc:
     port = free_port()
-    proc = _spawn("upstream", [sys.executable, "-m", "proxy.demo.upstream", "--port", str(port), "--no-record"],
+    proc = _spawn("upstream", [sys.executable, "-m", "brownout.proxy.demo.upstream", "--port", str(port), "--no-record"],
                   port, workdir)
     if not wait_http(port, proc=proc):
         proc.stop()
@@ -120,7 +120,7 @@ def start_brownout(
     port = free_port()
     confdir = workdir / "brownout-conf"
     confdir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "proxy", "run", "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
+    cmd = [sys.executable, "-m", "brownout.proxy", "run", "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
            "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)]
     if config:
         cmd += ["-c", config]

@@ -29,12 +29,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry
 
-from exporters.config import ExportersConfig
-from exporters.jsonl import JsonlWriter, exchange_summary
-from exporters.metrics import DecisionLike, Metrics
-from exporters.otlp import OtlpTracing
-from proxy.exchange import Exchange
-from proxy.failopen import Guard
+from brownout.exporters.config import ExportersConfig
+from brownout.exporters.jsonl import JsonlWriter, exchange_summary
+from brownout.exporters.metrics import DecisionLike, Metrics
+from brownout.exporters.otlp import OtlpTracing
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
 
 __all__ = ["EXTRA_EXPORTERS", "Exporters", "ViolationRecord"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from proxy.exchange import Exchange
+from brownout.core.exchange import Exchange
 
 __all__ = ["JsonlWriter", "exchange_summary"]
 

@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disab
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
-from proxy.exchange import Exchange
-from proxy.span_attributes import operation_name, provider_name
+from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
+from brownout.core.exchange import Exchange
+from brownout.core.span_attributes import operation_name, provider_name
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -207,7 +207,7 @@ class Metrics:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count:
                 self.tokens.labels(provider, model, kind).inc(count)
-        # The same gen_ai.* values as the span (one mapping, in proxy.span_attributes).
+        # The same gen_ai.* values as the span (one mapping, in brownout.core.span_attributes).
         genai_op = operation_name(exchange)
         if genai_op is None:
             return

@@ -16,7 +16,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from exporters.config import OtlpSettings
+from brownout.exporters.config import OtlpSettings
 
 __all__ = ["CountingBatchSpanProcessor", "CountingSpanExporter", "OtlpTracing", "make_span_exporter"]
 

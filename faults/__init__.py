@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from faults.base import Fault, FaultParams
-from faults.empty import EmptyFault
-from faults.hang import HangFault
-from faults.http_error import HttpErrorFault
-from faults.inject import InjectFault
-from faults.latency import LatencyFault
-from faults.malformed_json import MalformedJsonFault
-from faults.reset import ResetFault
-from faults.stall import StallFault
-from faults.throttle import ThrottleFault
-from faults.truncate import TruncateFault
+from brownout.faults.base import Fault, FaultParams
+from brownout.faults.empty import EmptyFault
+from brownout.faults.hang import HangFault
+from brownout.faults.http_error import HttpErrorFault
+from brownout.faults.inject import InjectFault
+from brownout.faults.latency import LatencyFault
+from brownout.faults.malformed_json import MalformedJsonFault
+from brownout.faults.reset import ResetFault
+from brownout.faults.stall import StallFault
+from brownout.faults.throttle import ThrottleFault
+from brownout.faults.truncate import TruncateFault
 
 __all__ = ["FAULTS", "REGISTRY", "build_registry", "create", "params_types"]
 

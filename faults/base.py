@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from proxy.exchange import Exchange
-from proxy.wire.base import StreamEvent, WireFormat
+from brownout.core.exchange import Exchange
+from brownout.core.wire.base import StreamEvent, WireFormat
 
 __all__ = [
     "CLOSE",

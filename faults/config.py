@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from faults.base import Fault, FaultParams
+from brownout.faults.base import Fault, FaultParams
 
 __all__ = [
     "PROVIDERS",
@@ -52,7 +52,7 @@ class _Model(BaseModel):
 
 def fault_registry() -> Mapping[str, type[Fault]]:
     """The live fault registry (type name -> Fault subclass); empty when none is defined."""
-    import faults  # lazy: faults/__init__ imports every fault module
+    from brownout import faults  # lazy: faults/__init__ imports every fault module
 
     registry = getattr(faults, "REGISTRY", None)
     return registry if registry is not None else {}
@@ -178,7 +178,7 @@ class RuleConfig(_Model):
         # calls): a fault that acts before the response would be recorded yet do nothing.
         if self.match.tool is None or self.match.provider not in {"openai", "anthropic", "gemini", "ollama"}:
             return
-        from faults.base import Fault
+        from brownout.faults.base import Fault
 
         cls = fault_registry().get(self.fault_type)
         edits_body = cls is not None and (cls.edit_body is not Fault.edit_body or cls.stream_editor is not Fault.stream_editor)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from faults.schedule import OUTCOMES
+from brownout.faults.schedule import OUTCOMES
 
 __all__ = ["Decision", "DecisionLog", "DecisionSink"]
 

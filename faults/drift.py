@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faults.jsonedit import iter_path, parse_path
+from brownout.faults.jsonedit import iter_path, parse_path
 
 __all__ = ["apply_drift", "default_drift_path"]
 

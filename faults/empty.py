@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
+from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
 
 __all__ = ["EmptyFault", "EmptyParams"]
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
+from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
 
 __all__ = ["HangFault", "HangParams"]
 

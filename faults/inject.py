@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from faults.base import Fault, FaultContext, FaultParams, StreamEditor
-from faults.completion import inject_completion, inject_completion_event
-from faults.jsonedit import NOT_JSON, dumps, find_longest_string, iter_path, load, parse_path
-from faults.streams import JsonEventEditor, edit_events_in_body
+from brownout.faults.base import Fault, FaultContext, FaultParams, StreamEditor
+from brownout.faults.completion import inject_completion, inject_completion_event
+from brownout.faults.jsonedit import NOT_JSON, dumps, find_longest_string, iter_path, load, parse_path
+from brownout.faults.streams import JsonEventEditor, edit_events_in_body
 
 __all__ = ["InjectFault", "InjectParams", "inject_tool_output"]
 

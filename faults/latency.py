@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
+from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
 
 __all__ = ["LatencyFault", "LatencyParams", "sample_delay_s"]
 

@@ -7,12 +7,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from faults.base import Fault, FaultContext, FaultParams, StreamEditor
-from faults.drift import apply_drift
-from faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
-from faults.providers import StreamArgsCorrupter, corrupt_tool_args
-from faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
-from proxy.wire.base import StreamEvent
+from brownout.faults.base import Fault, FaultContext, FaultParams, StreamEditor
+from brownout.faults.drift import apply_drift
+from brownout.faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
+from brownout.faults.providers import StreamArgsCorrupter, corrupt_tool_args
+from brownout.faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
+from brownout.core.wire.base import StreamEvent
 
 __all__ = ["MalformedJsonFault", "MalformedJsonParams"]
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from enum import IntEnum
 
-from faults.config import MatchConfig
-from proxy.exchange import Exchange
+from brownout.faults.config import MatchConfig
+from brownout.core.exchange import Exchange
 
 __all__ = ["LLM_PROVIDERS", "CompiledMatch", "Stage", "compile_glob"]
 

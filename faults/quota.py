@@ -14,8 +14,8 @@ import logging
 import math
 from typing import Literal
 
-from faults.base import Fault, FaultContext, FaultParams, Respond
-from faults.config import QuotaConfig
+from brownout.faults.base import Fault, FaultContext, FaultParams, Respond
+from brownout.faults.config import QuotaConfig
 
 __all__ = ["WINDOW_S", "QuotaExceeded", "QuotaParams", "QuotaWindow"]
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamTiming
+from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamTiming
 
 __all__ = ["ResetFault", "ResetParams"]
 

@@ -24,8 +24,8 @@ import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from faults.config import ScheduleConfig
-from faults.quota import QuotaWindow
+from brownout.faults.config import ScheduleConfig
+from brownout.faults.quota import QuotaWindow
 
 __all__ = [
     "FIRED",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from faults.base import Fault, FaultContext, FaultParams, StreamTiming
+from brownout.faults.base import Fault, FaultContext, FaultParams, StreamTiming
 
 __all__ = ["StallFault", "StallParams"]
 

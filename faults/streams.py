@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from faults.base import StreamEditor
-from proxy.wire.base import StreamEvent, WireFormat
-from proxy.wire.framing import framer_for
+from brownout.faults.base import StreamEditor
+from brownout.core.wire.base import StreamEvent, WireFormat
+from brownout.core.wire.framing import framer_for
 
 __all__ = [
     "AfterEventsEditor",

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.call_budget import CallBudget
-from invariants.custom import Custom
-from invariants.injection_followed import InjectionFollowed
-from invariants.latency_budget import LatencyBudget
-from invariants.no_loop import NoLoop
-from invariants.no_pii import NoPii
-from invariants.retry_discipline import RetryDiscipline
-from invariants.stream_complete import StreamComplete
-from invariants.token_budget import TokenBudget
-from invariants.tool_arguments_json import ToolArgumentsJson
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.call_budget import CallBudget
+from brownout.invariants.custom import Custom
+from brownout.invariants.injection_followed import InjectionFollowed
+from brownout.invariants.latency_budget import LatencyBudget
+from brownout.invariants.no_loop import NoLoop
+from brownout.invariants.no_pii import NoPii
+from brownout.invariants.retry_discipline import RetryDiscipline
+from brownout.invariants.stream_complete import StreamComplete
+from brownout.invariants.token_budget import TokenBudget
+from brownout.invariants.tool_arguments_json import ToolArgumentsJson
 
 __all__ = ["INVARIANTS", "REGISTRY", "build_registry", "config_types", "create"]
 

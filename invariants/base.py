@@ -13,10 +13,10 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary
-from proxy.spans import ExchangeSpan
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["Invariant", "InvariantConfigBase", "Severity"]
 

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Union
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
 
-from invariants import config_types
-from invariants.base import InvariantConfigBase, Severity
+from brownout.invariants import config_types
+from brownout.invariants.base import InvariantConfigBase, Severity
 
 __all__ = ["InvariantConfig", "InvariantList", "Severity", "parse_invariants"]
 

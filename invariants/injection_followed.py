@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from invariants.base import Invariant, InvariantConfigBase, Severity
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary
-from proxy.spans import ExchangeSpan
+from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["InjectionFollowed", "InjectionFollowedConfig", "default_markers"]
 

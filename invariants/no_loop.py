@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from invariants.base import Invariant, InvariantConfigBase, Severity
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary, ToolCallView, canonical_arguments
-from proxy.spans import ExchangeSpan
+from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary, ToolCallView, canonical_arguments
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["NoLoop", "NoLoopConfig"]
 

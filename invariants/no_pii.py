@@ -8,12 +8,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from invariants.base import Invariant, InvariantConfigBase, Severity
-from invariants.pii_patterns import CATEGORIES, Detector, Finding, default_detectors, find_all
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary
-from proxy.spans import ExchangeSpan
+from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
+from brownout.invariants.pii_patterns import CATEGORIES, Detector, Finding, default_detectors, find_all
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["NoPii", "NoPiiConfig"]
 

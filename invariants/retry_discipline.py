@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary
-from proxy.spans import ExchangeSpan
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["RetryDiscipline", "RetryDisciplineConfig"]
 

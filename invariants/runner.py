@@ -7,13 +7,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 
-from invariants import create
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.records import Violation
-from invariants.session import Session, SessionStore
-from invariants.summary import ExchangeSummary
-from proxy.exchange import Exchange
-from proxy.spans import ExchangeSpan
+from brownout.invariants import create
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session, SessionStore
+from brownout.invariants.summary import ExchangeSummary
+from brownout.core.exchange import Exchange
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["InvariantRunner"]
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from invariants.summary import ExchangeSummary
+from brownout.invariants.summary import ExchangeSummary
 
 __all__ = ["Session", "SessionStore"]
 

@@ -16,9 +16,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
-from proxy.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
-from proxy.span_attributes import LLM_OPERATIONS, operation_name
-from proxy.spans import ExchangeSpan
+from brownout.core.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
+from brownout.core.span_attributes import LLM_OPERATIONS, operation_name
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["ExchangeSummary", "ToolCallView", "canonical_arguments", "parse_retry_after"]
 

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.records import Violation
-from invariants.session import Session
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
 
 __all__ = ["TokenBudget", "TokenBudgetConfig"]
 

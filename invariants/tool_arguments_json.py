@@ -10,11 +10,11 @@ from pydantic import ConfigDict, Field
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary, ToolCallView
-from proxy.spans import ExchangeSpan
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary, ToolCallView
+from brownout.core.spans import ExchangeSpan
 
 __all__ = ["ToolArgumentsJson", "ToolArgumentsJsonConfig"]
 

@@ -1,6 +1,6 @@
-"""`python -m proxy` is the `brownout` command."""
+"""`python -m brownout.proxy` is the `brownout` command."""
 
-from proxy.cli import main
+from brownout.proxy.cli import main
 
 __all__: list[str] = []
 

@@ -17,24 +17,24 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
-from faults.base import Hang, Reset, Respond, StreamTiming
-from proxy import effects, flowmodel
-from proxy.config import BrownoutConfig, with_listen_overrides
-from proxy.configload import ConfigError, load_config
-from proxy.connkill import drop_client, is_multiplexed
-from proxy.control_link import start_control
-from proxy.engine_link import EngineLink
-from proxy.exchange import Exchange
-from proxy.failopen import Guard
-from proxy.pipeline import Pipeline
-from proxy.relay import RELAY_HEADER, Relay
-from proxy.sessions import proxy_auth_user
-from proxy.streaming import StreamTap
-from proxy.watch import ConfigWatcher
-from proxy.wire import detect
-from proxy.wire.base import WireFormat
-from proxy.wire.decoding import stream_decoder
-from proxy.wire.framing import framer_for
+from brownout.faults.base import Hang, Reset, Respond, StreamTiming
+from brownout.proxy import effects, flowmodel
+from brownout.proxy.config import BrownoutConfig, with_listen_overrides
+from brownout.proxy.configload import ConfigError, load_config
+from brownout.proxy.connkill import drop_client, is_multiplexed
+from brownout.proxy.control_link import start_control
+from brownout.proxy.engine_link import EngineLink
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.proxy.pipeline import Pipeline
+from brownout.proxy.relay import RELAY_HEADER, Relay
+from brownout.proxy.sessions import proxy_auth_user
+from brownout.proxy.streaming import StreamTap
+from brownout.proxy.watch import ConfigWatcher
+from brownout.core.wire import detect
+from brownout.core.wire.base import WireFormat
+from brownout.core.wire.decoding import stream_decoder
+from brownout.core.wire.framing import framer_for
 
 __all__ = ["Brownout"]
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 # proxy.embed (mitmproxy) and proxy.configload (every config model) load late: `--help` stays fast
-from proxy.certs import ensure_ca, parse_listen, proxy_env
+from brownout.proxy.certs import ensure_ca, parse_listen, proxy_env
 
 if TYPE_CHECKING:
-    from proxy.embed import ProxyHandle
+    from brownout.proxy.embed import ProxyHandle
 
 __all__ = ["main"]
 
@@ -43,7 +43,7 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _check_config(path: str | None) -> None:
-    from proxy.configload import ConfigError, load_config
+    from brownout.proxy.configload import ConfigError, load_config
 
     if path is None:
         return
@@ -83,8 +83,8 @@ def main() -> None:
 @_confdir_opt
 def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str, ...], confdir: str | None) -> None:
     """Run the proxy in the foreground until Ctrl-C or SIGTERM."""
-    from proxy.embed import ProxyStartError
-    from proxy.serve import serve_until_signal
+    from brownout.proxy.embed import ProxyStartError
+    from brownout.proxy.serve import serve_until_signal
 
     _check_config(config_path)
     host, port = _listen(listen)
@@ -144,7 +144,7 @@ def exec(  # noqa: A001  (the subcommand's name)
 
     The proxy listens on a free port for the command's lifetime: brownout exec -c chaos.yaml -- python agent.py
     """
-    from proxy.embed import ProxyStartError, running_proxy
+    from brownout.proxy.embed import ProxyStartError, running_proxy
 
     _check_config(config_path)
     _setup_logging()
@@ -180,7 +180,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
 @click.argument("file", type=click.Path(dir_okay=False))
 def validate(file: str) -> None:
     """Check a chaos config (exit 1 naming each bad field and line)."""
-    from proxy.configload import ConfigError, load_config
+    from brownout.proxy.configload import ConfigError, load_config
 
     try:
         config = load_config(file)
@@ -193,8 +193,8 @@ def validate(file: str) -> None:
 @click.option("--kind", type=click.Choice(["config", "experiment"]), default="config", show_default=True)
 def schema(kind: str) -> None:
     """Print the JSON Schema of a chaos config or an experiment file (for editor completion)."""
-    from proxy.config import BrownoutConfig
-    from proxy.experiment.config import ExperimentConfig
+    from brownout.proxy.config import BrownoutConfig
+    from brownout.proxy.experiment.config import ExperimentConfig
 
     models: dict[str, Any] = {"config": BrownoutConfig, "experiment": ExperimentConfig}
     click.echo(json.dumps(models[kind].model_json_schema(), indent=2))
@@ -207,7 +207,7 @@ def demo() -> None:
     Mock upstreams, a tool-using agent, brownout in between.
     """
     try:
-        from proxy.demo.run import run_demo
+        from brownout.proxy.demo.run import run_demo
     except ImportError as e:
         _fail(f"the demo is not available: {e}")
     from rich.console import Console
@@ -217,8 +217,8 @@ def demo() -> None:
 
 def _register_groups() -> None:
     # The experiment and control-API groups live with their features; they import lazily.
-    from proxy.ctl import ctl
-    from proxy.experiment.cli import experiment
+    from brownout.proxy.ctl import ctl
+    from brownout.proxy.experiment.cli import experiment
 
     main.add_command(ctl)
     main.add_command(experiment)

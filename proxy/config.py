@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from exporters.config import ControlConfig, ExportersConfig
-from faults.config import Rules
-from invariants.config import InvariantList
+from brownout.exporters.config import ControlConfig, ExportersConfig
+from brownout.faults.config import Rules
+from brownout.invariants.config import InvariantList
 
 __all__ = ["BrownoutConfig", "Model", "ProxySettings", "with_listen_overrides"]
 
@@ -75,7 +75,7 @@ class BrownoutConfig(Model):
     def _load_plugins_first(cls, data: Any) -> Any:
         # Before any field is validated: rules and invariants may use the plugins' types.
         if isinstance(data, dict) and "plugins" in data:
-            from proxy.plugins import load_plugins  # lazy: it imports every registry
+            from brownout.proxy.plugins import load_plugins  # lazy: it imports every registry
 
             load_plugins(data["plugins"])
         return data

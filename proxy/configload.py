@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pydantic
 import yaml
 
-from proxy.config import BrownoutConfig
+from brownout.proxy.config import BrownoutConfig
 
 __all__ = ["ConfigError", "ConfigProblem", "load_config", "parse_config"]
 

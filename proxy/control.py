@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from exporters.config import ControlConfig, parse_listen
+from brownout.exporters.config import ControlConfig, parse_listen
 
 __all__ = ["ControlConfig", "ControlServer", "ControlTarget", "EngineControl"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from mitmproxy import ctx
 
-from proxy.configload import ConfigError, load_config
-from proxy.control import ControlServer, EngineControl
+from brownout.proxy.configload import ConfigError, load_config
+from brownout.proxy.control import ControlServer, EngineControl
 
 __all__ = ["start_control"]
 

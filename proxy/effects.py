@@ -13,10 +13,10 @@ import time
 
 from mitmproxy import http
 
-from proxy.connkill import drop_client, is_multiplexed, stream_cancelled
-from proxy.failopen import Guard
-from proxy.relay import RELAY_HEADER, Relay, RelayTarget
-from faults.base import StreamTiming
+from brownout.proxy.connkill import drop_client, is_multiplexed, stream_cancelled
+from brownout.core.guard import Guard
+from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
+from brownout.faults.base import StreamTiming
 
 __all__ = ["RelayUnsupported", "drop", "hang", "reset", "route_to_relay", "sync_headers"]
 

@@ -19,9 +19,9 @@ from typing import Any
 from mitmproxy import options as mitm_options
 from mitmproxy.tools.dump import DumpMaster
 
-from proxy.certs import CAFiles, connect_host, ensure_ca, parse_listen, proxy_env, proxy_url
-from proxy.config import BrownoutConfig
-from proxy.configload import load_config
+from brownout.proxy.certs import CAFiles, connect_host, ensure_ca, parse_listen, proxy_env, proxy_url
+from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.configload import load_config
 
 __all__ = [
     "ProxyHandle",
@@ -88,7 +88,7 @@ class ProxyHandle:
 
 
 def _make_addon(config: BrownoutConfig | None, on_exchange: Callable[[Any], None] | None) -> Any:
-    from proxy.addon import Brownout  # late: the addon pulls in faults/invariants/exporters
+    from brownout.proxy.addon import Brownout  # late: the addon pulls in faults/invariants/exporters
 
     return Brownout(config=config, on_exchange=on_exchange)
 
@@ -205,7 +205,7 @@ async def _wait_bound(master: DumpMaster, task: asyncio.Task[None]) -> tuple[str
     raise ProxyStartError(repr(exc) if exc else "proxy stopped during startup") from exc
 
 
-_PROXY_LOGGERS = frozenset({"mitmproxy", "proxy", "faults", "invariants", "exporters"})
+_PROXY_LOGGERS = frozenset({"mitmproxy", "brownout"})
 
 
 def _raise_instead_of_exit(master: DumpMaster) -> Any:

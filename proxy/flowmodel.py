@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 
 from mitmproxy import http
 
-from proxy.exchange import Exchange
-from proxy.sessions import resolve_session
-from proxy.wire.base import RequestInfo
+from brownout.core.exchange import Exchange
+from brownout.proxy.sessions import resolve_session
+from brownout.core.wire.base import RequestInfo
 
 __all__ = ["SECRET_HEADERS", "new_exchange", "redact_query", "request_info", "response_headers"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from faults.streams import counts
-from proxy.wire.decoding import stream_decoder
-from proxy.wire.framing import Framer, framer_for
+from brownout.faults.streams import counts
+from brownout.core.wire.decoding import stream_decoder
+from brownout.core.wire.framing import Framer, framer_for
 
 __all__ = ["StallPoint"]
 
@@ -44,7 +44,7 @@ class StallPoint:
         self._decode: Decoder | None = None
         self._by_chunk = False  # encoded and not decodable: count upstream chunks instead
         if content_encoding.strip().lower() not in ("", "identity"):
-            # The same decoder the stream parser uses (proxy.wire.decoding).
+            # The same decoder the stream parser uses (brownout.core.wire.decoding).
             self._decode = stream_decoder(content_encoding)
             self._by_chunk = self._decode is None
         # Only event streams are paused: other bodies have no events (a framer) to count.

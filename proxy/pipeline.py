@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exporters.hub import Exporters
-from invariants.records import Violation
-from invariants.runner import InvariantRunner
-from proxy.config import BrownoutConfig
-from proxy.exchange import Exchange
-from proxy.failopen import Guard
-from proxy.spans import SpanBuilder
+from brownout.exporters.hub import Exporters
+from brownout.invariants.records import Violation
+from brownout.invariants.runner import InvariantRunner
+from brownout.proxy.config import BrownoutConfig
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.spans import SpanBuilder
 
 __all__ = ["Pipeline"]
 

@@ -20,7 +20,7 @@ The object (a module, class or instance) may carry any of these attributes, each
   factory once and the object it returns may define any of `on_exchange(exchange, violations)`,
   `on_violation(violation)`, `on_decision(decision)` and `shutdown()`. An object that is also an
   OpenTelemetry `SpanProcessor` is attached to brownout's TracerProvider and sees every span.
-- `wire_formats`: `proxy.wire.base.WireFormat` instances (subclass `proxy.wire.ProviderFormat` to
+- `wire_formats`: `brownout.core.wire.base.WireFormat` instances (subclass `brownout.core.wire.ProviderFormat` to
   give faults the provider's error bytes), tried after the built-in formats and before the
   generic fallback; `provider` must be unique.
 
@@ -40,13 +40,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import faults
-import invariants
-from exporters import hub
-from faults.base import Fault
-from invariants.base import Invariant
-from proxy import wire
-from proxy.wire.base import WireFormat
+from brownout import faults
+from brownout import invariants
+from brownout.exporters import hub
+from brownout.faults.base import Fault
+from brownout.invariants.base import Invariant
+from brownout.core import wire
+from brownout.core.wire.base import WireFormat
 
 __all__ = ["SPEC", "load_plugin", "load_plugins", "unregister"]
 
@@ -89,7 +89,7 @@ def _register(plugin: Any) -> None:
         raise ValueError("`exporters` entries must be zero-argument factories (callables)")
     formats = [f for f in _seq(plugin, "wire_formats") if f not in wire.FORMATS]
     if not all(isinstance(f, WireFormat) for f in formats):
-        raise ValueError("`wire_formats` entries must be proxy.wire.base.WireFormat instances")
+        raise ValueError("`wire_formats` entries must be brownout.core.wire.base.WireFormat instances")
     # Validate everything before touching a registry, so a bad plugin leaves them as they were.
     new_faults = faults.build_registry([*faults.REGISTRY.values(), *fault_classes])
     new_invariants = invariants.build_registry([*invariants.REGISTRY.values(), *invariant_classes])

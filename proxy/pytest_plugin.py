@@ -73,7 +73,7 @@ class BrownoutFixture:
         return self.handle.addon
 
     def exchanges(self) -> list[Any]:
-        """Finished exchanges (`proxy.exchange.Exchange`) in completion order."""
+        """Finished exchanges (`brownout.core.exchange.Exchange`) in completion order."""
         with self._lock:
             return list(self._exchanges)
 
@@ -105,8 +105,8 @@ class BrownoutFixture:
 
 
 def _as_config(value: Any, base: Path) -> Any:
-    from proxy.config import BrownoutConfig
-    from proxy.configload import load_config
+    from brownout.proxy.config import BrownoutConfig
+    from brownout.proxy.configload import load_config
 
     if value is None or isinstance(value, BrownoutConfig):
         return value
@@ -121,7 +121,7 @@ def _as_config(value: Any, base: Path) -> Any:
 @pytest.fixture
 def brownout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrownoutFixture]:
     """A brownout proxy for this test; the environment points HTTP clients at it."""
-    from proxy.embed import running_proxy
+    from brownout.proxy.embed import running_proxy
 
     marker = request.node.get_closest_marker("brownout")
     kwargs = dict(marker.kwargs) if marker else {}

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import h11
 import httpx
 
-from faults.base import StreamTiming
-from proxy.pacing import StallPoint
+from brownout.faults.base import StreamTiming
+from brownout.proxy.pacing import StallPoint
 
 __all__ = ["Relay", "RelayTarget"]
 

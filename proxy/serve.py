@@ -9,7 +9,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from proxy.embed import ProxyHandle, running_proxy_async
+from brownout.proxy.embed import ProxyHandle, running_proxy_async
 
 __all__ = ["DRAIN_TIMEOUT_S", "drain", "serve_until_signal"]
 

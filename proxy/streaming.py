@@ -13,11 +13,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from faults.base import CLOSE, RESET, StreamEditor, StreamTiming
-from proxy.exchange import Exchange
-from proxy.failopen import Guard
-from proxy.wire.base import StreamEvent, StreamParser, WireFormat
-from proxy.wire.framing import Framer
+from brownout.faults.base import CLOSE, RESET, StreamEditor, StreamTiming
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
+from brownout.core.wire.framing import Framer
 
 __all__ = ["StreamTap"]
 

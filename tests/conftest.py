@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from proxy.certs import ensure_ca
-from proxy.embed import ProxyHandle, running_proxy
+from brownout.proxy.certs import ensure_ca
+from brownout.proxy.embed import ProxyHandle, running_proxy
 
 
 @pytest.fixture(scope="session")
@@ -40,9 +40,9 @@ def confdir(tmp_path: Path, _ca_template: Path) -> Path:
 
 def _mock_upstream_class() -> Any:
     try:
-        from proxy.demo.upstream import MockUpstream
+        from brownout.proxy.demo.upstream import MockUpstream
     except ImportError as e:
-        pytest.skip(f"proxy.demo.upstream is not importable yet: {e}")
+        pytest.skip(f"brownout.proxy.demo.upstream is not importable yet: {e}")
     return MockUpstream
 
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.demo.agent import run_agent
-from proxy.demo.agent_steps import AgentSummary
-from proxy.demo.upstream import MockUpstream
+from brownout.proxy.demo.agent import run_agent
+from brownout.proxy.demo.agent_steps import AgentSummary
+from brownout.proxy.demo.upstream import MockUpstream
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_agent_survives_a_dead_tool_api(up: MockUpstream) -> None:
 
 def test_agent_cli_json(up: MockUpstream) -> None:
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    out = subprocess.run([sys.executable, "-m", "proxy.demo.agent", "--upstream", up.url, "--json"],
+    out = subprocess.run([sys.executable, "-m", "brownout.proxy.demo.agent", "--upstream", up.url, "--json"],
                          capture_output=True, text=True, timeout=60, env=env, check=True)
     summary = AgentSummary.from_dict(json.loads(out.stdout))
     assert summary.errors == 0 and summary.final_answer == "It is 18°C and cloudy in Paris."
@@ -80,7 +80,7 @@ def test_run_demo_through_embedded_brownout(tmp_path: object, monkeypatch: pytes
 
     from rich.console import Console
 
-    from proxy.demo.run import run_demo
+    from brownout.proxy.demo.run import run_demo
 
     monkeypatch.setenv("BROWNOUT_CONFDIR", str(tmp_path))  # a throwaway CA, not ~/.brownout
     out = StringIO()

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.demo.upstream import MockUpstream
+from brownout.proxy.demo.upstream import MockUpstream
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather for a city.",

@@ -1,4 +1,4 @@
-"""proxy.spans: GenAI semconv attributes, fault/violation events, status, and trace joining."""
+"""brownout.core.spans: GenAI semconv attributes, fault/violation events, status, and trace joining."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from invariants.records import Violation
-from proxy.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, Usage
-from proxy.span_attributes import redact_url
-from proxy.spans import SpanBuilder, session_trace_context
+from brownout.invariants.records import Violation
+from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, Usage
+from brownout.core.span_attributes import redact_url
+from brownout.core.spans import SpanBuilder, session_trace_context
 
 T0 = 1_750_000_000.0
 

@@ -1,7 +1,7 @@
 """A small tool-using agent on the official openai SDK, for the brownout experiment example.
 
 Usage: python agent.py CITY. Talks to the OpenAI-compatible demo upstream at $DEMO_UPSTREAM
-(default http://127.0.0.1:8765; start it with `python -m proxy.demo.upstream --port 8765`).
+(default http://127.0.0.1:8765; start it with `python -m brownout.proxy.demo.upstream --port 8765`).
 It streams completions, calls the weather tool API, and prints `ANSWER: ...` on success.
 It recovers the way production agents do: the SDK retries 429/5xx/resets, and the agent itself
 re-asks once after a broken stream or tool arguments that do not parse.

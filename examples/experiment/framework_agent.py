@@ -2,7 +2,7 @@
 
 Usage: python framework_agent.py CITY. Same contract as agent.py: talks to the OpenAI-compatible demo
 upstream at $DEMO_UPSTREAM (default http://127.0.0.1:8765; start it with
-`python -m proxy.demo.upstream --port 8765`), prints `ANSWER: ...` and exits 0 on success, prints
+`python -m brownout.proxy.demo.upstream --port 8765`), prints `ANSWER: ...` and exits 0 on success, prints
 `error: ...` to stderr and exits non-zero otherwise.
 
 The agent is an `agents.Agent` with one function tool, `get_weather`, that calls the demo weather

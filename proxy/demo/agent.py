@@ -18,7 +18,7 @@ import anthropic
 import httpx
 import openai
 
-from proxy.demo.agent_steps import AgentSummary, StepRecorder
+from brownout.proxy.demo.agent_steps import AgentSummary, StepRecorder
 
 __all__ = ["AgentSummary", "main", "run_agent"]
 

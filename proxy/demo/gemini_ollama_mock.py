@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from proxy.demo.httpserver import Responder
-from proxy.demo.mockdata import Knobs, answer_pieces, dumps, mock_arguments, mock_id, pad_json, tool_answer
-from proxy.demo.sse import ndjson_line, send_stream
+from brownout.proxy.demo.httpserver import Responder
+from brownout.proxy.demo.mockdata import Knobs, answer_pieces, dumps, mock_arguments, mock_id, pad_json, tool_answer
+from brownout.proxy.demo.sse import ndjson_line, send_stream
 
 __all__ = ["gemini", "gemini_error", "ollama_chat"]
 

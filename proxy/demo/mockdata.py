@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.demo.httpserver import Request
+from brownout.proxy.demo.httpserver import Request
 
 __all__ = [
     "CREATED",

@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from proxy.demo.httpserver import Responder
-from proxy.demo.mockdata import CREATED, Knobs, answer_pieces, dumps, mock_arguments, mock_id, pad_json, split_text, tool_answer
-from proxy.demo.sse import send_stream, sse_data, sse_event
+from brownout.proxy.demo.httpserver import Responder
+from brownout.proxy.demo.mockdata import CREATED, Knobs, answer_pieces, dumps, mock_arguments, mock_id, pad_json, split_text, tool_answer
+from brownout.proxy.demo.sse import send_stream, sse_data, sse_event
 
 __all__ = ["chat_completions", "openai_error", "responses"]
 

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from proxy.demo.agent_steps import AgentSummary
-from proxy.demo.upstream import MockUpstream
+from brownout.proxy.demo.agent_steps import AgentSummary
+from brownout.proxy.demo.upstream import MockUpstream
 
 __all__ = ["DEMO_CONFIG", "run_demo"]
 
@@ -53,7 +53,7 @@ def _agent_env(proxy_env: dict[str, str]) -> dict[str, str]:
 
 def _run_agent_subprocess(upstream_url: str, env: dict[str, str]) -> AgentSummary | str:
     """Run the agent as its own process, exactly as `brownout exec` would; return its summary or an error."""
-    cmd = [sys.executable, "-m", "proxy.demo.agent", "--upstream", upstream_url, "--json"]
+    cmd = [sys.executable, "-m", "brownout.proxy.demo.agent", "--upstream", upstream_url, "--json"]
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=_AGENT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -106,7 +106,7 @@ def _violations_table(violations: list[Any]) -> Table:
 
 def run_demo(console: Console, *, config_path: str | None = None) -> int:
     """Run the demo end to end and print what happened; 0 when the agent ran through brownout."""
-    from proxy.embed import running_proxy  # late: importing mitmproxy costs a second
+    from brownout.proxy.embed import running_proxy  # late: importing mitmproxy costs a second
 
     collector = _Collector()
     config = str(config_path or DEMO_CONFIG)

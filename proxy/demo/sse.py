@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from proxy.demo.httpserver import Responder
-from proxy.demo.mockdata import Knobs, dumps
+from brownout.proxy.demo.httpserver import Responder
+from brownout.proxy.demo.mockdata import Knobs, dumps
 
 __all__ = ["ndjson_line", "send_stream", "sse_data", "sse_event"]
 

@@ -7,9 +7,9 @@ import json
 from typing import Any
 from urllib.parse import parse_qs
 
-from proxy.demo.httpserver import Responder
-from proxy.demo.mockdata import WEATHER, Knobs, dumps, mock_id, pad_json
-from proxy.demo.sse import sse_event
+from brownout.proxy.demo.httpserver import Responder
+from brownout.proxy.demo.mockdata import WEATHER, Knobs, dumps, mock_id, pad_json
+from brownout.proxy.demo.sse import sse_event
 
 __all__ = ["PING_BODY", "bytes_body", "mcp", "search", "sse_events", "weather"]
 

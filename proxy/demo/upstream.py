@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from proxy.demo import anthropic_mock, gemini_ollama_mock, openai_mock, tools_mock
-from proxy.demo.httpserver import HttpServer, Request, Responder
-from proxy.demo.mockdata import Knobs, dumps
-from proxy.demo.tlsgen import make_tls_files, server_ssl_context
+from brownout.proxy.demo import anthropic_mock, gemini_ollama_mock, openai_mock, tools_mock
+from brownout.proxy.demo.httpserver import HttpServer, Request, Responder
+from brownout.proxy.demo.mockdata import Knobs, dumps
+from brownout.proxy.demo.tlsgen import make_tls_files, server_ssl_context
 
 __all__ = ["MockUpstream", "SeenRequest", "main"]
 

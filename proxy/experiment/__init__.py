@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from proxy.experiment.config import ExperimentConfig, ExperimentError, load_experiment, parse_experiment
+from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, load_experiment, parse_experiment
 
 __all__ = ["ExperimentConfig", "ExperimentError", "load_experiment", "parse_experiment"]

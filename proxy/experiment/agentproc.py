@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from proxy.experiment.config import SuccessConfig
+from brownout.proxy.experiment.config import SuccessConfig
 
 __all__ = ["Attempt", "format_command", "kill_process", "placeholders", "run_attempt", "tail"]
 

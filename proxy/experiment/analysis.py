@@ -20,9 +20,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from proxy.experiment.config import SEVERITIES, ExperimentConfig
-from proxy.experiment.model import ExperimentResult, RunResult
-from proxy.experiment.stats import percentile, two_proportion_z, wilson_interval
+from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig
+from brownout.proxy.experiment.model import ExperimentResult, RunResult
+from brownout.proxy.experiment.stats import percentile, two_proportion_z, wilson_interval
 
 __all__ = ["analyze", "phase_stats", "robustness", "success_comparison"]
 

@@ -8,19 +8,19 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from proxy.experiment.analysis import analyze, phase_stats
-from proxy.experiment.config import ExperimentConfig, parse_experiment
-from proxy.experiment.manifest import (
+from brownout.proxy.experiment.analysis import analyze, phase_stats
+from brownout.proxy.experiment.config import ExperimentConfig, parse_experiment
+from brownout.proxy.experiment.manifest import (
     DECISIONS_FILE, MANIFEST_FILE, build_manifest, resolve_phases, write_decisions,
 )
-from proxy.experiment.model import ExperimentResult
-from proxy.experiment.progress import RunProgress
-from proxy.experiment.report_html import write_html
-from proxy.experiment.report_json import build_report, write_json
-from proxy.experiment.report_junit import write_junit
-from proxy.experiment.report_md import write_markdown
-from proxy.experiment.runner import ExperimentRunner
-from proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
+from brownout.proxy.experiment.model import ExperimentResult
+from brownout.proxy.experiment.progress import RunProgress
+from brownout.proxy.experiment.report_html import write_html
+from brownout.proxy.experiment.report_json import build_report, write_json
+from brownout.proxy.experiment.report_junit import write_junit
+from brownout.proxy.experiment.report_md import write_markdown
+from brownout.proxy.experiment.runner import ExperimentRunner
+from brownout.proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
 
 __all__ = ["Outcome", "run_experiment", "write_reports"]
 

@@ -12,10 +12,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from proxy.experiment.config import ExperimentError
-from proxy.experiment.progress import RunProgress
-from proxy.experiment.report_json import load_report
-from proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
+from brownout.proxy.experiment.config import ExperimentError
+from brownout.proxy.experiment.progress import RunProgress
+from brownout.proxy.experiment.report_json import load_report
+from brownout.proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
 
 __all__ = ["experiment"]
 
@@ -67,7 +67,7 @@ def experiment() -> None:
 @click.option("--confdir", default=None, help="brownout's CA directory (default $BROWNOUT_CONFDIR or ~/.brownout).")
 def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | None, confdir: str | None) -> None:
     """Run EXP_FILE; exit 0 gate passed, 1 gate failed or steady state deviated, 2 errored or aborted."""
-    from proxy.experiment.api import run_experiment
+    from brownout.proxy.experiment.api import run_experiment
 
     console = Console(stderr=True)
     try:
@@ -89,7 +89,7 @@ def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | No
 @click.option("--confdir", default=None)
 def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confdir: str | None) -> None:
     """Re-run the experiment recorded in RUN_DIR with the same seed and configs; exit 1 if decisions differ."""
-    from proxy.experiment.replay import replay_experiment
+    from brownout.proxy.experiment.replay import replay_experiment
 
     console = Console(stderr=True)
     try:
@@ -114,7 +114,7 @@ def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confd
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
     """Compare report A (before) with report B (after); exit 1 on a significant regression (p < 0.05)."""
-    from proxy.experiment.compare import compare_reports
+    from brownout.proxy.experiment.compare import compare_reports
 
     console = Console()
     try:

@@ -8,7 +8,7 @@ import threading
 from collections import Counter, defaultdict
 from typing import Any
 
-from proxy.experiment.model import ExchangeSummary, summarize_exchange
+from brownout.proxy.experiment.model import ExchangeSummary, summarize_exchange
 
 __all__ = ["Collector", "traceparent_for"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proxy.experiment.stats import two_proportion_z
+from brownout.proxy.experiment.stats import two_proportion_z
 
 __all__ = ["ALPHA", "compare_reports"]
 

@@ -236,7 +236,7 @@ class ExperimentConfig(Model):
 
 def parse_experiment(text: str, source: str = "<experiment>") -> ExperimentConfig:
     """Validate experiment YAML; raises ExperimentError with one `source:line: field: message` per problem."""
-    from proxy.configload import ConfigError, parse_config
+    from brownout.proxy.configload import ConfigError, parse_config
 
     try:
         return parse_config(text, source, model=ExperimentConfig)

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from proxy.config import BrownoutConfig
-from proxy.configload import parse_config
-from proxy.experiment.config import ExperimentConfig, ExperimentError, PhaseConfig
+from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.configload import parse_config
+from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, PhaseConfig
 
 __all__ = [
     "DECISIONS_FILE",
@@ -66,7 +66,7 @@ class ResolvedPhase:
 
 
 def _parse(text: str, source: str, seed: int, invariants: list[dict[str, Any]]) -> BrownoutConfig:
-    from proxy.configload import ConfigError
+    from brownout.proxy.configload import ConfigError
 
     try:
         parse_config(text, source)  # errors with the phase file's own line numbers

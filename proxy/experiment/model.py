@@ -14,7 +14,7 @@ STATUSES = ("completed", "failed", "aborted", "deviated")
 
 @dataclass(slots=True)
 class ExchangeSummary:
-    """The parts of one `proxy.exchange.Exchange` the analysis needs (exchanges are not kept whole)."""
+    """The parts of one `brownout.core.exchange.Exchange` the analysis needs (exchanges are not kept whole)."""
 
     provider: str
     operation: str

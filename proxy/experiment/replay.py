@@ -7,10 +7,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from proxy.experiment.api import Outcome, run_experiment
-from proxy.experiment.config import ExperimentError
-from proxy.experiment.manifest import DECISIONS_FILE, MANIFEST_FILE, brownout_version, compare_decisions, read_decisions
-from proxy.experiment.progress import RunProgress
+from brownout.proxy.experiment.api import Outcome, run_experiment
+from brownout.proxy.experiment.config import ExperimentError
+from brownout.proxy.experiment.manifest import DECISIONS_FILE, MANIFEST_FILE, brownout_version, compare_decisions, read_decisions
+from brownout.proxy.experiment.progress import RunProgress
 
 __all__ = ["REPLAY_FILE", "replay_experiment"]
 

@@ -7,8 +7,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from proxy.experiment import svg
-from proxy.experiment.report_md import _num, _pct
+from brownout.proxy.experiment import svg
+from brownout.proxy.experiment.report_md import _num, _pct
 
 __all__ = ["render_html", "write_html"]
 

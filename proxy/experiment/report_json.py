@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from proxy.experiment.model import ExperimentResult
+from brownout.proxy.experiment.model import ExperimentResult
 
 __all__ = ["SCHEMA_VERSION", "build_report", "load_report", "write_json"]
 

@@ -13,12 +13,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from proxy.experiment.agentproc import kill_process, format_command, placeholders, run_attempt, tail
-from proxy.experiment.collector import Collector, traceparent_for
-from proxy.experiment.config import ExperimentConfig, ExperimentError, TasksFile
-from proxy.experiment.manifest import ResolvedPhase
-from proxy.experiment.model import ExperimentResult, PhaseRun, RunResult
-from proxy.experiment.progress import RunProgress
+from brownout.proxy.experiment.agentproc import kill_process, format_command, placeholders, run_attempt, tail
+from brownout.proxy.experiment.collector import Collector, traceparent_for
+from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, TasksFile
+from brownout.proxy.experiment.manifest import ResolvedPhase
+from brownout.proxy.experiment.model import ExperimentResult, PhaseRun, RunResult
+from brownout.proxy.experiment.progress import RunProgress
 
 __all__ = ["ExperimentRunner", "load_tasks"]
 
@@ -79,7 +79,7 @@ class ExperimentRunner:
     def _factory(self) -> Callable[..., AbstractContextManager[Any]]:
         if self._proxy_factory is not None:
             return self._proxy_factory
-        from proxy.embed import running_proxy
+        from brownout.proxy.embed import running_proxy
 
         return running_proxy
 

@@ -53,7 +53,7 @@ def bars_with_intervals(items: list[tuple[str, float | None, float, float, bool]
 
 def box_plots(items: list[tuple[str, list[float]]], title: str) -> str:
     """Per label: whiskers min..max, box p25..p75, median line, points as dots (seconds)."""
-    from proxy.experiment.stats import percentile
+    from brownout.proxy.experiment.stats import percentile
 
     values = [v for _, vs in items for v in vs]
     hi = max(values) * 1.1 if values else 1.0

@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from proxy.experiment.config import ExperimentConfig, Hypothesis
+from brownout.proxy.experiment.config import ExperimentConfig, Hypothesis
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_PASSED", "check_hypotheses", "evaluate_gate", "metric_value", "verdict"]
 

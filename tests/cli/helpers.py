@@ -17,7 +17,7 @@ BIN = Path(sys.executable).parent  # the venv's bin: brownout, mitmdump
 
 def brownout_cmd() -> list[str]:
     script = BIN / "brownout"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "proxy"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "brownout.proxy"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

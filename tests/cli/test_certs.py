@@ -8,7 +8,7 @@ from pathlib import Path
 import certifi
 import pytest
 
-from proxy.certs import BUNDLE_NAME, CA_CERT_NAME, default_confdir, ensure_ca, parse_listen, proxy_env, proxy_url
+from brownout.proxy.certs import BUNDLE_NAME, CA_CERT_NAME, default_confdir, ensure_ca, parse_listen, proxy_env, proxy_url
 
 
 def _mode(path: Path) -> int:

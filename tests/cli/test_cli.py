@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from proxy.certs import CA_CERT_NAME
-from proxy.cli import main
+from brownout.proxy.certs import CA_CERT_NAME
+from brownout.proxy.cli import main
 from tests.cli.helpers import REPO, brownout_cmd, clean_env, free_port, wait_for_port
 
 ENV_VARS = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE",
@@ -153,12 +153,12 @@ def test_run_warns_on_non_loopback(confdir: Path) -> None:
 
 
 def test_python_dash_m_proxy() -> None:
-    result = subprocess.run([sys.executable, "-m", "proxy", "--help"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "brownout.proxy", "--help"], capture_output=True, text=True,
                             env={**os.environ}, timeout=60)
     assert result.returncode == 0 and "validate" in result.stdout
 
 
 def test_demo_command_runs_the_demo() -> None:
-    pytest.importorskip("proxy.demo.run")
+    pytest.importorskip("brownout.proxy.demo.run")
     result = CliRunner().invoke(main, ["demo"])
     assert result.exit_code == 0, result.output

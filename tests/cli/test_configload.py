@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from proxy.config import BrownoutConfig
-from proxy.configload import ConfigError, load_config, parse_config
+from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.configload import ConfigError, load_config, parse_config
 
 BAD = """\
 seed: 1

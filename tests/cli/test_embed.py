@@ -1,4 +1,4 @@
-"""proxy.embed: the in-process proxy every other test builds on."""
+"""brownout.proxy.embed: the in-process proxy every other test builds on."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.configload import ConfigError
-from proxy.embed import ProxyStartError, running_proxy
+from brownout.proxy.configload import ConfigError
+from brownout.proxy.embed import ProxyStartError, running_proxy
 
 
 def test_regular_mode_https_and_handle(upstream_tls: Any, brownout_proxy: Callable[..., Any]) -> None:

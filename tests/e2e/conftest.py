@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from invariants.records import Violation
-from proxy.embed import ProxyHandle, running_proxy
+from brownout.invariants.records import Violation
+from brownout.proxy.embed import ProxyHandle, running_proxy
 from tests.exporters.test_otlp import Received, grpc_receiver, http_receiver  # noqa: F401 - fixtures
 
 _counter = itertools.count()
@@ -106,7 +106,7 @@ def start_brownout(config_text: str, workdir: Path, ca_template: Path, *, upstre
 @pytest.fixture(scope="module")
 def module_upstream() -> Iterator[Any]:
     """One plain-HTTP mock upstream for the whole module."""
-    from proxy.demo.upstream import MockUpstream
+    from brownout.proxy.demo.upstream import MockUpstream
 
     with MockUpstream.run_in_thread(tls=False) as up:
         yield up

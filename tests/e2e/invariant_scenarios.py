@@ -18,7 +18,7 @@ import httpx
 import pytest
 from opentelemetry.trace import StatusCode
 
-from invariants.records import Violation
+from brownout.invariants.records import Violation
 from tests.e2e.conftest import Spans, Violations, start_brownout
 
 __all__ = ["Brownout", "assistant_calls", "bo", "client", "user", "weather"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 def test_brownout_demo_prints_violations() -> None:
     exe = Path(sys.executable).with_name("brownout")
-    cmd = [str(exe), "demo"] if exe.exists() else [sys.executable, "-m", "proxy", "demo"]
+    cmd = [str(exe), "demo"] if exe.exists() else [sys.executable, "-m", "brownout.proxy", "demo"]
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
         env.pop(name, None)

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from proxy.spans import session_trace_context
+from brownout.core.spans import session_trace_context
 from tests.e2e.conftest import Spans, start_brownout
 
 MSG = [{"role": "user", "content": "weather in Paris?"}]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.experiment.config import ExperimentConfig
-from proxy.experiment.model import ExchangeSummary, ExperimentResult, PhaseRun, RunResult
+from brownout.proxy.experiment.config import ExperimentConfig
+from brownout.proxy.experiment.model import ExchangeSummary, ExperimentResult, PhaseRun, RunResult
 
 __all__ = ["config", "exchange", "fixture_result", "run"]
 

@@ -10,8 +10,8 @@ import pytest
 
 
 HERE = Path(__file__).parent
-HAS_EMBED = importlib.util.find_spec("proxy.embed") is not None
-needs_proxy = pytest.mark.skipif(not HAS_EMBED, reason="proxy.embed (the embedded proxy) is not available yet")
+HAS_EMBED = importlib.util.find_spec("brownout.proxy.embed") is not None
+needs_proxy = pytest.mark.skipif(not HAS_EMBED, reason="brownout.proxy.embed (the embedded proxy) is not available yet")
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +21,7 @@ def confdir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def upstream_url() -> Iterator[str]:
-    from proxy.demo.upstream import MockUpstream
+    from brownout.proxy.demo.upstream import MockUpstream
 
     with MockUpstream.run_in_thread(record=False) as up:
         yield up.url

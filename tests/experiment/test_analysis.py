@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.experiment.analysis import analyze
-from proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
+from brownout.proxy.experiment.analysis import analyze
+from brownout.proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
 from tests.experiment.builders import config, fixture_result
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from proxy.experiment.cli import experiment
-from proxy.experiment.compare import compare_reports
-from proxy.experiment.report_json import write_json
+from brownout.proxy.experiment.cli import experiment
+from brownout.proxy.experiment.compare import compare_reports
+from brownout.proxy.experiment.report_json import write_json
 from tests.experiment.test_reports import make_report
 
 

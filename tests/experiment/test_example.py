@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from proxy.experiment.cli import experiment
+from brownout.proxy.experiment.cli import experiment
 from tests.experiment.conftest import needs_proxy
 from tests.experiment.test_reports import validate_junit
 

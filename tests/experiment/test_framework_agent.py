@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from proxy.experiment.cli import experiment
+from brownout.proxy.experiment.cli import experiment
 from tests.experiment.conftest import needs_proxy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "experiment"

@@ -9,8 +9,8 @@ import pytest
 from tests.experiment.conftest import needs_proxy
 
 # Installed, brownout registers the plugin through its pytest11 entry point; otherwise name it with -p.
-INSTALLED = any(ep.value == "proxy.pytest_plugin" for ep in metadata.entry_points(group="pytest11"))
-PLUGIN_ARGS = () if INSTALLED else ("-p", "proxy.pytest_plugin")
+INSTALLED = any(ep.value == "brownout.proxy.pytest_plugin" for ep in metadata.entry_points(group="pytest11"))
+PLUGIN_ARGS = () if INSTALLED else ("-p", "brownout.proxy.pytest_plugin")
 
 pytestmark = [needs_proxy, pytest.mark.timeout(120)]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from proxy.experiment.analysis import analyze
-from proxy.experiment.api import write_reports
-from proxy.experiment.report_json import SCHEMA_VERSION, build_report, load_report
-from proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
+from brownout.proxy.experiment.analysis import analyze
+from brownout.proxy.experiment.api import write_reports
+from brownout.proxy.experiment.report_json import SCHEMA_VERSION, build_report, load_report
+from brownout.proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
 from tests.experiment.builders import config, fixture_result
 
 

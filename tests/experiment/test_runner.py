@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.experiment.api import run_experiment
-from proxy.experiment.replay import replay_experiment
+from brownout.proxy.experiment.api import run_experiment
+from brownout.proxy.experiment.replay import replay_experiment
 from tests.experiment.conftest import HERE, needs_proxy
 
 pytestmark = [needs_proxy, pytest.mark.timeout(180)]

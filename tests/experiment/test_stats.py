@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from proxy.experiment.stats import normal_cdf, percentile, two_proportion_z, wilson_interval
+from brownout.proxy.experiment.stats import normal_cdf, percentile, two_proportion_z, wilson_interval
 
 
 def test_wilson_8_of_10() -> None:

@@ -6,9 +6,9 @@ import itertools
 import time
 from typing import Any
 
-from faults.decisions import Decision
-from invariants.records import Violation
-from proxy.exchange import Exchange, FaultRecord, Timings, Usage
+from brownout.faults.decisions import Decision
+from brownout.invariants.records import Violation
+from brownout.core.exchange import Exchange, FaultRecord, Timings, Usage
 
 __all__ = ["decision", "exchange", "traffic", "violation"]
 

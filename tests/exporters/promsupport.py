@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from exporters.metrics import Metrics
+from brownout.exporters.metrics import Metrics
 from tests.exporters.expsamples import decision, traffic, violation
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from proxy.control import ControlServer, EngineControl
-from proxy.ctl import ctl
+from brownout.proxy.control import ControlServer, EngineControl
+from brownout.proxy.ctl import ctl
 
 TOKEN = "s3cret-token"
 
@@ -187,9 +187,9 @@ def test_ctl_unreachable_is_a_clear_error() -> None:
 
 
 def test_pause_over_http_stops_injection_on_the_next_exchange() -> None:
-    from faults.engine import FaultEngine
-    from proxy.config import BrownoutConfig
-    from proxy.wire.openai import OpenAIFormat
+    from brownout.faults.engine import FaultEngine
+    from brownout.proxy.config import BrownoutConfig
+    from brownout.core.wire.openai import OpenAIFormat
     from tests.exporters.expsamples import exchange
 
     cfg = BrownoutConfig.model_validate({"rules": [

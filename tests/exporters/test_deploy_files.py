@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from proxy.config import BrownoutConfig
-from proxy.configload import load_config
+from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.configload import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from exporters.config import ControlConfig, ExportersConfig, OtlpConfig, PrometheusConfig, parse_listen
-from proxy.config import BrownoutConfig
+from brownout.exporters.config import ControlConfig, ExportersConfig, OtlpConfig, PrometheusConfig, parse_listen
+from brownout.proxy.config import BrownoutConfig
 
 
 def test_defaults_and_issue_example() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry
 
-from exporters.config import ExportersConfig, JsonlConfig, PrometheusConfig
-from exporters.hub import Exporters
-from proxy.config import BrownoutConfig
-from proxy.failopen import Guard
+from brownout.exporters.config import ExportersConfig, JsonlConfig, PrometheusConfig
+from brownout.exporters.hub import Exporters
+from brownout.proxy.config import BrownoutConfig
+from brownout.core.guard import Guard
 from tests.exporters.expsamples import decision, exchange, violation
 
 

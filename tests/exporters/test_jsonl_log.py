@@ -6,8 +6,8 @@ import json
 import threading
 from pathlib import Path
 
-from exporters.jsonl import JsonlWriter, exchange_summary
-from proxy.exchange import FaultRecord
+from brownout.exporters.jsonl import JsonlWriter, exchange_summary
+from brownout.core.exchange import FaultRecord
 from tests.exporters.expsamples import exchange
 
 

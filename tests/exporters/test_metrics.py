@@ -6,8 +6,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
-from proxy.exchange import FaultRecord, Usage
+from brownout.exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
+from brownout.core.exchange import FaultRecord, Usage
 from tests.exporters.expsamples import decision, exchange, traffic, violation
 
 

@@ -17,10 +17,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
-from exporters.config import ExportersConfig, OtlpConfig
-from exporters.hub import Exporters
-from proxy.exchange import FaultRecord
-from proxy.spans import SpanBuilder
+from brownout.exporters.config import ExportersConfig, OtlpConfig
+from brownout.exporters.hub import Exporters
+from brownout.core.exchange import FaultRecord
+from brownout.core.spans import SpanBuilder
 from tests.exporters.expsamples import exchange, violation
 
 AGENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

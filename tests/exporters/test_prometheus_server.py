@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporters.metrics import Metrics
+from brownout.exporters.metrics import Metrics
 from tests.exporters.promsupport import PROMETHEUS, alert_exprs, dashboard_exprs, feed, needs_prometheus
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry
 
-from exporters.metrics import Metrics
+from brownout.exporters.metrics import Metrics
 from tests.exporters.promsupport import ALERTS, DEPLOY, PROMTOOL, alert_exprs, dashboard_exprs, feed, needs_promtool
 
 

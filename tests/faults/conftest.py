@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from faults.base import FaultContext
-from proxy.exchange import Exchange
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
-from proxy.wire.framing import NDJSONFramer, SSEFramer
+from brownout.faults.base import FaultContext
+from brownout.core.exchange import Exchange
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
+from brownout.core.wire.framing import NDJSONFramer, SSEFramer
 
 
 class FakeWire(WireFormat):

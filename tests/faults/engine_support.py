@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 import pytest
 
-import faults
-from faults.base import CLOSE, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
-from faults.engine import FaultEngine
-from proxy.config import BrownoutConfig
-from proxy.exchange import Exchange
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
+from brownout import faults
+from brownout.faults.base import CLOSE, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
+from brownout.faults.engine import FaultEngine
+from brownout.proxy.config import BrownoutConfig
+from brownout.core.exchange import Exchange
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
 
 T0 = 1_700_000_000.0
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-import faults
-from faults.config import MatchConfig, QuotaConfig, RuleConfig, Rules, ScheduleConfig
-from proxy.config import BrownoutConfig
+from brownout import faults
+from brownout.faults.config import MatchConfig, QuotaConfig, RuleConfig, Rules, ScheduleConfig
+from brownout.proxy.config import BrownoutConfig
 
 ISSUE_EXAMPLE = {
     "version": 1,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from faults.decisions import Decision, DecisionLog
+from brownout.faults.decisions import Decision, DecisionLog
 
 
 def decision(i: int, outcome: str = "fired") -> Decision:
@@ -42,7 +42,7 @@ def test_sinks_get_every_decision_and_a_failing_one_is_contained(caplog: pytest.
     log = DecisionLog()
     log.add_sink(broken)
     log.add_sink(seen.append)
-    with caplog.at_level(logging.DEBUG, logger="faults.decisions"):
+    with caplog.at_level(logging.DEBUG, logger="brownout.faults.decisions"):
         for i in range(3):
             log.record(decision(i))
     assert [d.counter for d in seen] == [0, 1, 2]  # the sink after the broken one still runs

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import asyncio
 
-from faults.base import Respond
-from faults.empty import EmptyFault, EmptyParams
+from brownout.faults.base import Respond
+from brownout.faults.empty import EmptyFault, EmptyParams
 
 
 def test_empty_answers_with_the_wire_formats_empty_completion(make_ctx) -> None:
@@ -13,7 +13,7 @@ def test_empty_answers_with_the_wire_formats_empty_completion(make_ctx) -> None:
 
 
 def test_openai_sdk_parses_the_empty_completion(make_ctx) -> None:
-    from proxy.wire import by_provider
+    from brownout.core.wire import by_provider
     from tests.faults.samples import openai_sdk
 
     res = asyncio.run(EmptyFault(EmptyParams(type="empty")).before_upstream(

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from faults.base import CLOSE, FaultParams, Respond, StreamTiming
-from faults.plan import EMPTY_PLAN, merge_timings
-from proxy.exchange import Usage
-from proxy.wire.base import StreamEvent
-from proxy.wire.framing import SSEFramer
+from brownout.faults.base import CLOSE, FaultParams, Respond, StreamTiming
+from brownout.faults.plan import EMPTY_PLAN, merge_timings
+from brownout.core.exchange import Usage
+from brownout.core.wire.base import StreamEvent
+from brownout.core.wire.framing import SSEFramer
 from tests.faults.engine_support import (
     T0,
     WIRE,

@@ -6,10 +6,10 @@ import json
 import random
 from typing import Any
 
-from faults.base import Respond
-from faults.decisions import DecisionLog
-from proxy.exchange import Exchange, ToolCall
-from proxy.wire.framing import SSEFramer
+from brownout.faults.base import Respond
+from brownout.faults.decisions import DecisionLog
+from brownout.core.exchange import Exchange, ToolCall
+from brownout.core.wire.framing import SSEFramer
 from tests.faults.engine_support import (
     WIRE,
     Clock,
@@ -131,7 +131,7 @@ def test_same_order_gives_a_byte_identical_jsonl_log(tmp_path: Any) -> None:
 
 
 def test_quota_429_uses_the_providers_real_headers() -> None:
-    from proxy.wire.openai import OpenAIFormat
+    from brownout.core.wire.openai import OpenAIFormat
 
     clock = Clock()
     e = engine({"name": "q", "schedule": {"quota": {"requests_per_min": 1}}}, clock=clock)

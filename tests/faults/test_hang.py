@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from faults.base import Hang
-from faults.hang import HangFault, HangParams
+from brownout.faults.base import Hang
+from brownout.faults.hang import HangFault, HangParams
 
 
 def test_hang_with_duration(make_ctx) -> None:

@@ -6,8 +6,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from faults.base import CLOSE, Respond
-from faults.http_error import HttpErrorFault, HttpErrorParams
+from brownout.faults.base import CLOSE, Respond
+from brownout.faults.http_error import HttpErrorFault, HttpErrorParams
 from tests.faults.conftest import run_editor, sse
 
 
@@ -56,7 +56,7 @@ def test_invalid(bad: dict[str, object]) -> None:
 import anthropic  # noqa: E402
 import openai  # noqa: E402
 
-from proxy.wire import by_provider  # noqa: E402
+from brownout.core.wire import by_provider  # noqa: E402
 from tests.faults.samples import ANTHROPIC_TEXT_STREAM, SSE, anthropic_sdk, openai_sdk  # noqa: E402
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from faults.inject import InjectFault, InjectParams
+from brownout.faults.inject import InjectFault, InjectParams
 from tests.faults.conftest import ndjson, run_editor, sse
 from tests.faults.samples import (
     ANTHROPIC_MSG, ANTHROPIC_TEXT_STREAM, GEMINI, JSON, OLLAMA, OPENAI_CHAT, OPENAI_RESPONSES, OPENAI_TEXT_STREAM,

@@ -7,7 +7,7 @@ import statistics
 import pytest
 from pydantic import ValidationError
 
-from faults.latency import LatencyFault, LatencyParams, sample_delay_s
+from brownout.faults.latency import LatencyFault, LatencyParams, sample_delay_s
 
 
 def params(**kw: object) -> LatencyParams:

@@ -6,9 +6,9 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from faults.jsonedit import corrupt_json_text
-from faults.malformed_json import MalformedJsonFault, MalformedJsonParams
-from proxy.wire import by_provider
+from brownout.faults.jsonedit import corrupt_json_text
+from brownout.faults.malformed_json import MalformedJsonFault, MalformedJsonParams
+from brownout.core.wire import by_provider
 from tests.faults.conftest import ndjson, run_editor, sse
 from tests.faults.samples import (
     ANTHROPIC_MSG, ANTHROPIC_TOOL_STREAM, GEMINI, JSON, OLLAMA, OPENAI_CHAT, OPENAI_RESPONSES, OPENAI_TEXT_STREAM,

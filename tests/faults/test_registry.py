@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import Field, TypeAdapter, ValidationError
 
-import faults
-from faults.base import Fault, FaultParams
+from brownout import faults
+from brownout.faults.base import Fault, FaultParams
 
 ROOT = Path(__file__).resolve().parents[2]
 

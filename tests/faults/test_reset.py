@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from faults.base import Reset, StreamTiming
-from faults.reset import ResetFault, ResetParams
+from brownout.faults.base import Reset, StreamTiming
+from brownout.faults.reset import ResetFault, ResetParams
 
 
 def test_request_phase_resets_before_upstream(make_ctx) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from faults.config import ScheduleConfig
-from faults.schedule import (
+from brownout.faults.config import ScheduleConfig
+from brownout.faults.schedule import (
     FIRED,
     SKIPPED_BLAST_RADIUS,
     SKIPPED_PROBABILITY,

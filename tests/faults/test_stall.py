@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from faults.base import StreamTiming
-from faults.stall import StallFault, StallParams
+from brownout.faults.base import StreamTiming
+from brownout.faults.stall import StallFault, StallParams
 
 
 def test_stall_timing(make_ctx) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from faults.base import StreamTiming
-from faults.throttle import ThrottleFault, ThrottleParams
+from brownout.faults.base import StreamTiming
+from brownout.faults.throttle import ThrottleFault, ThrottleParams
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -5,9 +5,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from faults.base import CLOSE, RESET, StreamTiming
-from faults.truncate import TruncateFault, TruncateParams
-from proxy.wire import by_provider
+from brownout.faults.base import CLOSE, RESET, StreamTiming
+from brownout.faults.truncate import TruncateFault, TruncateParams
+from brownout.core.wire import by_provider
 from tests.faults.conftest import run_editor, sse
 from tests.faults.samples import ANTHROPIC_TEXT_STREAM, JSON, OPENAI_CHAT, OPENAI_TEXT_STREAM, SSE, dump, openai_sdk
 

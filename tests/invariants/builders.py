@@ -10,11 +10,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from invariants.config import parse_invariants
-from invariants.records import Violation
-from invariants.runner import InvariantRunner
-from proxy.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
-from proxy.spans import SpanBuilder
+from brownout.invariants.config import parse_invariants
+from brownout.invariants.records import Violation
+from brownout.invariants.runner import InvariantRunner
+from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
+from brownout.core.spans import SpanBuilder
 
 __all__ = ["T0", "Clock", "Harness", "llm", "tool", "weather_tool"]
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from invariants.pii_patterns import default_detectors, find_all, iban_valid, luhn_valid
+from brownout.invariants.pii_patterns import default_detectors, find_all, iban_valid, luhn_valid
 from tests.invariants.builders import Harness, llm
 
 LEAKY = (

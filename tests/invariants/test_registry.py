@@ -6,11 +6,11 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
-from invariants import INVARIANTS, REGISTRY, build_registry
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.config import parse_invariants
-from invariants.latency_budget import LatencyBudget
-from proxy.config import BrownoutConfig
+from brownout.invariants import INVARIANTS, REGISTRY, build_registry
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.config import parse_invariants
+from brownout.invariants.latency_budget import LatencyBudget
+from brownout.proxy.config import BrownoutConfig
 
 
 def test_every_invariant_has_its_test_file() -> None:

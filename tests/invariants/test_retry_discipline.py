@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from proxy.exchange import FaultRecord
+from brownout.core.exchange import FaultRecord
 from tests.invariants.builders import Harness, llm
 
 RATE_LIMIT = FaultRecord("rl", "http_error", {"status": 429})

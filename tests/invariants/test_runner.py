@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
-from invariants.base import Invariant
-from invariants.config import parse_invariants
-from invariants.records import Violation
-from invariants.runner import InvariantRunner
+from brownout.invariants.base import Invariant
+from brownout.invariants.config import parse_invariants
+from brownout.invariants.records import Violation
+from brownout.invariants.runner import InvariantRunner
 from tests.invariants.builders import T0, Clock, Harness, llm
 
 
@@ -19,7 +19,7 @@ def test_an_invariant_that_raises_is_logged_once_counted_and_skipped(monkeypatch
         raise KeyError("bug")
 
     monkeypatch.setattr(broken, "check_span", boom)
-    with caplog.at_level(logging.ERROR, logger="invariants.runner"):
+    with caplog.at_level(logging.ERROR, logger="brownout.invariants.runner"):
         found = h.run(llm(0))
         h.run(llm(1, session="s2"))
     assert [v.invariant for v in found] == ["token_budget"]

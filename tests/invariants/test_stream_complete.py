@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from proxy.exchange import FaultRecord, ToolResult
+from brownout.core.exchange import FaultRecord, ToolResult
 from tests.invariants.builders import Harness, llm, tool
 
 TRUNCATE = FaultRecord("cut", "truncate", {"after_events": 5, "terminal": False})

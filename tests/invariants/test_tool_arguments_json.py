@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from tests.invariants.builders import Harness, llm, tool, weather_tool
-from proxy.exchange import ToolSpec
+from brownout.core.exchange import ToolSpec
 
 
 def test_unparseable_arguments_are_flagged_without_echoing_them() -> None:

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from faults.engine import FaultEngine
-from invariants.runner import InvariantRunner
-from proxy.cli import main
-from proxy.configload import load_config
+from brownout.faults.engine import FaultEngine
+from brownout.invariants.runner import InvariantRunner
+from brownout.proxy.cli import main
+from brownout.proxy.configload import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "examples" / "chaos").glob("*.yaml")) + [ROOT / "proxy" / "demo" / "chaos.yaml"]

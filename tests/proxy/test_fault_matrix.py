@@ -60,8 +60,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory, _ca_template: Any) -> Any:
-    from proxy.demo.upstream import MockUpstream
-    from proxy.embed import running_proxy
+    from brownout.proxy.demo.upstream import MockUpstream
+    from brownout.proxy.embed import running_proxy
 
     rules = "".join(
         f"  - name: {name}\n    match: {{header: {{x-case: {name}}}}}\n    fault: {fault}\n" for name, fault in FAULTS.items()

@@ -1,6 +1,6 @@
 import random
 
-from proxy.wire.framing import NDJSONFramer, SSEFramer, framer_for
+from brownout.core.wire.framing import NDJSONFramer, SSEFramer, framer_for
 
 SSE = (
     b'data: {"a": 1}\n\n'

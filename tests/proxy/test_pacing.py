@@ -1,10 +1,10 @@
-"""proxy.pacing.StallPoint: where the stall's pause falls, without sockets."""
+"""brownout.proxy.pacing.StallPoint: where the stall's pause falls, without sockets."""
 
 from __future__ import annotations
 
 import gzip
 
-from proxy.pacing import StallPoint
+from brownout.proxy.pacing import StallPoint
 
 SSE = "text/event-stream"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from proxy.exchange import Exchange
+from brownout.core.exchange import Exchange
 
 
 def collect() -> tuple[list[Exchange], Any]:

@@ -7,15 +7,16 @@ from typing import Literal
 
 import pytest
 
-import faults
-import invariants
-from exporters.hub import EXTRA_EXPORTERS, Exporters
-from faults.base import FaultParams
-from faults.latency import LatencyFault
-from proxy import plugins, wire
-from proxy.configload import ConfigError, parse_config
-from proxy.failopen import Guard
-from proxy.wire.base import RequestInfo
+from brownout import faults
+from brownout import invariants
+from brownout.exporters.hub import EXTRA_EXPORTERS, Exporters
+from brownout.faults.base import FaultParams
+from brownout.faults.latency import LatencyFault
+from brownout.core import wire
+from brownout.proxy import plugins
+from brownout.proxy.configload import ConfigError, parse_config
+from brownout.core.guard import Guard
+from brownout.core.wire.base import RequestInfo
 
 FAILING = "tests.reliability.failing_plugin"
 

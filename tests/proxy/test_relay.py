@@ -15,8 +15,8 @@ import brotli
 import httpx
 import zstandard
 
-from proxy.demo.httpserver import Handler, HttpServer, Request, Responder
-from proxy.span_attributes import exchange_attributes
+from brownout.proxy.demo.httpserver import Handler, HttpServer, Request, Responder
+from brownout.core.span_attributes import exchange_attributes
 from tests.proxy.test_faults_proxy import MSG, TOOLS, rule, rules
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.reliability.badinput import h2_first_context

@@ -1,6 +1,6 @@
 import base64
 
-from proxy.sessions import proxy_auth_user, resolve_session, trace_id_of
+from brownout.proxy.sessions import proxy_auth_user, resolve_session, trace_id_of
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

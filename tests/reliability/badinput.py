@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from proxy.exchange import Exchange
+from brownout.core.exchange import Exchange
 
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 CHAT_STREAM = {**CHAT, "stream": True}

@@ -19,15 +19,15 @@ from typing import Any, Literal
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamEditor, StreamTiming
-from invariants.base import Invariant, InvariantConfigBase
-from invariants.records import Violation
-from invariants.session import Session
-from invariants.summary import ExchangeSummary
-from proxy.exchange import Exchange
-from proxy.spans import ExchangeSpan
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.generic import GenericFormat
+from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamEditor, StreamTiming
+from brownout.invariants.base import Invariant, InvariantConfigBase
+from brownout.invariants.records import Violation
+from brownout.invariants.session import Session
+from brownout.invariants.summary import ExchangeSummary
+from brownout.core.exchange import Exchange
+from brownout.core.spans import ExchangeSpan
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.generic import GenericFormat
 
 __all__ = [
     "FAULT_PHASES",

@@ -155,7 +155,7 @@ class RawUpstream:
     def _ssl(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
-        from proxy.demo.tlsgen import make_tls_files, server_ssl_context
+        from brownout.proxy.demo.tlsgen import make_tls_files, server_ssl_context
 
         self._tmpdir = tempfile.mkdtemp(prefix="brownout-raw-tls-")
         files = make_tls_files(Path(self._tmpdir))

@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import faults
-from invariants import config_types
-from proxy.cli import main as cli_main
-from proxy.config import BrownoutConfig
-from proxy.configload import ConfigError, parse_config
+from brownout import faults
+from brownout.invariants import config_types
+from brownout.proxy.cli import main as cli_main
+from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.configload import ConfigError, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_FILES = [ROOT / "proxy/demo/chaos.yaml", *sorted((ROOT / "examples").rglob("chaos*.yaml"))]
@@ -219,7 +219,7 @@ def test_bad_hot_reload_keeps_the_last_good_config(upstream: Any, brownout_proxy
     reload_rejected()
 
     # The file watcher path: a bad file is logged and rejected, then a good one is picked up.
-    caplog.set_level(logging.ERROR, logger="proxy.addon")
+    caplog.set_level(logging.ERROR, logger="brownout.proxy.addon")
     time.sleep(1.1)  # let the watcher see (and reject) the last generated file first
     caplog.clear()
     path.write_text("rules:\n  - name: tool-down\n    fault: {type: http_error, status: 7}\n")

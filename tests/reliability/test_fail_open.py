@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy import plugins
+from brownout.proxy import plugins
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.reliability.failing_plugin import FAULT_PHASES, Planted
 
@@ -48,7 +48,7 @@ def failure_logs(caplog: pytest.LogCaptureFixture, component: str) -> list[loggi
     """Guard's first-failure records for `component` (later ones go to debug)."""
     return [
         r for r in caplog.records
-        if r.name == "proxy.failopen" and r.levelno >= logging.WARNING and f"brownout {component} failed" in r.getMessage()
+        if r.name == "brownout.core.guard" and r.levelno >= logging.WARNING and f"brownout {component} failed" in r.getMessage()
     ]
 
 
@@ -192,7 +192,7 @@ def test_jsonl_on_a_full_disk_leaves_traffic_unaltered(upstream, brownout_proxy,
     registry = proxy.addon.pipeline.exporters.metrics.registry
     # An I/O failure is an export drop (the record is lost), not a brownout bug.
     assert registry.get_sample_value("brownout_export_dropped_total", {"exporter": "jsonl"}) == 8
-    records = [r for r in caplog.records if r.name == "exporters.jsonl" and r.levelno >= logging.ERROR]
+    records = [r for r in caplog.records if r.name == "brownout.exporters.jsonl" and r.levelno >= logging.ERROR]
     assert len(records) == 1 and "/dev/full" in records[0].getMessage()
 
 

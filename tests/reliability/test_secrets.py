@@ -24,7 +24,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.embed import running_proxy
+from brownout.proxy.embed import running_proxy
 
 PLANTED = {
     "authorization": "sk-proj-PLANTEDauthZ0123456789abcdefghijklmnopqrstuv",
@@ -179,7 +179,7 @@ def test_planted_credentials_appear_in_no_artefact(tmp_path: Path, confdir: Path
     artefacts = _run(run, confdir, upstream, otlp_sink, capture_content=False)
     records = [r for r in caplog.records if _brownout_side(r)]
     artefacts["captured log records"] = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in records).encode()
-    assert any(r.name.startswith("mitmproxy") for r in records) and any(r.name.startswith("proxy") for r in records)
+    assert any(r.name.startswith("mitmproxy") for r in records) and any(r.name.startswith("brownout.proxy") for r in records)
     # the run really exercised every exporter and invariant it is checked against
     assert otlp_sink.payloads, "no OTLP export received"
     assert b"no_pii" in artefacts["violations.jsonl"] and b"openai_key in request body at offset" in artefacts["violations.jsonl"]
@@ -205,7 +205,7 @@ def test_content_is_exported_only_when_opted_in_and_credentials_still_never(
 
 
 def test_ca_private_key_is_0600_in_a_0700_confdir(tmp_path: Path) -> None:
-    from proxy.certs import ensure_ca
+    from brownout.proxy.certs import ensure_ca
 
     ca = ensure_ca(tmp_path / "fresh")
     assert stat.S_IMODE(os.stat(ca.confdir).st_mode) == 0o700
@@ -220,7 +220,7 @@ def test_control_api_refuses_without_the_token_and_compares_in_constant_time(
 ) -> None:
     import hmac
 
-    import proxy.control
+    from brownout.proxy import control as proxy_control
 
     calls: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
@@ -229,7 +229,7 @@ def test_control_api_refuses_without_the_token_and_compares_in_constant_time(
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(proxy.control.hmac, "compare_digest", spy)
+    monkeypatch.setattr(proxy_control.hmac, "compare_digest", spy)
     config = tmp_path / "c.yaml"
     config.write_text(f'exporters: {{prometheus: {{listen: "127.0.0.1:0"}}}}\ncontrol: {{listen: "127.0.0.1:0", token: {TOKEN}}}\n')
     with running_proxy(config, confdir=confdir) as handle:
@@ -260,9 +260,9 @@ def test_control_api_without_a_token_answers_only_healthz(tmp_path: Path, confdi
 def test_everything_binds_to_loopback_by_default() -> None:
     import inspect
 
-    from exporters.config import ControlConfig, PrometheusConfig
-    from proxy import embed
-    from proxy.cli import run
+    from brownout.exporters.config import ControlConfig, PrometheusConfig
+    from brownout.proxy import embed
+    from brownout.proxy.cli import run
 
     assert ControlConfig().listen.startswith("127.0.0.1:")
     assert PrometheusConfig().listen.startswith("127.0.0.1:")
@@ -281,13 +281,13 @@ def test_run_on_a_public_interface_without_allow_hosts_warns(monkeypatch: pytest
                                                              warns: bool) -> None:
     from click.testing import CliRunner
 
-    import proxy.serve
-    from proxy.cli import main
+    from brownout.proxy import serve as proxy_serve
+    from brownout.proxy.cli import main
 
     async def no_serve(*a: Any, **kw: Any) -> None:  # the warning comes before the proxy starts
         return None
 
-    monkeypatch.setattr(proxy.serve, "serve_until_signal", no_serve)
+    monkeypatch.setattr(proxy_serve, "serve_until_signal", no_serve)
     result = CliRunner().invoke(main, ["run", *args])
     assert result.exit_code == 0, result.output
     assert ("not loopback" in result.output and "allow_hosts" in result.output) is warns, result.output

@@ -32,7 +32,7 @@ exporters:
   jsonl: {{path: {tmp}/violations.jsonl}}
 control: {{enabled: false}}
 """)
-    cmd = [sys.executable, "-m", "proxy", "run", "--mode", f"reverse:{upstream.url}", "--listen", f"127.0.0.1:{port}",
+    cmd = [sys.executable, "-m", "brownout.proxy", "run", "--mode", f"reverse:{upstream.url}", "--listen", f"127.0.0.1:{port}",
            "--confdir", str(tmp / "conf"), "-c", str(config), "--set", f"brownout_metrics_listen=127.0.0.1:{metrics}"]
     log = open(tmp / "brownout.log", "wb")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})

@@ -6,11 +6,11 @@ import json
 import random
 from typing import Any
 
-from proxy.exchange import Exchange
-from proxy.wire import detect
-from proxy.wire.base import RequestInfo
-from proxy.wire.common import ProviderFormat
-from proxy.wire.framing import NDJSONFramer, SSEFramer
+from brownout.core.exchange import Exchange
+from brownout.core.wire import detect
+from brownout.core.wire.base import RequestInfo
+from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.framing import NDJSONFramer, SSEFramer
 
 __all__ = ["request", "sse", "stream_through"]
 

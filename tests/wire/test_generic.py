@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tests.wire._wire_helpers import request, stream_through
 
-from proxy.wire import GENERIC
-from proxy.wire.generic import tool_name_from_path
+from brownout.core.wire import GENERIC
+from brownout.core.wire.generic import tool_name_from_path
 
 
 def test_json_tool_api() -> None:

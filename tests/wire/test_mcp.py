@@ -6,8 +6,8 @@ import json
 
 from tests.wire._wire_helpers import request, sse, stream_through
 
-from proxy.wire import by_provider
-from proxy.wire.framing import SSEFramer
+from brownout.core.wire import by_provider
+from brownout.core.wire.framing import SSEFramer
 
 WIRE = by_provider("mcp")
 CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search_docs", "arguments": {"q": "retry"}}}

@@ -6,8 +6,8 @@ import json
 
 from tests.wire._wire_helpers import request, stream_through
 
-from proxy.wire import by_provider
-from proxy.wire.framing import NDJSONFramer
+from brownout.core.wire import by_provider
+from brownout.core.wire.framing import NDJSONFramer
 
 WIRE = by_provider("ollama")
 REQ = {

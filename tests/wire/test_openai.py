@@ -6,7 +6,7 @@ import json
 
 from tests.wire._wire_helpers import request, sse, stream_through
 
-from proxy.wire.openai import OpenAIFormat
+from brownout.core.wire.openai import OpenAIFormat
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
@@ -140,7 +140,7 @@ def test_stream_text_and_truncation_without_done() -> None:
 
 def test_is_terminal() -> None:
     fmt = OpenAIFormat()
-    from proxy.wire.framing import SSEFramer
+    from brownout.core.wire.framing import SSEFramer
 
     events = SSEFramer().feed(b"data: {\"x\":1}\n\ndata: [DONE]\n\nevent: response.completed\ndata: {\"type\":\"response.completed\"}\n\n")
     assert [fmt.is_terminal(e) for e in events] == [False, True, True]

@@ -6,10 +6,10 @@ import inspect
 
 import pytest
 
-import proxy.wire as wire
-from proxy.wire import FORMATS, GENERIC, by_provider, detect, set_capture_max_bytes
-from proxy.wire.base import RequestInfo
-from proxy.wire.common import ProviderFormat
+import brownout.core.wire as wire
+from brownout.core.wire import FORMATS, GENERIC, by_provider, detect, set_capture_max_bytes
+from brownout.core.wire.base import RequestInfo
+from brownout.core.wire.common import ProviderFormat
 
 
 def info(path: str, body: bytes = b"{}", method: str = "POST", query: str = "") -> RequestInfo:

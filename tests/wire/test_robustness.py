@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.exchange import Exchange
-from proxy.wire import FORMATS
-from proxy.wire.base import StreamEvent
-from proxy.wire.common import ProviderFormat
-from proxy.wire.framing import NDJSONFramer, SSEFramer
+from brownout.core.exchange import Exchange
+from brownout.core.wire import FORMATS
+from brownout.core.wire.base import StreamEvent
+from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.framing import NDJSONFramer, SSEFramer
 
 # Every key a parser looks at, so fuzzed JSON reaches the deep branches.
 KEYS = [

@@ -8,8 +8,8 @@ import openai
 import pytest
 from tests.wire._wire_helpers import request
 
-from proxy.wire import by_provider
-from proxy.wire.framing import SSEFramer
+from brownout.core.wire import by_provider
+from brownout.core.wire.framing import SSEFramer
 
 WIRE = by_provider("openai")
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
-from proxy.exchange import Exchange, FaultRecord
+from brownout.core.exchange import Exchange, FaultRecord
 
 __all__ = [
     "LLM_OPERATIONS",

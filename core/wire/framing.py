@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 
-from proxy.wire.base import StreamEvent
+from brownout.core.wire.base import StreamEvent
 
 __all__ = ["Framer", "NDJSONFramer", "SSEFramer", "framer_for"]
 

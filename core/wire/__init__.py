@@ -16,15 +16,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from proxy.wire.anthropic import AnthropicFormat
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
-from proxy.wire.common import ProviderFormat
-from proxy.wire.gemini import GeminiFormat
-from proxy.wire.generic import GenericFormat
-from proxy.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES
-from proxy.wire.mcp import McpFormat
-from proxy.wire.ollama import OllamaFormat
-from proxy.wire.openai import OpenAIFormat
+from brownout.core.wire.anthropic import AnthropicFormat
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
+from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.gemini import GeminiFormat
+from brownout.core.wire.generic import GenericFormat
+from brownout.core.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES
+from brownout.core.wire.mcp import McpFormat
+from brownout.core.wire.ollama import OllamaFormat
+from brownout.core.wire.openai import OpenAIFormat
 
 __all__ = [
     "DEFAULT_CAPTURE_MAX_BYTES",

@@ -7,10 +7,10 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps, new_id
+from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
+from brownout.core.wire.jsonutil import TextBuffer, as_int, as_list, dumps, new_id
 
 __all__ = ["GeminiFormat", "GeminiStreamParser"]
 

@@ -8,10 +8,10 @@ import logging
 import time
 from typing import Any
 
-from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import BaseStreamParser, ProviderFormat
-from proxy.wire.jsonutil import TextBuffer, as_int, as_list, dumps
+from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import BaseStreamParser, ProviderFormat
+from brownout.core.wire.jsonutil import TextBuffer, as_int, as_list, dumps
 
 __all__ = ["OllamaFormat", "OllamaStreamParser"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proxy.exchange import Exchange, ToolCall, ToolSpec
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
-from proxy.wire.jsonutil import TextBuffer, as_list, dumps, loads
+from brownout.core.exchange import Exchange, ToolCall, ToolSpec
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
+from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
 
 __all__ = ["JSONRPC_ERROR_TYPES", "McpFormat", "McpStreamParser"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from proxy.wire import anthropic_faults as faults
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import BaseStreamParser, ProviderFormat
-from proxy.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
+from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
+from brownout.core.wire import anthropic_faults as faults
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import BaseStreamParser, ProviderFormat
+from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
 
 __all__ = ["AnthropicFormat", "AnthropicStreamParser"]
 

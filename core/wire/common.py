@@ -13,9 +13,9 @@ import logging
 from abc import abstractmethod
 from typing import Any, ClassVar
 
-from proxy.exchange import Exchange
-from proxy.wire.base import StreamEvent, StreamParser, WireFormat
-from proxy.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES, TextBuffer, decode_capped, dumps, loads, retry_after_header
+from brownout.core.exchange import Exchange
+from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
+from brownout.core.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES, TextBuffer, decode_capped, dumps, loads, retry_after_header
 
 __all__ = [
     "JSON_HEADERS",
@@ -105,7 +105,7 @@ class ProviderFormat(WireFormat):
 
     provider: ClassVar[str]
     # Instances are shared singletons; set this attribute (or use
-    # proxy.wire.set_capture_max_bytes) to change the cap for captured text.
+    # brownout.core.wire.set_capture_max_bytes) to change the cap for captured text.
     capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
 
     def parse_request(self, exchange: Exchange, body: bytes) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from proxy.exchange import Exchange, ToolCall
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from proxy.wire.jsonutil import decode_capped
+from brownout.core.exchange import Exchange, ToolCall
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
+from brownout.core.wire.jsonutil import decode_capped
 
 __all__ = ["GenericFormat", "GenericStreamParser", "tool_name_from_path"]
 

@@ -6,9 +6,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from proxy.exchange import Exchange
-from proxy.wire.common import JSON_HEADERS, SSE_HEADERS
-from proxy.wire.jsonutil import dumps, new_id, retry_after_header
+from brownout.core.exchange import Exchange
+from brownout.core.wire.common import JSON_HEADERS, SSE_HEADERS
+from brownout.core.wire.jsonutil import dumps, new_id, retry_after_header
 
 __all__ = ["MESSAGE_STOP", "empty_response", "error_response", "stream_error_event"]
 

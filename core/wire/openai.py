@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proxy.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from proxy.wire import openai_faults as faults
-from proxy.wire.base import RequestInfo, StreamEvent, StreamParser
-from proxy.wire.common import ProviderFormat
-from proxy.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
-from proxy.wire.openai_stream import RESPONSES_TERMINAL, ChatStreamParser, ResponsesStreamParser, set_error, set_usage
+from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
+from brownout.core.wire import openai_faults as faults
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
+from brownout.core.wire.openai_stream import RESPONSES_TERMINAL, ChatStreamParser, ResponsesStreamParser, set_error, set_usage
 
 __all__ = ["OpenAIFormat"]
 

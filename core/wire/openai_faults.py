@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from proxy.exchange import Exchange
-from proxy.wire.common import JSON_HEADERS, SSE_HEADERS
-from proxy.wire.jsonutil import dumps, go_duration, new_id, retry_after_header
+from brownout.core.exchange import Exchange
+from brownout.core.wire.common import JSON_HEADERS, SSE_HEADERS
+from brownout.core.wire.jsonutil import dumps, go_duration, new_id, retry_after_header
 
 __all__ = ["empty_response", "error_response", "responses_completed_event", "stream_error_event"]
 

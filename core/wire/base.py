@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from proxy.exchange import Exchange
+from brownout.core.exchange import Exchange
 
 __all__ = ["RequestInfo", "StreamEvent", "StreamParser", "WireFormat"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.exchange import Exchange, ToolCall
-from proxy.wire.base import StreamEvent
-from proxy.wire.common import BaseStreamParser
-from proxy.wire.jsonutil import as_int
+from brownout.core.exchange import Exchange, ToolCall
+from brownout.core.wire.base import StreamEvent
+from brownout.core.wire.common import BaseStreamParser
+from brownout.core.wire.jsonutil import as_int
 
 __all__ = ["RESPONSES_TERMINAL", "ChatStreamParser", "ResponsesStreamParser", "set_error", "set_usage"]
 

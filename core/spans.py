@@ -24,8 +24,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from proxy.exchange import Exchange
-from proxy.span_attributes import exchange_attributes, fault_event_attributes, span_name
+from brownout.core.exchange import Exchange
+from brownout.core.span_attributes import exchange_attributes, fault_event_attributes, span_name
 
 __all__ = ["ERROR_SEVERITIES", "ExchangeSpan", "SpanBuilder", "SpanEvent", "ViolationLike", "session_trace_context"]
 
