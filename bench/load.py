@@ -48,8 +48,10 @@ def parse_wrk(output: str, connections: int, duration_s: float) -> LoadResult:
     """Parse `wrk --latency` output (Requests/sec, the 50% and 99% latency lines, errors)."""
     rps = re.search(r"Requests/sec:\s+([\d.]+)", output)
     total = re.search(r"(\d+) requests in", output)
-    lat = {m.group(1): _ms(m.group(2), m.group(3))
-           for m in re.finditer(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)}
+    lat = {
+        m.group(1): _ms(m.group(2), m.group(3))
+        for m in re.finditer(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
+    }
     errors = 0
     for m in re.finditer(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output):
         errors += sum(int(g) for g in m.groups())
@@ -57,8 +59,16 @@ def parse_wrk(output: str, connections: int, duration_s: float) -> LoadResult:
     errors += int(non2xx.group(1)) if non2xx else 0
     if not rps or "50" not in lat or "99" not in lat:
         raise ValueError(f"cannot parse wrk output:\n{output}")
-    return LoadResult("wrk", connections, duration_s, int(total.group(1)) if total else 0, errors,
-                      float(rps.group(1)), lat["50"], lat["99"])
+    return LoadResult(
+        "wrk",
+        connections,
+        duration_s,
+        int(total.group(1)) if total else 0,
+        errors,
+        float(rps.group(1)),
+        lat["50"],
+        lat["99"],
+    )
 
 
 def _run_wrk(url: str, connections: int, duration_s: float) -> LoadResult:
@@ -103,8 +113,9 @@ async def _python_load(host: str, port: int, path: str, connections: int, durati
     if not lats:
         return LoadResult("python", connections, elapsed, 0, sum(errors), 0.0, float("nan"), float("nan"))
     q = statistics.quantiles(lats, n=100, method="inclusive")
-    return LoadResult("python", connections, elapsed, len(lats), sum(errors), len(lats) / elapsed,
-                      q[49] * 1000, q[98] * 1000)
+    return LoadResult(
+        "python", connections, elapsed, len(lats), sum(errors), len(lats) / elapsed, q[49] * 1000, q[98] * 1000
+    )
 
 
 def run_load(port: int, path: str, connections: int, duration_s: float, *, use_wrk: bool | None = None) -> LoadResult:

@@ -75,16 +75,26 @@ def wait_http(port: int, path: str = "/ping", timeout_s: float = 30.0, proc: Pro
 def _spawn(name: str, cmd: list[str], port: int, workdir: Path, env: dict[str, str] | None = None) -> Proc:
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as out:
-        popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                 env={**os.environ, **(env or {})}, start_new_session=True)
+        popen = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
     log.debug("started %s (pid %d): %s", name, popen.pid, " ".join(cmd))
     return Proc(name, popen, port, log_path)
 
 
 def start_upstream(workdir: Path) -> Proc:
     port = free_port()
-    proc = _spawn("upstream", [sys.executable, "-m", "brownout.proxy.demo.upstream", "--port", str(port), "--no-record"],
-                  port, workdir)
+    proc = _spawn(
+        "upstream",
+        [sys.executable, "-m", "brownout.proxy.demo.upstream", "--port", str(port), "--no-record"],
+        port,
+        workdir,
+    )
     if not wait_http(port, proc=proc):
         proc.stop()
         raise RuntimeError(f"mock upstream did not start:\n{proc.log_tail()}")
@@ -97,9 +107,20 @@ def start_mitmdump(upstream_port: int, workdir: Path, *, stream_all: bool = Fals
     name = "mitmdump-stream" if stream_all else "mitmdump"
     confdir = workdir / f"{name}-conf"
     confdir.mkdir(exist_ok=True)
-    cmd = [str(VENV_BIN / "mitmdump"), "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
-           "--listen-host", "127.0.0.1", "-p", str(port), "-q",
-           "--set", "flow_detail=0", "--set", f"confdir={confdir}"]
+    cmd = [
+        str(VENV_BIN / "mitmdump"),
+        "--mode",
+        f"reverse:http://127.0.0.1:{upstream_port}",
+        "--listen-host",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-q",
+        "--set",
+        "flow_detail=0",
+        "--set",
+        f"confdir={confdir}",
+    ]
     if stream_all:
         cmd += ["--set", "stream_large_bodies=1"]
     proc = _spawn(name, cmd, port, workdir)
@@ -110,8 +131,12 @@ def start_mitmdump(upstream_port: int, workdir: Path, *, stream_all: bool = Fals
 
 
 def start_brownout(
-    upstream_port: int, workdir: Path, config: str | None = None, *,
-    extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+    upstream_port: int,
+    workdir: Path,
+    config: str | None = None,
+    *,
+    extra_args: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Proc | str:
     """Start `python -m proxy run` (the `brownout` CLI) in reverse mode; a string says why it could not.
 
@@ -120,8 +145,18 @@ def start_brownout(
     port = free_port()
     confdir = workdir / "brownout-conf"
     confdir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "brownout.proxy", "run", "--mode", f"reverse:http://127.0.0.1:{upstream_port}",
-           "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "brownout.proxy",
+        "run",
+        "--mode",
+        f"reverse:http://127.0.0.1:{upstream_port}",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--confdir",
+        str(confdir),
+    ]
     if config:
         cmd += ["-c", config]
     cmd += extra_args or []

@@ -34,8 +34,10 @@ class RawConnection:
 
     async def post_json(self, path: str, body: Any) -> RawResponse:
         data = json.dumps(body).encode()
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(data)}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(data)}\r\n\r\n"
+        ).encode()
         try:
             return await asyncio.wait_for(self._exchange(head + data), self.timeout_s)
         except BaseException:

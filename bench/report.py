@@ -36,11 +36,13 @@ def targets_met(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if b and d:
         # Agents' SDKs keep connections alive (httpx pools), so that is the stream that counts.
         out["brownout: ttft_added_vs_direct_ms"] = _target(
-            b["sse"]["ttft_keepalive_ms"] - d["sse"]["ttft_keepalive_ms"], "<=", 5.0, " ms")
+            b["sse"]["ttft_keepalive_ms"] - d["sse"]["ttft_keepalive_ms"], "<=", 5.0, " ms"
+        )
         out["brownout: ttft_added_vs_direct_fresh_conn_ms"] = _info(b["sse"]["ttft_ms"] - d["sse"]["ttft_ms"])
     if b and ms:
         out["brownout: ttft_added_vs_streaming_mitmdump_ms"] = _info(
-            b["sse"]["ttft_keepalive_ms"] - ms["sse"]["ttft_keepalive_ms"])
+            b["sse"]["ttft_keepalive_ms"] - ms["sse"]["ttft_keepalive_ms"]
+        )
     if m and d:  # for contrast: plain mitmdump buffers the whole stream
         out["mitmdump: ttft_added_vs_direct_ms"] = _info(m["sse"]["ttft_keepalive_ms"] - d["sse"]["ttft_keepalive_ms"])
     return out
@@ -51,19 +53,44 @@ def print_report(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=max(Console().width, 140))
     results = data["results"]
     direct_p50 = results.get("direct", {}).get("c1", {}).get("p50_ms")
-    table = Table(title=f"brownout bench (load via {data['meta']['load_tool']}, "
-                        f"{data['meta']['duration_s']:g} s runs, {data['meta']['cpus']} CPUs)", title_justify="left")
-    cols = ["path", "req/s c1", "p50 ms", "p99 ms", "req/s c8", "p50 ms", "p99 ms", "added p50 ms",
-            "TTFT ms", "TTFT new conn ms", "SSE total ms", "event gap ms"]
+    table = Table(
+        title=f"brownout bench (load via {data['meta']['load_tool']}, "
+        f"{data['meta']['duration_s']:g} s runs, {data['meta']['cpus']} CPUs)",
+        title_justify="left",
+    )
+    cols = [
+        "path",
+        "req/s c1",
+        "p50 ms",
+        "p99 ms",
+        "req/s c8",
+        "p50 ms",
+        "p99 ms",
+        "added p50 ms",
+        "TTFT ms",
+        "TTFT new conn ms",
+        "SSE total ms",
+        "event gap ms",
+    ]
     for col in cols:
         table.add_column(col, justify="left" if col == "path" else "right")
     for name, r in results.items():
         added = "-" if name == "direct" or direct_p50 is None else f"{r['c1']['p50_ms'] - direct_p50:+.3f}"
         gaps = r["sse"]["gaps_ms"]
-        table.add_row(name, f"{r['c1']['rps']:,.0f}", f"{r['c1']['p50_ms']:.3f}", f"{r['c1']['p99_ms']:.3f}",
-                      f"{r['c8']['rps']:,.0f}", f"{r['c8']['p50_ms']:.3f}", f"{r['c8']['p99_ms']:.3f}", added,
-                      f"{r['sse']['ttft_keepalive_ms']:.1f}", f"{r['sse']['ttft_ms']:.1f}", f"{r['sse']['total_ms']:.1f}",
-                      f"{sorted(gaps)[len(gaps) // 2]:.1f}" if gaps else "-")
+        table.add_row(
+            name,
+            f"{r['c1']['rps']:,.0f}",
+            f"{r['c1']['p50_ms']:.3f}",
+            f"{r['c1']['p99_ms']:.3f}",
+            f"{r['c8']['rps']:,.0f}",
+            f"{r['c8']['p50_ms']:.3f}",
+            f"{r['c8']['p99_ms']:.3f}",
+            added,
+            f"{r['sse']['ttft_keepalive_ms']:.1f}",
+            f"{r['sse']['ttft_ms']:.1f}",
+            f"{r['sse']['total_ms']:.1f}",
+            f"{sorted(gaps)[len(gaps) // 2]:.1f}" if gaps else "-",
+        )
     console.print(table)
     verdicts = Table(title="targets (brownout)", title_justify="left")
     for col in ("measure", "value", "target", "verdict"):

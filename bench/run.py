@@ -36,10 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from bench.load import have_wrk, run_load  # noqa: E402
-from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream  # noqa: E402
-from bench.report import print_report, targets_met  # noqa: E402
-from bench.ttft import measure_ttft  # noqa: E402
+from bench.load import have_wrk, run_load
+from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
+from bench.report import print_report, targets_met
+from bench.ttft import measure_ttft
 
 __all__ = ["main", "run_bench"]
 
@@ -55,8 +55,9 @@ def ensure_wrk(allow_install: bool) -> bool:
         return False
     print("wrk not found: running apt-get install -y wrk ...")
     for cmd in (["apt-get", "install", "-y", "wrk"], ["apt-get", "update"], ["apt-get", "install", "-y", "wrk"]):
-        subprocess.run(cmd, capture_output=True, timeout=600, check=False,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        subprocess.run(
+            cmd, capture_output=True, timeout=600, check=False, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        )
         if have_wrk():
             return True
     print("apt-get could not install wrk: using the Python load generator")
@@ -70,8 +71,9 @@ def _median_load(runs: list[Any]) -> dict[str, Any]:
     return best
 
 
-def _measure_all(targets: dict[str, int], duration_s: float, rounds: int, ttft_runs: int,
-                 use_wrk: bool) -> dict[str, Any]:
+def _measure_all(
+    targets: dict[str, int], duration_s: float, rounds: int, ttft_runs: int, use_wrk: bool
+) -> dict[str, Any]:
     """Interleave the paths round by round, so drift on the machine hits every path alike."""
     runs: dict[str, dict[str, list[Any]]] = {name: {"c1": [], "c8": []} for name in targets}
     for name, port in targets.items():
@@ -85,13 +87,18 @@ def _measure_all(targets: dict[str, int], duration_s: float, rounds: int, ttft_r
     out: dict[str, Any] = {}
     for name, port in targets.items():
         print(f"  {name}: {ttft_runs} SSE streams", flush=True)
-        out[name] = {"port": port, "c1": _median_load(runs[name]["c1"]), "c8": _median_load(runs[name]["c8"]),
-                     "sse": measure_ttft(port, runs=ttft_runs).to_dict()}
+        out[name] = {
+            "port": port,
+            "c1": _median_load(runs[name]["c1"]),
+            "c8": _median_load(runs[name]["c8"]),
+            "sse": measure_ttft(port, runs=ttft_runs).to_dict(),
+        }
     return out
 
 
-def run_bench(duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config: str | None,
-              all_on: bool = True, rounds: int = 3) -> dict[str, Any]:
+def run_bench(
+    duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config: str | None, all_on: bool = True, rounds: int = 3
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
     procs: list[Proc] = []
     notes: list[str] = []
@@ -128,33 +135,48 @@ def run_bench(duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config:
 def _meta(duration_s: float, use_wrk: bool) -> dict[str, Any]:
     try:
         from importlib.metadata import version
+
         mitm_version = version("mitmproxy")
     except Exception:  # metadata missing in odd installs: the bench still runs
         mitm_version = "unknown"
-    return {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "python": platform.python_version(),
-            "platform": platform.platform(), "cpus": os.cpu_count(), "mitmproxy": mitm_version,
-            "load_tool": "wrk" if use_wrk else "python", "duration_s": duration_s}
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "mitmproxy": mitm_version,
+        "load_tool": "wrk" if use_wrk else "python",
+        "duration_s": duration_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bench/run.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=float, default=None, help="seconds per load run (default 4, quick 2)")
     parser.add_argument("--quick", action="store_true", help="short runs: a smoke check, not a measurement")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per path; the median counts (default 3, quick 1)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="interleaved rounds per path; the median counts (default 3, quick 1)"
+    )
     parser.add_argument("--ttft-runs", type=int, default=None, help="SSE streams per path (default 10, quick 3)")
     parser.add_argument("--no-install", action="store_true", help="never apt-get install wrk")
     parser.add_argument("--python-load", action="store_true", help="use the Python load generator even with wrk")
     parser.add_argument("--brownout-config", default=None, help="chaos config for brownout (default: none)")
-    parser.add_argument("--no-all-on", action="store_true",
-                        help="skip the second brownout with every invariant and exporter on (bench/all-on.yaml)")
+    parser.add_argument(
+        "--no-all-on",
+        action="store_true",
+        help="skip the second brownout with every invariant and exporter on (bench/all-on.yaml)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
     args = parser.parse_args(argv)
     duration = args.duration or (2.0 if args.quick else 4.0)
     ttft_runs = args.ttft_runs or (3 if args.quick else 10)
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
-    print(f"brownout bench: {duration:g} s per load run, {ttft_runs} SSE runs, load via {'wrk' if use_wrk else 'python'}")
+    print(
+        f"brownout bench: {duration:g} s per load run, {ttft_runs} SSE runs, load via {'wrk' if use_wrk else 'python'}"
+    )
     rounds = args.rounds or (1 if args.quick else 3)
     data = run_bench(duration, ttft_runs, use_wrk, args.brownout_config, all_on=not args.no_all_on, rounds=rounds)
     data["meta"] = _meta(duration, use_wrk)

@@ -11,9 +11,9 @@ no configured fault explains, RSS growth of 30 MB or more after warm-up, or fd o
 
 from __future__ import annotations
 
-import contextlib
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -27,9 +27,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rawhttp import RawConnection  # noqa: E402
-from bench.procs import Proc, free_port, start_brownout, start_upstream  # noqa: E402
-from bench.soakmon import Limits, Sample, Tally, Verdict, judge, sample_process, samples_table, to_json  # noqa: E402
+from bench.procs import Proc, free_port, start_brownout, start_upstream
+from bench.rawhttp import RawConnection
+from bench.soakmon import Limits, Sample, Tally, Verdict, judge, sample_process, samples_table, to_json
 
 __all__ = ["SOAK_CONFIG", "run_soak"]
 
@@ -66,8 +66,12 @@ KINDS: list[tuple[str, dict[str, Any], bool, str]] = [
     ("/v1/chat/completions", {"model": "gpt-4o-mini", "messages": _MSG}, False, "openai"),
     ("/v1/chat/completions", {"model": "gpt-4o-mini", "messages": _MSG, "stream": True}, True, "openai"),
     ("/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": _MSG}, False, "anthropic"),
-    ("/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": _MSG, "stream": True}, True,
-     "anthropic"),
+    (
+        "/v1/messages",
+        {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": _MSG, "stream": True},
+        True,
+        "anthropic",
+    ),
 ]
 
 
@@ -135,38 +139,58 @@ async def drive(base_url: str, rate: float, duration_s: float, tally: Tally, *, 
     return loop.time() - t0
 
 
-async def _monitor(sample: Callable[[float], Sample], interval_s: float, out: list[Sample], stop: asyncio.Event,
-                   echo: bool) -> None:
+async def _monitor(
+    sample: Callable[[float], Sample], interval_s: float, out: list[Sample], stop: asyncio.Event, echo: bool
+) -> None:
     t0 = time.monotonic()
     while not stop.is_set():
         s = await asyncio.to_thread(sample, time.monotonic() - t0)
         out.append(s)
         if echo:
-            print(f"  t={s.t_s:6.1f}s rss={s.rss_mb:6.1f}MB fds={s.fds} tasks={s.tasks} in_flight={s.in_flight} "
-                  f"sent={s.sent} unexpected={s.unexpected}", flush=True)
+            print(
+                f"  t={s.t_s:6.1f}s rss={s.rss_mb:6.1f}MB fds={s.fds} tasks={s.tasks} in_flight={s.in_flight} "
+                f"sent={s.sent} unexpected={s.unexpected}",
+                flush=True,
+            )
         with contextlib.suppress(TimeoutError):  # the sampling interval elapsed: sample again
             await asyncio.wait_for(stop.wait(), interval_s)
 
 
 def run_soak(
-    duration_s: float, rate: float, *, interval_s: float = 5.0, limits: Limits | None = None,
-    workdir: Path | None = None, concurrency: int = 32, echo: bool = False,
+    duration_s: float,
+    rate: float,
+    *,
+    interval_s: float = 5.0,
+    limits: Limits | None = None,
+    workdir: Path | None = None,
+    concurrency: int = 32,
+    echo: bool = False,
 ) -> tuple[Verdict, list[Sample]]:
     """Start the mock upstream and brownout, drive traffic, sample, stop both; the verdict and samples."""
     limits = limits or Limits()
     work = workdir or Path(tempfile.mkdtemp(prefix="brownout-soak-"))
     config = work / "soak.yaml"
-    config.write_text(SOAK_CONFIG.replace("VIOLATIONS", str(work / "violations.jsonl"))
-                      .replace("DECISIONS", str(work / "decisions.jsonl")), encoding="utf-8")
+    config.write_text(
+        SOAK_CONFIG.replace("VIOLATIONS", str(work / "violations.jsonl")).replace(
+            "DECISIONS", str(work / "decisions.jsonl")
+        ),
+        encoding="utf-8",
+    )
     token = secrets.token_urlsafe(16)
     control = free_port()
     upstream = start_upstream(work)
     brownout: Proc | str = "not started"
     try:
         brownout = start_brownout(
-            upstream.port, work, str(config),
-            extra_args=["--set", f"brownout_control_listen=127.0.0.1:{control}",
-                        "--set", f"brownout_metrics_listen=127.0.0.1:{free_port()}"],
+            upstream.port,
+            work,
+            str(config),
+            extra_args=[
+                "--set",
+                f"brownout_control_listen=127.0.0.1:{control}",
+                "--set",
+                f"brownout_metrics_listen=127.0.0.1:{free_port()}",
+            ],
             env={"BROWNOUT_TOKEN": token},
         )
         if isinstance(brownout, str):
@@ -212,8 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     print(f"soak: {args.duration:g} s at {args.rate:g} req/s offered, sampling every {args.interval:g} s", flush=True)
-    verdict, samples = run_soak(args.duration, args.rate, interval_s=args.interval,
-                                limits=Limits(warmup_s=args.warmup), concurrency=args.concurrency, echo=True)
+    verdict, samples = run_soak(
+        args.duration,
+        args.rate,
+        interval_s=args.interval,
+        limits=Limits(warmup_s=args.warmup),
+        concurrency=args.concurrency,
+        echo=True,
+    )
     print(samples_table(samples))
     print(json.dumps(verdict.figures, indent=2))
     if args.json:

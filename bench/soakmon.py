@@ -101,9 +101,15 @@ def sample_process(pid: int, control_url: str, token: str, t_s: float, tally: Ta
     """RSS, fds and CPU time from /proc, task and in-flight counts from the control API."""
     status = _control_status(control_url, token)
     return Sample(
-        t_s=round(t_s, 1), rss_mb=round(_rss_mb(pid), 1), fds=len(os.listdir(f"/proc/{pid}/fd")),
-        tasks=status.get("tasks"), in_flight=status.get("in_flight"), sent=tally.sent, unexpected=tally.unexpected,
-        cpu_s=round(_cpu_s(pid), 2), idle=idle,
+        t_s=round(t_s, 1),
+        rss_mb=round(_rss_mb(pid), 1),
+        fds=len(os.listdir(f"/proc/{pid}/fd")),
+        tasks=status.get("tasks"),
+        in_flight=status.get("in_flight"),
+        sent=tally.sent,
+        unexpected=tally.unexpected,
+        cpu_s=round(_cpu_s(pid), 2),
+        idle=idle,
     )
 
 
@@ -137,8 +143,12 @@ def judge(samples: list[Sample], tally: Tally, limits: Limits, duration_s: float
 
     def series(name: str) -> dict[str, Any]:
         values = [getattr(s, name) for s in load if getattr(s, name) is not None]
-        return {"idle_start": getattr(first, name), "after_warmup": getattr(window[0], name),
-                "max_under_load": max(values) if values else None, "idle_end": getattr(last, name)}
+        return {
+            "idle_start": getattr(first, name),
+            "after_warmup": getattr(window[0], name),
+            "max_under_load": max(values) if values else None,
+            "idle_end": getattr(last, name),
+        }
 
     figures: dict[str, Any] = {
         "duration_s": round(duration_s, 1),
@@ -171,12 +181,15 @@ def judge(samples: list[Sample], tally: Tally, limits: Limits, duration_s: float
 def samples_table(samples: list[Sample]) -> str:
     lines = [f"{'t_s':>7} {'rss_mb':>7} {'fds':>5} {'tasks':>6} {'inflt':>5} {'cpu_s':>8} {'sent':>8} {'unexp':>5}"]
     for s in samples:
-        lines.append(f"{s.t_s:7.1f} {s.rss_mb:7.1f} {s.fds:5d} {s.tasks if s.tasks is not None else '-':>6} "
-                     f"{s.in_flight if s.in_flight is not None else '-':>5} {s.cpu_s:8.1f} {s.sent:8d} "
-                     f"{s.unexpected:5d}{'  idle' if s.idle else ''}")
+        lines.append(
+            f"{s.t_s:7.1f} {s.rss_mb:7.1f} {s.fds:5d} {s.tasks if s.tasks is not None else '-':>6} "
+            f"{s.in_flight if s.in_flight is not None else '-':>5} {s.cpu_s:8.1f} {s.sent:8d} "
+            f"{s.unexpected:5d}{'  idle' if s.idle else ''}"
+        )
     return "\n".join(lines)
 
 
 def to_json(verdict: Verdict, samples: list[Sample]) -> str:
-    return json.dumps({"figures": verdict.figures, "failures": verdict.failures,
-                       "samples": [asdict(s) for s in samples]}, indent=2)
+    return json.dumps(
+        {"figures": verdict.figures, "failures": verdict.failures, "samples": [asdict(s) for s in samples]}, indent=2
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import statistics
 import time
@@ -37,11 +38,15 @@ def one_stream(port: int, events: int, delay_ms: int, timeout_s: float = 30.0) -
         return _stream_on(sock, h11.Connection(h11.CLIENT), port, events, delay_ms)
 
 
-def _stream_on(sock: socket.socket, conn: h11.Connection, port: int, events: int,
-               delay_ms: int) -> tuple[float, float, list[float]]:
+def _stream_on(
+    sock: socket.socket, conn: h11.Connection, port: int, events: int, delay_ms: int
+) -> tuple[float, float, list[float]]:
     target = f"/sse?events={events}&delay_ms={delay_ms}"
-    request = conn.send(h11.Request(method="GET", target=target,
-                                    headers=[("Host", f"127.0.0.1:{port}"), ("Accept", "text/event-stream")]))
+    request = conn.send(
+        h11.Request(
+            method="GET", target=target, headers=[("Host", f"127.0.0.1:{port}"), ("Accept", "text/event-stream")]
+        )
+    )
     end = conn.send(h11.EndOfMessage())
     t0 = time.perf_counter()
     sock.sendall(request + (end or b""))
@@ -88,7 +93,15 @@ def measure_ttft(port: int, runs: int = 10, events: int = 10, delay_ms: int = 10
         ttfts.append(first)
         totals.append(total)
         if len(arrivals) > 1:
-            gaps.append(statistics.median(b - a for a, b in zip(arrivals, arrivals[1:])))
+            gaps.append(statistics.median(b - a for a, b in itertools.pairwise(arrivals)))
     keepalive = statistics.median(keepalive_ttfts(port, runs))
-    return TtftResult(runs, events, delay_ms, statistics.median(ttfts), statistics.median(totals), keepalive,
-                      [round(t, 2) for t in ttfts], [round(g, 2) for g in gaps])
+    return TtftResult(
+        runs,
+        events,
+        delay_ms,
+        statistics.median(ttfts),
+        statistics.median(totals),
+        keepalive,
+        [round(t, 2) for t in ttfts],
+        [round(g, 2) for g in gaps],
+    )

@@ -113,7 +113,9 @@ class Exchange:
 
     # What the request was, as recognised by a wire format.
     provider: str = "http"  # openai, anthropic, gemini, ollama, mcp, http
-    operation: str = "http"  # chat, responses, embeddings, text_completion, generate_content, tools/call, execute_tool, ...
+    operation: str = (
+        "http"  # chat, responses, embeddings, text_completion, generate_content, tools/call, execute_tool, ...
+    )
     model: str | None = None
     stream: bool = False  # the client asked for a streamed response
     tools_declared: list[ToolSpec] = field(default_factory=list)

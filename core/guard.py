@@ -22,16 +22,23 @@ class Guard:
         self._lock = threading.Lock()  # the control API reads the counts from its own thread
         self.listeners: list[Callable[[str], None]] = []  # e.g. a Prometheus counter, added by exporters
 
-    def failed(self, component: str, exc: BaseException, context: str = "", *, level: int = logging.ERROR,
-               trace: bool = True) -> None:
+    def failed(
+        self, component: str, exc: BaseException, context: str = "", *, level: int = logging.ERROR, trace: bool = True
+    ) -> None:
         """Count a contained failure; log it (with its traceback unless `trace` is off) once per component."""
         with self._lock:
             self.errors[component] += 1
             first = self.errors[component] == 1
         if first:
             # A traceback helps with a bug; an expected outside failure (a busy port) needs one line.
-            log.log(level, "brownout %s failed (%s: %s); traffic continues", component, context or "no context",
-                    exc, exc_info=exc if trace else None)
+            log.log(
+                level,
+                "brownout %s failed (%s: %s); traffic continues",
+                component,
+                context or "no context",
+                exc,
+                exc_info=exc if trace else None,
+            )
         else:
             log.debug("brownout %s failed again: %r", component, exc)
         for listener in self.listeners:
@@ -45,7 +52,9 @@ class Guard:
         with self._lock:
             return dict(self.errors)
 
-    def call(self, component: str, fn: Callable[..., T], *args: object, default: T | None = None, context: str = "") -> T | None:
+    def call(
+        self, component: str, fn: Callable[..., T], *args: object, default: T | None = None, context: str = ""
+    ) -> T | None:
         """fn(*args), or `default` when it raises."""
         try:
             return fn(*args)

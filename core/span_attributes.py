@@ -42,8 +42,24 @@ _OPERATIONS = {
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content"})
 # Query parameters whose values are credentials (Gemini's `key`, signed URLs' `sig`, ...).
 _SECRET_PARAMS = frozenset(
-    {"key", "api_key", "apikey", "api-key", "token", "access_token", "id_token", "refresh_token", "sig",
-     "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "client_secret", "password", "auth"}
+    {
+        "key",
+        "api_key",
+        "apikey",
+        "api-key",
+        "token",
+        "access_token",
+        "id_token",
+        "refresh_token",
+        "sig",
+        "signature",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+        "client_secret",
+        "password",
+        "auth",
+    }
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_PARAM_CHARS = 1024  # fault params (e.g. injected text) are brownout's own, but keep events small

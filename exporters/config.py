@@ -24,8 +24,23 @@ __all__ = [
 # Globs for the model names people actually call; anything else is labelled "other" so a
 # client sending random model strings cannot blow up Prometheus's series count.
 DEFAULT_MODEL_ALLOWLIST: tuple[str, ...] = (
-    "gpt-*", "chatgpt-*", "o1*", "o3*", "o4*", "text-embedding-*", "claude-*", "gemini-*",
-    "llama*", "mistral*", "mixtral*", "codestral*", "qwen*", "deepseek*", "phi*", "gemma*", "mock-*",
+    "gpt-*",
+    "chatgpt-*",
+    "o1*",
+    "o3*",
+    "o4*",
+    "text-embedding-*",
+    "claude-*",
+    "gemini-*",
+    "llama*",
+    "mistral*",
+    "mixtral*",
+    "codestral*",
+    "qwen*",
+    "deepseek*",
+    "phi*",
+    "gemma*",
+    "mock-*",
 )
 
 
@@ -79,9 +94,14 @@ class OtlpConfig(_Model):
         env = os.environ if environ is None else environ
         traces_env = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
         base_env = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-        protocol = self.protocol or (
-            env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
-        ).strip()
+        protocol = (
+            self.protocol
+            or (
+                env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or "http/protobuf"
+            ).strip()
+        )
         if protocol not in ("http/protobuf", "grpc"):
             raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol {protocol!r} (http/protobuf, grpc)")
         if self.endpoint:
@@ -96,8 +116,12 @@ class OtlpConfig(_Model):
             return None
         if protocol == "http/protobuf" and not full and urlsplit(endpoint).path.rstrip("/") in ("",):
             endpoint = endpoint.rstrip("/") + "/v1/traces"
-        headers = dict(self.headers) if self.headers is not None else _parse_headers(
-            env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
+        headers = (
+            dict(self.headers)
+            if self.headers is not None
+            else _parse_headers(
+                env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
+            )
         )
         return OtlpSettings(
             endpoint=endpoint,

@@ -29,12 +29,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry
 
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
 from brownout.exporters.config import ExportersConfig
 from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from brownout.exporters.metrics import DecisionLike, Metrics
 from brownout.exporters.otlp import OtlpTracing
-from brownout.core.exchange import Exchange
-from brownout.core.guard import Guard
 
 __all__ = ["EXTRA_EXPORTERS", "Exporters", "ViolationRecord"]
 
@@ -112,7 +112,9 @@ class Exporters:
     def _writer(self, path: str | None) -> JsonlWriter | None:
         if not path:
             return None
-        return JsonlWriter(path, on_dropped=lambda n: self.metrics.export_dropped("jsonl", n), fsync=self.config.jsonl.fsync)
+        return JsonlWriter(
+            path, on_dropped=lambda n: self.metrics.export_dropped("jsonl", n), fsync=self.config.jsonl.fsync
+        )
 
     def _add_extra(self, factory: Callable[[], Any]) -> None:
         name = str(getattr(factory, "name", None) or getattr(factory, "__name__", None) or "extra")
@@ -156,8 +158,9 @@ class Exporters:
                 self.metrics_server = self.metrics.serve(prom.listen)
             except OSError as e:
                 # Traffic and chaos work without /metrics: a busy port is a warning, not a failed start.
-                self.guard.failed("exporter:prometheus", e, f"cannot listen on {prom.listen}",
-                                  level=logging.WARNING, trace=False)
+                self.guard.failed(
+                    "exporter:prometheus", e, f"cannot listen on {prom.listen}", level=logging.WARNING, trace=False
+                )
 
     @property
     def metrics_port(self) -> int | None:
@@ -258,7 +261,9 @@ class Exporters:
         }
         return {
             "metrics_port": self.metrics_port,
-            "otlp": None if self.otlp is None else {
+            "otlp": None
+            if self.otlp is None
+            else {
                 "endpoint": self.otlp.settings.endpoint,
                 "protocol": self.otlp.settings.protocol,
                 "exported": self.otlp.exporter.exported,

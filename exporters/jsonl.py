@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 class JsonlWriter:
     """A thread-safe append-only JSONL file; `write` never raises."""
 
-    def __init__(self, path: str | Path, *, on_dropped: Callable[[int], None] = lambda n: None, fsync: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, on_dropped: Callable[[int], None] = lambda n: None, fsync: bool = False
+    ) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._on_dropped = on_dropped

@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disab
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
 from brownout.core.exchange import Exchange
 from brownout.core.span_attributes import operation_name, provider_name
+from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -36,15 +36,40 @@ log = logging.getLogger(__name__)
 disable_created_metrics()
 
 PROVIDERS = frozenset({"openai", "anthropic", "gemini", "ollama", "mcp", "http"})
-OPERATIONS = frozenset({
-    "chat", "responses", "messages", "embeddings", "text_completion", "completions", "generate",
-    "generate_content", "stream_generate_content", "execute_tool", "http",
-    "initialize", "tools/list", "tools/call", "resources/list", "resources/read", "prompts/list", "prompts/get",
-})
+OPERATIONS = frozenset(
+    {
+        "chat",
+        "responses",
+        "messages",
+        "embeddings",
+        "text_completion",
+        "completions",
+        "generate",
+        "generate_content",
+        "stream_generate_content",
+        "execute_tool",
+        "http",
+        "initialize",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+    }
+)
 # The Guard components brownout itself uses; pre-created so increase() sees the first error.
 COMPONENTS = (
-    "exchange", "wire", "engine", "fault", "spans", "invariants", "control",
-    "exporter:prometheus", "exporter:otlp", "exporter:jsonl",
+    "exchange",
+    "wire",
+    "engine",
+    "fault",
+    "spans",
+    "invariants",
+    "control",
+    "exporter:prometheus",
+    "exporter:otlp",
+    "exporter:jsonl",
 )
 STATUS_CLASSES = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", "error"})
 # LLM calls take seconds to minutes; the default buckets stop at 10 s.
@@ -122,34 +147,61 @@ class Metrics:
         self._models: dict[str, str] = {}
         self._lock = threading.Lock()  # guards _models; prometheus_client metrics lock themselves
         r = self.registry
-        self.requests = Counter("brownout_requests", "Exchanges seen.", ["provider", "operation", "status_class"], registry=r)
+        self.requests = Counter(
+            "brownout_requests", "Exchanges seen.", ["provider", "operation", "status_class"], registry=r
+        )
         self.faults = Counter("brownout_faults_injected", "Faults injected.", ["rule", "fault"], registry=r)
-        self.decisions = Counter("brownout_fault_decisions", "Rule decisions by outcome.", ["rule", "outcome"], registry=r)
+        self.decisions = Counter(
+            "brownout_fault_decisions", "Rule decisions by outcome.", ["rule", "outcome"], registry=r
+        )
         self.violations = Counter("brownout_violations", "Invariant violations.", ["invariant", "severity"], registry=r)
         self.duration = Histogram(
-            "brownout_request_duration_seconds", "Exchange duration as the agent saw it.",
-            ["provider", "operation"], buckets=DURATION_BUCKETS, registry=r,
+            "brownout_request_duration_seconds",
+            "Exchange duration as the agent saw it.",
+            ["provider", "operation"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
         )
         self.ttfc = Histogram(
-            "brownout_time_to_first_chunk_seconds", "Request start to first response body bytes.",
-            ["provider"], buckets=TTFC_BUCKETS, registry=r,
+            "brownout_time_to_first_chunk_seconds",
+            "Request start to first response body bytes.",
+            ["provider"],
+            buckets=TTFC_BUCKETS,
+            registry=r,
         )
-        self.tokens = Counter("brownout_tokens", "Tokens reported by providers.", ["provider", "model", "type"], registry=r)
-        self.retries = Counter("brownout_retries", "Client retries seen on the wire (x-stainless-retry-count > 0).", ["provider"], registry=r)
-        self.internal_errors = Counter("brownout_internal_errors", "Contained internal failures.", ["component"], registry=r)
-        self.dropped = Counter("brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r)
+        self.tokens = Counter(
+            "brownout_tokens", "Tokens reported by providers.", ["provider", "model", "type"], registry=r
+        )
+        self.retries = Counter(
+            "brownout_retries",
+            "Client retries seen on the wire (x-stainless-retry-count > 0).",
+            ["provider"],
+            registry=r,
+        )
+        self.internal_errors = Counter(
+            "brownout_internal_errors", "Contained internal failures.", ["component"], registry=r
+        )
+        self.dropped = Counter(
+            "brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r
+        )
         self.genai_duration = Histogram(
-            "gen_ai_client_operation_duration_seconds", "GenAI operation duration (OTel semconv).",
+            "gen_ai_client_operation_duration_seconds",
+            "GenAI operation duration (OTel semconv).",
             ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"],
-            buckets=GENAI_DURATION_BUCKETS, registry=r,
+            buckets=GENAI_DURATION_BUCKETS,
+            registry=r,
         )
         self.genai_tokens = Histogram(
-            "gen_ai_client_token_usage", "Tokens per GenAI operation (OTel semconv).",
+            "gen_ai_client_token_usage",
+            "Tokens per GenAI operation (OTel semconv).",
             ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_token_type"],
-            buckets=GENAI_TOKEN_BUCKETS, registry=r,
+            buckets=GENAI_TOKEN_BUCKETS,
+            registry=r,
         )
         self.sessions_active = _GaugeSource("brownout_sessions_active", "Open agent sessions.", None)
-        self.rule_active = _GaugeSource("brownout_rule_active", "1 when the rule is enabled and its window is open.", "rule")
+        self.rule_active = _GaugeSource(
+            "brownout_rule_active", "1 when the rule is enabled and its window is open.", "rule"
+        )
         r.register(self.sessions_active)
         r.register(self.rule_active)
         Info("brownout_build", "brownout build.", registry=r).info({"version": version or _version()})

@@ -70,9 +70,9 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         if span.context is not None and span.context.trace_flags.sampled:
             batch = getattr(self, "_batch_processor", None)
             queue = getattr(batch, "_queue", None)
-            if getattr(batch, "_shutdown", False):
-                self._on_dropped(1)
-            elif queue is not None and len(queue) >= getattr(batch, "_max_queue_size", float("inf")):
+            if getattr(batch, "_shutdown", False) or (
+                queue is not None and len(queue) >= getattr(batch, "_max_queue_size", float("inf"))
+            ):
                 self._on_dropped(1)
         super().on_end(span)
 

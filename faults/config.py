@@ -181,7 +181,9 @@ class RuleConfig(_Model):
         from brownout.faults.base import Fault
 
         cls = fault_registry().get(self.fault_type)
-        edits_body = cls is not None and (cls.edit_body is not Fault.edit_body or cls.stream_editor is not Fault.stream_editor)
+        edits_body = cls is not None and (
+            cls.edit_body is not Fault.edit_body or cls.stream_editor is not Fault.stream_editor
+        )
         if not edits_body:
             raise ValueError(
                 f"rule {self.name!r}: match.tool on provider {self.match.provider} is decided from the response, "

@@ -61,7 +61,7 @@ class DecisionLog:
         self._sinks: list[DecisionSink] = []
         self._file: IO[str] | None = None
         self._lock = threading.Lock()  # the file may be written from relay threads too
-        self.counts: Counter[str] = Counter({o: 0 for o in OUTCOMES})
+        self.counts: Counter[str] = Counter(dict.fromkeys(OUTCOMES, 0))
         self.sink_errors: Counter[str] = Counter()
         self.path = Path(path) if path is not None else None
         if self.path is not None:

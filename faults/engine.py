@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from brownout.core.exchange import Exchange, FaultRecord
+from brownout.core.wire.base import WireFormat
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig, fault_registry
 from brownout.faults.decisions import Decision, DecisionLog
@@ -39,8 +41,6 @@ from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
 from brownout.faults.schedule import FIRED, SKIPPED_PAUSED, Schedule, Ticket, rng_for
 from brownout.proxy.config import BrownoutConfig
-from brownout.core.exchange import Exchange, FaultRecord
-from brownout.core.wire.base import WireFormat
 
 __all__ = ["CompiledRule", "FaultEngine", "Plan"]
 

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from brownout.core.wire.base import StreamEvent, WireFormat
 from brownout.faults.base import CLOSE, Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamEditor
 from brownout.faults.streams import AfterEventsEditor
-from brownout.core.wire.base import StreamEvent, WireFormat
 
 __all__ = ["HttpErrorFault", "HttpErrorParams"]
 

@@ -23,7 +23,9 @@ class LatencyParams(FaultParams):
 
     type: Literal["latency"]
     delay_ms: float = Field(ge=0, le=MAX_DELAY_MS, description="Base delay in milliseconds.")
-    jitter_ms: float = Field(0.0, ge=0, le=MAX_DELAY_MS, description="Spread in ms (uniform: +/-, normal/lognormal: std dev).")
+    jitter_ms: float = Field(
+        0.0, ge=0, le=MAX_DELAY_MS, description="Spread in ms (uniform: +/-, normal/lognormal: std dev)."
+    )
     # None: uniform when jitter_ms is set, else fixed.
     distribution: Literal["fixed", "uniform", "normal", "lognormal"] | None = None
     phase: Literal["request", "first_byte"] = "request"

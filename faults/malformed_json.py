@@ -7,12 +7,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from brownout.core.wire.base import StreamEvent
 from brownout.faults.base import Fault, FaultContext, FaultParams, StreamEditor
 from brownout.faults.drift import apply_drift
 from brownout.faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
 from brownout.faults.providers import StreamArgsCorrupter, corrupt_tool_args
 from brownout.faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
-from brownout.core.wire.base import StreamEvent
 
 __all__ = ["MalformedJsonFault", "MalformedJsonParams"]
 
@@ -26,10 +26,16 @@ class MalformedJsonParams(FaultParams):
 
     type: Literal["malformed_json"]
     target: Literal["body", "tool_arguments", "sse_event", "schema_drift"] = "body"
-    event_index: int | None = Field(None, ge=0, description="sse_event: which data event (0-based); absent: seeded pick.")
-    field: str | None = Field(None, description="schema_drift: JSON path, e.g. 'choices[].message'; absent: by provider.")
+    event_index: int | None = Field(
+        None, ge=0, description="sse_event: which data event (0-based); absent: seeded pick."
+    )
+    field: str | None = Field(
+        None, description="schema_drift: JSON path, e.g. 'choices[].message'; absent: by provider."
+    )
     action: Literal["rename", "drop"] = Field("rename", description="schema_drift: rename or drop the field.")
-    rename_to: str | None = Field(None, min_length=1, description="schema_drift rename: new name (default '<field>_v2').")
+    rename_to: str | None = Field(
+        None, min_length=1, description="schema_drift rename: new name (default '<field>_v2')."
+    )
 
     @model_validator(mode="after")
     def _params_fit_target(self) -> MalformedJsonParams:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from enum import IntEnum
 
-from brownout.faults.config import MatchConfig
 from brownout.core.exchange import Exchange
+from brownout.faults.config import MatchConfig
 
 __all__ = ["LLM_PROVIDERS", "CompiledMatch", "Stage", "compile_glob"]
 

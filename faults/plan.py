@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from brownout.faults.base import Fault, FaultContext, Hang, Reset, Respond, StreamEditor, StreamTiming
 from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.wire.base import StreamEvent, WireFormat
 from brownout.core.wire.framing import SSEFramer, framer_for
+from brownout.faults.base import Fault, FaultContext, Hang, Reset, Respond, StreamEditor, StreamTiming
 
 __all__ = ["EMPTY_PLAN", "ChainEditor", "Fired", "Plan", "PlanHost", "merge_timings"]
 

@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from brownout.faults.base import StreamEditor
 from brownout.core.wire.base import StreamEvent, WireFormat
 from brownout.core.wire.framing import framer_for
+from brownout.faults.base import StreamEditor
 
 __all__ = [
     "AfterEventsEditor",

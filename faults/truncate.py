@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from brownout.core.wire.base import StreamEvent
 from brownout.faults.base import CLOSE, RESET, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
 from brownout.faults.streams import AfterEventsEditor, ByteCutEditor, edit_events_in_body
-from brownout.core.wire.base import StreamEvent
 
 __all__ = ["TruncateFault", "TruncateParams"]
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from abc import ABC
 from collections.abc import Mapping
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["Invariant", "InvariantConfigBase", "Severity"]
 
@@ -41,7 +41,7 @@ class InvariantConfigBase(BaseModel):
 C = TypeVar("C", bound=InvariantConfigBase)
 
 
-class Invariant(ABC, Generic[C]):
+class Invariant[C: InvariantConfigBase](ABC):
     """One configured invariant. Override check_span and/or check_session."""
 
     type: ClassVar[str]

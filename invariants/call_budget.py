@@ -43,14 +43,20 @@ class CallBudget(Invariant[CallBudgetConfig]):
             reported.add("calls")
             kind = "LLM calls" if cfg.count == "llm" else "calls"
             found.append(
-                self.violation(f"session made {calls} {kind}, budget {cfg.max_calls}", session,
-                               details={"calls": calls, "max_calls": cfg.max_calls})
+                self.violation(
+                    f"session made {calls} {kind}, budget {cfg.max_calls}",
+                    session,
+                    details={"calls": calls, "max_calls": cfg.max_calls},
+                )
             )
         duration = session.duration_s
         if cfg.max_duration_s is not None and duration > cfg.max_duration_s and "duration" not in reported:
             reported.add("duration")
             found.append(
-                self.violation(f"session ran {duration:.1f} s, budget {cfg.max_duration_s:g} s", session,
-                               details={"duration_s": round(duration, 3), "max_duration_s": cfg.max_duration_s})
+                self.violation(
+                    f"session ran {duration:.1f} s, budget {cfg.max_duration_s:g} s",
+                    session,
+                    details={"duration_s": round(duration, 3), "max_duration_s": cfg.max_duration_s},
+                )
             )
         return found

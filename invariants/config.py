@@ -1,8 +1,8 @@
 """The `invariants:` config section: a list discriminated on `type`, names unique.
 
-    invariants:
-      - {type: latency_budget, total_ms: 30000, severity: warning}
-      - {type: no_pii, direction: both}
+invariants:
+  - {type: latency_budget, total_ms: 30000, severity: warning}
+  - {type: no_pii, direction: both}
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["Custom", "CustomConfig", "load_callable"]
 
@@ -61,8 +61,9 @@ class Custom(Invariant[CustomConfig]):
             severity = item.get("severity")
             if severity is not None and severity not in ("info", "warning", "error", "critical"):
                 raise ValueError(f"custom invariant {self.name!r} returned severity {severity!r}")
-            return self.violation(item["message"], session, exchange, severity=severity,
-                                  details=item.get("details") or {})
+            return self.violation(
+                item["message"], session, exchange, severity=severity, details=item.get("details") or {}
+            )
         raise TypeError(f"custom invariant {self.name!r} returned {type(item).__name__}, not a violation")
 
 

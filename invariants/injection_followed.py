@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["InjectionFollowed", "InjectionFollowedConfig", "default_markers"]
 
@@ -66,9 +66,13 @@ class InjectionFollowed(Invariant[InjectionFollowedConfig]):
                 found.append(
                     self.violation(
                         f"agent followed the instruction injected in exchange {injection.source.exchange_id}: {where}",
-                        session, exchange, cause=injection.source,
-                        details={"injected_exchange_id": injection.source.exchange_id,
-                                 "injected_span_id": injection.source.span_id},
+                        session,
+                        exchange,
+                        cause=injection.source,
+                        details={
+                            "injected_exchange_id": injection.source.exchange_id,
+                            "injected_span_id": injection.source.span_id,
+                        },
                     )
                 )
         for fault in exchange.faults:

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["LatencyBudget", "LatencyBudgetConfig"]
 
@@ -50,7 +50,9 @@ class LatencyBudget(Invariant[LatencyBudgetConfig]):
             found.append(
                 self.violation(
                     f"exchange took {total_ms:.0f} ms, budget {cfg.total_ms:g} ms",
-                    session, exchange, details={"total_ms": round(total_ms, 3), "budget_ms": cfg.total_ms},
+                    session,
+                    exchange,
+                    details={"total_ms": round(total_ms, 3), "budget_ms": cfg.total_ms},
                 )
             )
         if cfg.ttfc_ms is not None and exchange.ttfc_s is not None and exchange.ttfc_s * 1000 > cfg.ttfc_ms:
@@ -58,7 +60,9 @@ class LatencyBudget(Invariant[LatencyBudgetConfig]):
             found.append(
                 self.violation(
                     f"time to first chunk {ttfc_ms:.0f} ms, budget {cfg.ttfc_ms:g} ms",
-                    session, exchange, details={"ttfc_ms": round(ttfc_ms, 3), "budget_ms": cfg.ttfc_ms},
+                    session,
+                    exchange,
+                    details={"ttfc_ms": round(ttfc_ms, 3), "budget_ms": cfg.ttfc_ms},
                 )
             )
         return found

@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView, canonical_arguments
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["NoLoop", "NoLoopConfig"]
 
@@ -63,8 +63,15 @@ class NoLoop(Invariant[NoLoopConfig]):
                 found += self._alternation(track, source, seq, session, exchange)
         return found
 
-    def _repeats(self, track: _Track, source: str, seq: deque[tuple[str, str]], key: tuple[str, str],
-                 session: Session, exchange: ExchangeSummary) -> list[Violation]:
+    def _repeats(
+        self,
+        track: _Track,
+        source: str,
+        seq: deque[tuple[str, str]],
+        key: tuple[str, str],
+        session: Session,
+        exchange: ExchangeSummary,
+    ) -> list[Violation]:
         count = seq.count(key)
         marker = ("repeat", source, key)
         if count <= self.config.max_repeats or marker in track.reported:
@@ -74,12 +81,15 @@ class NoLoop(Invariant[NoLoopConfig]):
             self.violation(
                 f"{source} tool call {key[0]!r} repeated {count} times with identical arguments "
                 f"in the last {len(seq)} calls (max {self.config.max_repeats})",
-                session, exchange, details={"tool": key[0], "count": count, "source": source},
+                session,
+                exchange,
+                details={"tool": key[0], "count": count, "source": source},
             )
         ]
 
-    def _alternation(self, track: _Track, source: str, seq: deque[tuple[str, str]],
-                     session: Session, exchange: ExchangeSummary) -> list[Violation]:
+    def _alternation(
+        self, track: _Track, source: str, seq: deque[tuple[str, str]], session: Session, exchange: ExchangeSummary
+    ) -> list[Violation]:
         n = self.config.alternation_cycles * 2
         if n == 0 or len(seq) < n:
             return []
@@ -95,7 +105,9 @@ class NoLoop(Invariant[NoLoopConfig]):
             self.violation(
                 f"{source} tool calls {a[0]!r} and {b[0]!r} alternate with identical arguments "
                 f"{self.config.alternation_cycles} times in a row",
-                session, exchange, details={"tools": [a[0], b[0]], "source": source},
+                session,
+                exchange,
+                details={"tools": [a[0], b[0]], "source": source},
             )
         ]
 

@@ -8,12 +8,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.pii_patterns import CATEGORIES, Detector, Finding, default_detectors, find_all
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["NoPii", "NoPiiConfig"]
 
@@ -107,8 +107,13 @@ class NoPii(Invariant[NoPiiConfig]):
                     f"{kind} in {where} at offset {first.start}{more}",
                     session,
                     exchange,
-                    details={"kind": kind, "direction": direction, "count": len(hits),
-                             "locations": locations, "places": dict(places)},
+                    details={
+                        "kind": kind,
+                        "direction": direction,
+                        "count": len(hits),
+                        "locations": locations,
+                        "places": dict(places),
+                    },
                 )
             )
         return found

@@ -7,7 +7,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
-    "CATEGORIES", "Detector", "Finding", "default_detectors", "find_all", "iban_valid", "luhn_valid", "numeric_regions",
+    "CATEGORIES",
+    "Detector",
+    "Finding",
+    "default_detectors",
+    "find_all",
+    "iban_valid",
+    "luhn_valid",
+    "numeric_regions",
 ]
 
 _EMAIL_LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
@@ -104,12 +111,13 @@ def default_detectors() -> list[Detector]:
     detectors = [Detector(kind, "secret", re.compile(rx)) for kind, rx in _SECRETS]
     detectors += [
         # Card IINs start with 2-6; this skips 13-digit millisecond timestamps (they start with 1).
-        Detector("card", "card", re.compile(r"[2-6](?:[ \-]?\d){12,18}"), luhn_valid,
-                 shrink=True, within=numeric_regions),
-        Detector("iban", "iban", re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}"), iban_valid,
-                 shrink=True),
-        Detector("email", "email", re.compile(r"@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
-                 left=_EMAIL_LOCAL),
+        Detector(
+            "card", "card", re.compile(r"[2-6](?:[ \-]?\d){12,18}"), luhn_valid, shrink=True, within=numeric_regions
+        ),
+        Detector("iban", "iban", re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}"), iban_valid, shrink=True),
+        Detector(
+            "email", "email", re.compile(r"@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"), left=_EMAIL_LOCAL
+        ),
         Detector(
             "phone",
             "phone",
@@ -124,9 +132,7 @@ def default_detectors() -> list[Detector]:
     return detectors
 
 
-def find_all(
-    text: str, detectors: Iterable[Detector], allowlist: Iterable[re.Pattern[str]] = ()
-) -> Iterator[Finding]:
+def find_all(text: str, detectors: Iterable[Detector], allowlist: Iterable[re.Pattern[str]] = ()) -> Iterator[Finding]:
     """Non-overlapping findings in detector order; allowlisted or checksum-failing matches are skipped."""
     allow = tuple(allowlist)
     taken: list[tuple[int, int]] = []

@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["RetryDiscipline", "RetryDisciplineConfig"]
 
@@ -92,7 +92,9 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
                     self.violation(
                         f"retried {exchange.endpoint} after {gap:.3f} s; the {chain.failure.status or 'failed'} "
                         f"answer asked for retry-after {retry_after:g} s",
-                        session, exchange, cause=chain.first,
+                        session,
+                        exchange,
+                        cause=chain.first,
                         details={"gap_s": round(gap, 4), "retry_after_s": retry_after, "check": "retry_after"},
                     )
                 )
@@ -102,7 +104,9 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
                 self.violation(
                     f"retried {exchange.endpoint} {gap:.3f} s after a failure without backing off "
                     f"(min {cfg.min_backoff_s:g} s)",
-                    session, exchange, cause=chain.first,
+                    session,
+                    exchange,
+                    cause=chain.first,
                     details={"gap_s": round(gap, 4), "min_backoff_s": cfg.min_backoff_s, "check": "backoff"},
                 )
             )
@@ -116,16 +120,19 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             found.append(
                 self.violation(
                     f"retry storm: {recent} retries of {exchange.endpoint} within {cfg.storm_window_s:g} s",
-                    session, exchange, cause=chain.first,
+                    session,
+                    exchange,
+                    cause=chain.first,
                     details={"retries": recent, "window_s": cfg.storm_window_s, "check": "storm"},
                 )
             )
         return found
 
-    def _too_many(self, retries: int, exchange: ExchangeSummary, cause: ExchangeSummary,
-                  session: Session) -> Violation:
+    def _too_many(self, retries: int, exchange: ExchangeSummary, cause: ExchangeSummary, session: Session) -> Violation:
         return self.violation(
             f"{retries} retries of {exchange.endpoint}, more than max_retries {self.config.max_retries}",
-            session, exchange, cause=cause,
+            session,
+            exchange,
+            cause=cause,
             details={"retries": retries, "max_retries": self.config.max_retries, "check": "max_retries"},
         )

@@ -7,13 +7,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 
+from brownout.core.exchange import Exchange
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants import create
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session, SessionStore
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.exchange import Exchange
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["InvariantRunner"]
 
@@ -142,8 +142,9 @@ class InvariantRunner:
             found += self._run(invariant, invariant.check_session, session, final=True)
         return found
 
-    def _run(self, invariant: Invariant, method: Callable[..., list[Violation]], *args: object,
-             **kwargs: object) -> list[Violation]:
+    def _run(
+        self, invariant: Invariant, method: Callable[..., list[Violation]], *args: object, **kwargs: object
+    ) -> list[Violation]:
         try:
             result = method(*args, **kwargs)
             if type(result) is list and not result:  # the common case, checked cheaply: no violations

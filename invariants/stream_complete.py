@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["StreamComplete", "StreamCompleteConfig"]
 
@@ -53,25 +53,31 @@ class StreamComplete(Invariant[StreamCompleteConfig]):
                 found.append(
                     self.violation(
                         f"stream {partial.stream.exchange_id} ended without its terminal event, and {reason}",
-                        session, exchange, cause=partial.stream,
-                        details={"truncated_exchange_id": partial.stream.exchange_id,
-                                 "truncated_span_id": partial.stream.span_id},
+                        session,
+                        exchange,
+                        cause=partial.stream,
+                        details={
+                            "truncated_exchange_id": partial.stream.exchange_id,
+                            "truncated_span_id": partial.stream.span_id,
+                        },
                     )
                 )
-        if exchange.stream and exchange.stream_complete is False:
-            if not (self.config.ignore_if_finished and exchange.finish_reasons):
-                text = exchange.output_text.strip()[:_PARTIAL_MAX_CHARS]
-                ids = frozenset(c.id for c in exchange.requested_calls if c.id)
-                if len(text) >= self.config.min_chars or ids:
-                    pending.append(_Partial(exchange.light(), text, ids))
+        cut = exchange.stream and exchange.stream_complete is False
+        if cut and not (self.config.ignore_if_finished and exchange.finish_reasons):
+            text = exchange.output_text.strip()[:_PARTIAL_MAX_CHARS]
+            ids = frozenset(c.id for c in exchange.requested_calls if c.id)
+            if len(text) >= self.config.min_chars or ids:
+                pending.append(_Partial(exchange.light(), text, ids))
         return found
 
     def _treated_complete(self, partial: _Partial, exchange: ExchangeSummary) -> str | None:
         if len(partial.text) >= self.config.min_chars:
             for i, message in enumerate(exchange.messages):
                 if message.role in ("assistant", "model") and partial.text in message.text:
-                    return (f"request {exchange.exchange_id} sent its partial text back as a finished "
-                            f"assistant message (messages[{i}])")
+                    return (
+                        f"request {exchange.exchange_id} sent its partial text back as a finished "
+                        f"assistant message (messages[{i}])"
+                    )
         for result in exchange.tool_results:
             if result.call_id in partial.call_ids:
                 return f"request {exchange.exchange_id} carries a result for its tool call {result.call_id!r}"

@@ -110,8 +110,16 @@ class ExchangeSummary:
         if executed is not None:
             executed = replace(executed, arguments=executed.arguments[:_LIGHT_ARGS_CHARS])
         # Declared tools live once in Session.tools; every request repeats them.
-        return replace(self, messages=(), tool_results=(), request_body="", output_text="",
-                       tools_declared=(), requested_calls=calls, executed_call=executed)
+        return replace(
+            self,
+            messages=(),
+            tool_results=(),
+            request_body="",
+            output_text="",
+            tools_declared=(),
+            requested_calls=calls,
+            executed_call=executed,
+        )
 
     @classmethod
     def from_exchange(cls, span: ExchangeSpan, exchange: Exchange) -> ExchangeSummary:
@@ -174,8 +182,9 @@ def _executed_call(exchange: Exchange, calls: tuple[ToolCallView, ...]) -> ToolC
             for key, value in query:
                 params.setdefault(key, []).append(value)
             args = {k: v[0] if len(v) == 1 else v for k, v in params.items()}
-            return ToolCallView(exchange.tool_name or "", json.dumps(args, sort_keys=True), exchange.tool_call_id,
-                                from_query=True)
+            return ToolCallView(
+                exchange.tool_name or "", json.dumps(args, sort_keys=True), exchange.tool_call_id, from_query=True
+            )
     try:
         body = json.loads(arguments)
     except ValueError:

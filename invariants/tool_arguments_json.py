@@ -6,15 +6,15 @@ import json
 import logging
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from pydantic import ConfigDict, Field
 
+from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
-from brownout.core.spans import ExchangeSpan
 
 __all__ = ["ToolArgumentsJson", "ToolArgumentsJsonConfig"]
 
@@ -48,8 +48,12 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
             if problem is not None:
                 where = "executed" if call is exchange.executed_call else f"tool_calls[{index}]"
                 found.append(
-                    self.violation(f"tool call {call.name!r} ({where}): {problem}", session, exchange,
-                                   details={"tool": call.name, "call_id": call.id, "location": where})
+                    self.violation(
+                        f"tool call {call.name!r} ({where}): {problem}",
+                        session,
+                        exchange,
+                        details={"tool": call.name, "call_id": call.id, "location": where},
+                    )
                 )
         return found
 

@@ -17,6 +17,12 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.wire import detect
+from brownout.core.wire.base import WireFormat
+from brownout.core.wire.decoding import stream_decoder
+from brownout.core.wire.framing import framer_for
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.proxy import effects, flowmodel
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
@@ -24,17 +30,11 @@ from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.connkill import drop_client, is_multiplexed
 from brownout.proxy.control_link import start_control
 from brownout.proxy.engine_link import EngineLink
-from brownout.core.exchange import Exchange
-from brownout.core.guard import Guard
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.sessions import proxy_auth_user
 from brownout.proxy.streaming import StreamTap
 from brownout.proxy.watch import ConfigWatcher
-from brownout.core.wire import detect
-from brownout.core.wire.base import WireFormat
-from brownout.core.wire.decoding import stream_decoder
-from brownout.core.wire.framing import framer_for
 
 __all__ = ["Brownout"]
 
@@ -65,7 +65,9 @@ class FlowState:
 class Brownout:
     """Chaos proxy addon: faults, exchange model, spans, invariants, exporters."""
 
-    def __init__(self, *, config: BrownoutConfig | None = None, on_exchange: Callable[[Exchange], None] | None = None) -> None:
+    def __init__(
+        self, *, config: BrownoutConfig | None = None, on_exchange: Callable[[Exchange], None] | None = None
+    ) -> None:
         self.guard = Guard()
         self._fixed = config is not None
         self.config = config or BrownoutConfig()
@@ -91,8 +93,12 @@ class Brownout:
 
     def load(self, loader: Any) -> None:
         loader.add_option("brownout_config", str, "", "Path of the brownout chaos config (YAML); empty: defaults.")
-        loader.add_option("brownout_reload_s", int, 1, "Seconds between checks of the config file for hot reload; 0: off.")
-        loader.add_option("brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one).")
+        loader.add_option(
+            "brownout_reload_s", int, 1, "Seconds between checks of the config file for hot reload; 0: off."
+        )
+        loader.add_option(
+            "brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one)."
+        )
         loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
 
     def configure(self, updated: set[str]) -> None:
@@ -103,17 +109,18 @@ class Brownout:
                 raise exceptions.OptionsError(str(e)) from e
         elif updated & {"brownout_metrics_listen", "brownout_control_listen"}:
             self.apply_config(self.config)
-        if "stream_large_bodies" in updated or "brownout_config" in updated:
-            # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
-            # request is still buffered, recognised and faulted; responses stream from our threshold.
-            if ctx.options.stream_large_bodies is None:
-                ctx.options.update(stream_large_bodies=self.config.proxy.buffer_max_bytes)
+        # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
+        # request is still buffered, recognised and faulted; responses stream from our threshold.
+        if updated & {"stream_large_bodies", "brownout_config"} and ctx.options.stream_large_bodies is None:
+            ctx.options.update(stream_large_bodies=self.config.proxy.buffer_max_bytes)
 
     async def running(self) -> None:
         self.relay = Relay(verify=self._upstream_verify())
         await self.relay.start()
         self.pipeline.start(rules=self.faults.engine.active_rules)
-        self.control = self.guard.call("control", start_control, self, asyncio.get_running_loop(), context="control API")
+        self.control = self.guard.call(
+            "control", start_control, self, asyncio.get_running_loop(), context="control API"
+        )
         path = ctx.options.brownout_config
         if path and not self._fixed and ctx.options.brownout_reload_s > 0:
             self.watcher = ConfigWatcher(path, self._reload_from_file, interval_s=ctx.options.brownout_reload_s)
@@ -136,7 +143,10 @@ class Brownout:
         self.faults.reload(config)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
-        if getattr(ctx, "master", None) is not None and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes:
+        if (
+            getattr(ctx, "master", None) is not None
+            and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
+        ):
             ctx.options.update(stream_large_bodies=config.proxy.buffer_max_bytes)
 
     def _reload_from_file(self, path: str) -> None:
@@ -193,13 +203,15 @@ class Brownout:
                 state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
 
     def _begin(self, flow: http.HTTPFlow) -> FlowState:
-        user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(flow.client_conn.id)
+        user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(
+            flow.client_conn.id
+        )
         # The proxy credential is for brownout only; never forward it.
         flow.request.headers.pop("proxy-authorization", None)
         cap = self.config.proxy.capture_max_bytes
         exchange, body, headers = flowmodel.new_exchange(flow, user, cap)
         # A format whose recognise() raises is skipped; the guard still logs and counts it.
-        on_error = lambda fmt, e: self.guard.failed("wire", e, f"{fmt.provider} recognise {exchange.path}")  # noqa: E731
+        on_error = lambda fmt, e: self.guard.failed("wire", e, f"{fmt.provider} recognise {exchange.path}")
         wire, operation = detect(flowmodel.request_info(flow, headers, body), on_error)
         exchange.provider, exchange.operation = wire.provider, operation
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
@@ -230,7 +242,8 @@ class Brownout:
         length = resp.headers.get("content-length", "")
         large = not length.isdigit() or int(length) > self._stream_above
         must_stream = (
-            state.timing is not None or resp.stream
+            state.timing is not None
+            or resp.stream
             or (framer is not None and not (wants_body and encoded))
             or (framer is None and large and not wants_body)
         )
@@ -238,8 +251,14 @@ class Brownout:
             editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
             decoder = stream_decoder(encoding) if encoded else None
             state.tap = StreamTap(
-                ex, state.wire, framer if (decoder or not encoded) else None, editor, state.timing, self.guard,
-                on_reset=lambda now: effects.drop(flow, self.guard, now=now), decoder=decoder,
+                ex,
+                state.wire,
+                framer if (decoder or not encoded) else None,
+                editor,
+                state.timing,
+                self.guard,
+                on_reset=lambda now: effects.drop(flow, self.guard, now=now),
+                decoder=decoder,
                 keep_copy=self.config.proxy.capture_max_bytes,
             )
             resp.stream = state.tap

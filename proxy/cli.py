@@ -25,13 +25,20 @@ __all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
-_config_opt = click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False), help="Chaos config (YAML).")
+_config_opt = click.option(
+    "-c", "--config", "config_path", type=click.Path(dir_okay=False), help="Chaos config (YAML)."
+)
 _set_opt = click.option(
-    "--set", "set_options", multiple=True, metavar="OPTION=VALUE",
+    "--set",
+    "set_options",
+    multiple=True,
+    metavar="OPTION=VALUE",
     help="Any mitmproxy option, e.g. ssl_verify_upstream_trusted_ca=ca.pem (repeatable).",
 )
 _confdir_opt = click.option(
-    "--confdir", type=click.Path(file_okay=False), default=None,
+    "--confdir",
+    type=click.Path(file_okay=False),
+    default=None,
     help="Where brownout keeps its CA (default: $BROWNOUT_CONFDIR or ~/.brownout).",
 )
 _session_opt = click.option("--session", default=None, help="Session name, sent as the proxy username.")
@@ -92,7 +99,8 @@ def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str,
     if not _is_loopback(host) and not names & {"allow_hosts", "proxyauth"}:
         click.echo(
             f"brownout: warning: listening on {host}, not loopback, and without allow_hosts or proxyauth: "
-            "anyone who can reach this port can use the proxy.", err=True,
+            "anyone who can reach this port can use the proxy.",
+            err=True,
         )
 
     def ready(handle: ProxyHandle) -> None:
@@ -104,18 +112,25 @@ def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str,
             click.echo(f"Point a client's base URL at {handle.url}")
 
     try:
-        asyncio.run(serve_until_signal(
-            ready, config_path=config_path, mode=mode, listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-            confdir=confdir, extra_options=list(set_options),
-        ))
+        asyncio.run(
+            serve_until_signal(
+                ready,
+                config_path=config_path,
+                mode=mode,
+                listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                confdir=confdir,
+                extra_options=list(set_options),
+            )
+        )
     except ProxyStartError as e:
         _fail(f"cannot start the proxy: {e}")
     click.echo("brownout stopped.")
 
 
 @main.command()
-@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
-              help="Where `brownout run` listens.")
+@click.option(
+    "--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT", help="Where `brownout run` listens."
+)
 @_session_opt
 @_confdir_opt
 def env(listen: str, session: str | None, confdir: str | None) -> None:
@@ -136,9 +151,13 @@ def env(listen: str, session: str | None, confdir: str | None) -> None:
 @_set_opt
 @_confdir_opt
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec(  # noqa: A001  (the subcommand's name)
-    config_path: str | None, session: str | None, mode: str, set_options: tuple[str, ...],
-    confdir: str | None, command: tuple[str, ...],
+def exec(
+    config_path: str | None,
+    session: str | None,
+    mode: str,
+    set_options: tuple[str, ...],
+    confdir: str | None,
+    command: tuple[str, ...],
 ) -> None:
     """Run COMMAND through brownout and exit with its status.
 
@@ -166,7 +185,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
         click.echo(f"brownout: cannot run {command[0]!r}: {e.strerror or e}", err=True)
         return 127 if isinstance(e, FileNotFoundError) else 126
     try:
-        forward = lambda signum, _frame: proc.send_signal(signum)  # noqa: E731
+        forward = lambda signum, _frame: proc.send_signal(signum)
         signal.signal(signal.SIGTERM, forward)
         returncode = proc.wait()
     finally:
@@ -229,4 +248,6 @@ _register_groups()
 
 def _setup_logging() -> None:
     # stdout belongs to the child command; brownout's own warnings go to stderr
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="brownout: %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="brownout: %(levelname)s %(name)s: %(message)s"
+    )

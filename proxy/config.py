@@ -36,6 +36,7 @@ class ProxySettings(Model):
         description="Hard cap on what is ever held in memory per body, requests included: a larger request "
         "streams to upstream unrecognised (no request-phase faults), a larger response streams (k/m/g suffixes).",
     )
+
     @field_validator("stream_large_bodies", "buffer_max_bytes")
     @classmethod
     def _size(cls, value: str) -> str:

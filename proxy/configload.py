@@ -48,7 +48,7 @@ class ConfigError(ValueError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
-def load_config(path: str | PathLike[str], *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
+def load_config[M: pydantic.BaseModel](path: str | PathLike[str], *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
     """Read and validate the config file at `path` (as `model`: other YAML files reuse this)."""
     source = str(path)
     try:
@@ -60,7 +60,7 @@ def load_config(path: str | PathLike[str], *, model: type[M] = BrownoutConfig) -
     return parse_config(text, source=source, model=model)
 
 
-def parse_config(text: str, source: str = "<string>", *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
+def parse_config[M: pydantic.BaseModel](text: str, source: str = "<string>", *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
     """Validate YAML `text`; an empty document means all defaults."""
     try:
         # compose once and build the data from the same tree, so lines and values agree

@@ -11,7 +11,6 @@ import contextlib
 import logging
 import socket
 import struct
-
 from typing import Any
 
 from mitmproxy import ctx, http

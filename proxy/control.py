@@ -117,7 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "brownout-control"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("control %s " + format, self.client_address[0], *args)
 
     def _send(self, status: int, body: Mapping[str, Any] | list[Any], headers: Mapping[str, str] = {}) -> None:
@@ -185,7 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(200, {"rule": name, "enabled": body["enabled"]})
                 else:
                     self._send(404, {"error": f"no rule named {name!r}"})
-            elif path in ("/status", "/faults/pause", "/faults/resume", "/reload", "/violations") or _RULE_PATH.match(path):
+            elif path in ("/status", "/faults/pause", "/faults/resume", "/reload", "/violations") or _RULE_PATH.match(
+                path
+            ):
                 self._send(405, {"error": f"{method} not allowed on {path}"})
             else:
                 self._send(404, {"error": f"no endpoint {path}"})

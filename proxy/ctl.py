@@ -46,7 +46,9 @@ def _echo(data: Any) -> None:
 
 
 @click.group()
-@click.option("--url", default=_DEFAULT_URL, show_default=True, envvar="BROWNOUT_CONTROL_URL", help="Control API base URL.")
+@click.option(
+    "--url", default=_DEFAULT_URL, show_default=True, envvar="BROWNOUT_CONTROL_URL", help="Control API base URL."
+)
 @click.option("--token", envvar="BROWNOUT_TOKEN", help="Bearer token (default: $BROWNOUT_TOKEN).")
 @click.option("--timeout", "timeout_s", default=10.0, show_default=True, help="Request timeout in seconds.")
 @click.pass_context
@@ -125,7 +127,9 @@ def violations(client: _Client, since: str | None, as_json: bool) -> None:
             click.echo(json.dumps(r, sort_keys=True, default=str))
         else:
             when = time.strftime("%H:%M:%S", time.localtime(float(r.get("timestamp") or 0)))
-            click.echo(f"{when}  {r.get('severity', ''):8}  {r.get('invariant', '')}  {r.get('message', '')}"
-                       f"  session={r.get('session_id', '')} trace={r.get('trace_id') or '-'}")
+            click.echo(
+                f"{when}  {r.get('severity', ''):8}  {r.get('invariant', '')}  {r.get('message', '')}"
+                f"  session={r.get('session_id', '')} trace={r.get('trace_id') or '-'}"
+            )
     if not records and not as_json:
         click.echo("no violations", err=sys.stderr.isatty())

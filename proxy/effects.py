@@ -13,10 +13,10 @@ import time
 
 from mitmproxy import http
 
-from brownout.proxy.connkill import drop_client, is_multiplexed, stream_cancelled
 from brownout.core.guard import Guard
-from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 from brownout.faults.base import StreamTiming
+from brownout.proxy.connkill import drop_client, is_multiplexed, stream_cancelled
+from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 
 __all__ = ["RelayUnsupported", "drop", "hang", "reset", "route_to_relay", "sync_headers"]
 

@@ -26,7 +26,6 @@ from brownout.proxy.configload import load_config
 __all__ = [
     "ProxyHandle",
     "ProxyStartError",
-    "drain",
     "parse_listen",
     "running_proxy",
     "running_proxy_async",
@@ -151,8 +150,13 @@ async def running_proxy_async(
         _deepen_backlog(master)
         started = True
         handle = ProxyHandle(
-            host=connect_host(bound[0]), port=bound[1], url=proxy_url(bound[0], bound[1]),
-            ca=ca, addon=addon, master=master, mode=modes,
+            host=connect_host(bound[0]),
+            port=bound[1],
+            url=proxy_url(bound[0], bound[1]),
+            ca=ca,
+            addon=addon,
+            master=master,
+            mode=modes,
         )
         logger.info("brownout listening on %s (%s)", handle.url, ", ".join(modes))
         yield handle
@@ -249,8 +253,13 @@ def running_proxy(
 
     async def main() -> None:
         async with running_proxy_async(
-            config_path, config=config, mode=mode, listen=listen, confdir=confdir,
-            extra_options=extra_options, on_exchange=on_exchange,
+            config_path,
+            config=config,
+            mode=mode,
+            listen=listen,
+            confdir=confdir,
+            extra_options=extra_options,
+            on_exchange=on_exchange,
         ) as handle:
             stopped = asyncio.Event()
             loop = asyncio.get_running_loop()

@@ -6,12 +6,12 @@ import asyncio
 import logging
 from typing import Any
 
-from brownout.faults.base import Hang, Reset, Respond, StreamEditor, StreamTiming
-from brownout.faults.engine import FaultEngine
-from brownout.proxy.config import BrownoutConfig
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
+from brownout.faults.base import Hang, Reset, Respond, StreamEditor, StreamTiming
+from brownout.faults.engine import FaultEngine
+from brownout.proxy.config import BrownoutConfig
 
 __all__ = ["EngineLink"]
 

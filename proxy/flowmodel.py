@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 from mitmproxy import http
 
 from brownout.core.exchange import Exchange
-from brownout.proxy.sessions import resolve_session
 from brownout.core.wire.base import RequestInfo
+from brownout.proxy.sessions import resolve_session
 
 __all__ = ["SECRET_HEADERS", "new_exchange", "redact_query", "request_info", "response_headers"]
 
@@ -45,7 +45,9 @@ def request_info(flow: http.HTTPFlow, headers: dict[str, str], body: bytes) -> R
     )
 
 
-def new_exchange(flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int) -> tuple[Exchange, bytes, dict[str, str]]:
+def new_exchange(
+    flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int
+) -> tuple[Exchange, bytes, dict[str, str]]:
     """A fresh exchange for a request, with its decoded body and lower-cased headers."""
     req = flow.request
     headers = _lower_headers(req.headers)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from brownout.faults.streams import counts
 from brownout.core.wire.decoding import stream_decoder
 from brownout.core.wire.framing import Framer, framer_for
+from brownout.faults.streams import counts
 
 __all__ = ["StallPoint"]
 

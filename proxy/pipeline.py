@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.spans import SpanBuilder
 from brownout.exporters.hub import Exporters
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
 from brownout.proxy.config import BrownoutConfig
-from brownout.core.exchange import Exchange
-from brownout.core.guard import Guard
-from brownout.core.spans import SpanBuilder
 
 __all__ = ["Pipeline"]
 

@@ -40,13 +40,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from brownout import faults
-from brownout import invariants
+from brownout import faults, invariants
+from brownout.core import wire
+from brownout.core.wire.base import WireFormat
 from brownout.exporters import hub
 from brownout.faults.base import Fault
 from brownout.invariants.base import Invariant
-from brownout.core import wire
-from brownout.core.wire.base import WireFormat
 
 __all__ = ["SPEC", "load_plugin", "load_plugins", "unregister"]
 

@@ -36,7 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("brownout_confdir", "Directory for brownout's CA (default $BROWNOUT_CONFDIR or ~/.brownout).", default="")
+    parser.addini(
+        "brownout_confdir", "Directory for brownout's CA (default $BROWNOUT_CONFDIR or ~/.brownout).", default=""
+    )
 
 
 class BrownoutFixture:
@@ -79,19 +81,27 @@ class BrownoutFixture:
 
     def faults(self, *, rule: str | None = None, fault: str | None = None) -> list[Any]:
         """Injected faults (`FaultRecord`), optionally only one rule or fault type."""
-        return [f for ex in self.exchanges() for f in ex.faults
-                if (rule is None or f.rule == rule) and (fault is None or f.fault == fault)]
+        return [
+            f
+            for ex in self.exchanges()
+            for f in ex.faults
+            if (rule is None or f.rule == rule) and (fault is None or f.fault == fault)
+        ]
 
-    def violations(self, *, severity: str | None = None, min_severity: str | None = None,
-                   invariant: str | None = None) -> list[Any]:
+    def violations(
+        self, *, severity: str | None = None, min_severity: str | None = None, invariant: str | None = None
+    ) -> list[Any]:
         """Invariant violations: exactly `severity`, or at least `min_severity`, optionally one invariant."""
         floor = SEVERITY_ORDER.index(min_severity) if min_severity else 0
         with self._lock:
             found = list(self._violations)
-        return [v for v in found
-                if (severity is None or v.severity == severity)
-                and (min_severity is None or SEVERITY_ORDER.index(v.severity) >= floor)
-                and (invariant is None or v.invariant == invariant)]
+        return [
+            v
+            for v in found
+            if (severity is None or v.severity == severity)
+            and (min_severity is None or SEVERITY_ORDER.index(v.severity) >= floor)
+            and (invariant is None or v.invariant == invariant)
+        ]
 
     def apply(self, config: Any) -> None:
         """Switch the chaos config for the rest of the test."""
@@ -133,7 +143,12 @@ def brownout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     holder: list[BrownoutFixture] = []
     # One proxy per test: /metrics and the control API on free ports, so parallel runs never clash.
     ports = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
-    with running_proxy(config=config, confdir=confdir, extra_options=ports, on_exchange=lambda ex: holder[0]._on_exchange(ex) if holder else None) as handle:
+    with running_proxy(
+        config=config,
+        confdir=confdir,
+        extra_options=ports,
+        on_exchange=lambda ex: holder[0]._on_exchange(ex) if holder else None,
+    ) as handle:
         fx = BrownoutFixture(handle, session)
         holder.append(fx)
         listeners = getattr(getattr(handle.addon, "pipeline", None), "violation_listeners", None)

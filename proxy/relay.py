@@ -119,8 +119,10 @@ class Relay:
             # Refused, TLS verification, DNS: a 502, as mitmproxy answers when it cannot connect.
             log.info("relay: cannot reach upstream %s: %r", httpx.URL(target.url).host, e)
             msg = f"brownout relay: cannot reach upstream: {e!r}".encode("utf-8", "replace")
-            writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
-                         b"connection: close\r\n\r\n%s" % (len(msg), msg))
+            writer.write(
+                b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+                b"connection: close\r\n\r\n%s" % (len(msg), msg)
+            )
             return
         try:
             await self._relay_response(resp, writer, target.timing)
@@ -137,7 +139,11 @@ class Relay:
         await writer.drain()
         stall: StallPoint | None = None
         if timing.pause_after_events is not None:
-            stall = StallPoint(timing.pause_after_events, resp.headers.get("content-type", ""), resp.headers.get("content-encoding", ""))
+            stall = StallPoint(
+                timing.pause_after_events,
+                resp.headers.get("content-type", ""),
+                resp.headers.get("content-encoding", ""),
+            )
             if stall.at_start:
                 await self._sleep(timing.pause_s)  # after_events 0: headers out, no event yet
         # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.

@@ -13,11 +13,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from brownout.faults.base import CLOSE, RESET, StreamEditor, StreamTiming
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
 from brownout.core.wire.framing import Framer
+from brownout.faults.base import CLOSE, RESET, StreamEditor, StreamTiming
 
 __all__ = ["StreamTap"]
 
@@ -166,7 +166,7 @@ class StreamTap:
                 self.editor = None
                 out.append(ev.raw)
                 continue
-            if result == CLOSE or result == RESET:
+            if result in (CLOSE, RESET):
                 self.ended = True
                 if result == RESET:
                     self._reset()

@@ -34,8 +34,11 @@ def test_agent_happy_path(up: MockUpstream) -> None:
     assert paths.count("/v1/chat/completions") == 4 and paths.count("/tools/weather") == 2
     assert paths[-1] == "/v1/messages"
     # The tool result went back to the model.
-    tool_msgs = [json.loads(r.body)["messages"][-1] for r in up.requests_seen[before:]
-                 if r.path == "/v1/chat/completions" and b'"tool"' in r.body]
+    tool_msgs = [
+        json.loads(r.body)["messages"][-1]
+        for r in up.requests_seen[before:]
+        if r.path == "/v1/chat/completions" and b'"tool"' in r.body
+    ]
     assert tool_msgs and all(json.loads(m["content"])["temp_c"] == 18 for m in tool_msgs)
 
 
@@ -69,8 +72,14 @@ def test_agent_survives_a_dead_tool_api(up: MockUpstream) -> None:
 
 def test_agent_cli_json(up: MockUpstream) -> None:
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    out = subprocess.run([sys.executable, "-m", "brownout.proxy.demo.agent", "--upstream", up.url, "--json"],
-                         capture_output=True, text=True, timeout=60, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "brownout.proxy.demo.agent", "--upstream", up.url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
     summary = AgentSummary.from_dict(json.loads(out.stdout))
     assert summary.errors == 0 and summary.final_answer == "It is 18°C and cloudy in Paris."
 

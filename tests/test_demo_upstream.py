@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import ssl
 import time
@@ -14,11 +15,19 @@ import pytest
 
 from brownout.proxy.demo.upstream import MockUpstream
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather for a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-ANTHROPIC_TOOL = {"name": "get_weather", "description": "Weather for a city.",
-                  "input_schema": WEATHER_TOOL["function"]["parameters"]}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+ANTHROPIC_TOOL = {
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "input_schema": WEATHER_TOOL["function"]["parameters"],
+}
 USER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
@@ -55,8 +64,12 @@ def test_openai_chat_plain_and_streamed(which: str, request: pytest.FixtureReque
     assert r.id.startswith("chatcmpl-") and r.model == "gpt-4o-mini"
     assert r.choices[0].finish_reason == "stop" and r.usage and r.usage.total_tokens > 0
     text = r.choices[0].message.content
-    stream = client.chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True,  # type: ignore[arg-type]
-                                            stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=USER,
+        stream=True,  # type: ignore[arg-type]
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
     assert chunks[-1].usage is not None and not chunks[-1].choices
@@ -68,16 +81,23 @@ def test_openai_tool_call_round_trip(up: MockUpstream) -> None:
     call = r.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert r.choices[0].finish_reason == "tool_calls"
     assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
-    follow = [*USER, r.choices[0].message.model_dump(exclude_none=True),
-              {"role": "tool", "tool_call_id": call.id, "content": '{"city": "Paris", "temp_c": 18, "conditions": "cloudy"}'}]
+    follow = [
+        *USER,
+        r.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": '{"city": "Paris", "temp_c": 18, "conditions": "cloudy"}'},
+    ]
     final = client.chat.completions.create(model="gpt-4o", messages=follow, tools=[WEATHER_TOOL])  # type: ignore[arg-type]
     assert final.choices[0].message.content == "It is 18°C and cloudy in Paris."
 
 
 def test_openai_streamed_tool_call_arguments_arrive_in_fragments(up: MockUpstream) -> None:
     stream = oai(up).chat.completions.create(model="gpt-4o", messages=USER, tools=[WEATHER_TOOL], stream=True)  # type: ignore[list-item,arg-type]
-    fragments = [tc.function.arguments for c in stream for tc in (c.choices[0].delta.tool_calls or [])
-                 if tc.function and tc.function.arguments]
+    fragments = [
+        tc.function.arguments
+        for c in stream
+        for tc in (c.choices[0].delta.tool_calls or [])
+        if tc.function and tc.function.arguments
+    ]
     assert len(fragments) >= 3 and json.loads("".join(fragments)) == {"city": "Paris"}
 
 
@@ -111,8 +131,20 @@ def test_anthropic_tool_use_streamed_and_not(up: MockUpstream) -> None:
     with client.messages.stream(model="claude-mock-1", max_tokens=100, messages=USER, tools=[ANTHROPIC_TOOL]) as s:  # type: ignore[arg-type,list-item]
         final = s.get_final_message()
     assert next(b for b in final.content if b.type == "tool_use").input == {"city": "Paris"}
-    follow = [*USER, {"role": "assistant", "content": m.model_dump()["content"]},
-              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": '{"city": "Paris", "temp_c": 18, "conditions": "cloudy"}'}]}]
+    follow = [
+        *USER,
+        {"role": "assistant", "content": m.model_dump()["content"]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": '{"city": "Paris", "temp_c": 18, "conditions": "cloudy"}',
+                }
+            ],
+        },
+    ]
     done = client.messages.create(model="claude-mock-1", max_tokens=100, messages=follow, tools=[ANTHROPIC_TOOL])  # type: ignore[arg-type,list-item]
     assert done.stop_reason == "end_turn" and "18°C" in done.content[0].text  # type: ignore[union-attr]
 
@@ -131,28 +163,39 @@ def test_forced_status_is_retried_and_counted(up: MockUpstream) -> None:
     assert [s.headers.get("x-stainless-retry-count") for s in seen] == ["0", "1", "2"]
     with pytest.raises(anthropic.InternalServerError) as info:
         claude(up).with_options(max_retries=0).messages.create(
-            model="m", max_tokens=10, messages=USER, extra_headers={"x-mock-status": "529"})  # type: ignore[arg-type]
+            model="m", max_tokens=10, messages=USER, extra_headers={"x-mock-status": "529"}
+        )  # type: ignore[arg-type]
     assert info.value.status_code == 529
 
 
 def test_chunk_knobs_give_real_timing(up: MockUpstream) -> None:
     t0 = time.perf_counter()
-    stream = oai(up).chat.completions.create(model="m", messages=USER, stream=True,  # type: ignore[arg-type]
-                                             extra_headers={"x-mock-chunks": "5", "x-mock-chunk-delay-ms": "40"})
+    stream = oai(up).chat.completions.create(
+        model="m",
+        messages=USER,
+        stream=True,  # type: ignore[arg-type]
+        extra_headers={"x-mock-chunks": "5", "x-mock-chunk-delay-ms": "40"},
+    )
     arrivals = [time.perf_counter() - t0 for c in stream if c.choices and c.choices[0].delta.content]
     assert len(arrivals) == 5
     # Lower bounds only (a loaded CI box makes everything later, never earlier). A late chunk
     # shrinks the gap after it, so bound the total from the request: four 40 ms waits came first.
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert arrivals[-1] >= 0.16, arrivals
     assert max(gaps) >= 0.03, gaps  # not one buffered burst
 
 
 def test_body_bytes_and_tool_api(up: MockUpstream) -> None:
     with httpx.Client(base_url=up.url) as c:
-        r = c.post("/v1/chat/completions", json={"model": "m", "messages": USER}, headers={"x-mock-body-bytes": "50000"})
+        r = c.post(
+            "/v1/chat/completions", json={"model": "m", "messages": USER}, headers={"x-mock-body-bytes": "50000"}
+        )
         assert len(r.content) == 50000 and r.json()["choices"]
-        assert c.get("/tools/weather", params={"city": "Paris"}).json() == {"city": "Paris", "temp_c": 18, "conditions": "cloudy"}
+        assert c.get("/tools/weather", params={"city": "Paris"}).json() == {
+            "city": "Paris",
+            "temp_c": 18,
+            "conditions": "cloudy",
+        }
         assert isinstance(c.get("/tools/search", params={"q": "x"}).json(), list)
         assert len(c.get("/bytes/100000").content) == 100000
         assert len(c.get("/ping").content) == 1024
@@ -161,20 +204,45 @@ def test_body_bytes_and_tool_api(up: MockUpstream) -> None:
 
 def test_gemini_ollama_mcp(up: MockUpstream) -> None:
     with httpx.Client(base_url=up.url) as c:
-        body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
-                "tools": [{"functionDeclarations": [{"name": "get_weather", "parameters": WEATHER_TOOL["function"]["parameters"]}]}]}
+        body = {
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "tools": [
+                {
+                    "functionDeclarations": [
+                        {"name": "get_weather", "parameters": WEATHER_TOOL["function"]["parameters"]}
+                    ]
+                }
+            ],
+        }
         g = c.post("/v1beta/models/gemini-2.0-flash:generateContent", json=body).json()
-        assert g["candidates"][0]["content"]["parts"][0]["functionCall"] == {"name": "get_weather", "args": {"city": "Paris"}}
+        assert g["candidates"][0]["content"]["parts"][0]["functionCall"] == {
+            "name": "get_weather",
+            "args": {"city": "Paris"},
+        }
         s = c.post("/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse", json={"contents": body["contents"]})
-        assert s.headers["content-type"] == "text/event-stream" and "[DONE]" not in s.text and s.text.count("data: ") >= 2
+        assert (
+            s.headers["content-type"] == "text/event-stream" and "[DONE]" not in s.text and s.text.count("data: ") >= 2
+        )
         lines = c.post("/api/chat", json={"model": "llama3.2", "messages": USER}).text.splitlines()
         assert json.loads(lines[-1])["done"] is True and json.loads(lines[0])["done"] is False
-        init = c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})
+        init = c.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+        )
         sid = init.headers["mcp-session-id"]
-        tools = c.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={"mcp-session-id": sid}).json()
+        tools = c.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={"mcp-session-id": sid}
+        ).json()
         assert tools["result"]["tools"][0]["inputSchema"]["required"] == ["city"]
-        call = c.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                                    "params": {"name": "get_weather", "arguments": {"city": "Paris"}}}).json()
+        call = c.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "get_weather", "arguments": {"city": "Paris"}},
+            },
+        ).json()
         assert json.loads(call["result"]["content"][0]["text"])["temp_c"] == 18
         sse = c.post("/mcp", json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, headers={"x-mock-sse": "1"})
         assert sse.headers["content-type"] == "text/event-stream" and '"id":4' in sse.text

@@ -11,10 +11,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from brownout.invariants.records import Violation
 from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, Usage
 from brownout.core.span_attributes import redact_url
 from brownout.core.spans import SpanBuilder, session_trace_context
+from brownout.invariants.records import Violation
 
 T0 = 1_750_000_000.0
 
@@ -29,11 +29,26 @@ def otel() -> tuple[TracerProvider, InMemorySpanExporter]:
 
 def chat(**fields: object) -> Exchange:
     ex = Exchange(
-        id="ex-1", session="sess-1", method="POST", scheme="https", host="api.openai.com", port=443,
-        path="/v1/chat/completions", provider="openai", operation="chat", model="gpt-4o-mini", stream=True,
-        streamed=True, messages=[Message("user", "my email is a@b.example")], status=200,
-        response_id="chatcmpl-1", response_model="gpt-4o-mini-2024-07-18", finish_reasons=["stop"],
-        usage=Usage(12, 7), output_text="Hi there", stream_complete=True,
+        id="ex-1",
+        session="sess-1",
+        method="POST",
+        scheme="https",
+        host="api.openai.com",
+        port=443,
+        path="/v1/chat/completions",
+        provider="openai",
+        operation="chat",
+        model="gpt-4o-mini",
+        stream=True,
+        streamed=True,
+        messages=[Message("user", "my email is a@b.example")],
+        status=200,
+        response_id="chatcmpl-1",
+        response_model="gpt-4o-mini-2024-07-18",
+        finish_reasons=["stop"],
+        usage=Usage(12, 7),
+        output_text="Hi there",
+        stream_complete=True,
         request_headers={"authorization": "Bearer sk-secret-secret-secret-secret", "x-api-key": "k"},
         timings=Timings(start=T0, first_client_byte=T0 + 0.25, end=T0 + 1.5),
     )
@@ -110,10 +125,22 @@ def test_provider_and_operation_names(otel, provider, operation, expected_provid
 
 def test_mcp_tools_call_is_an_execute_tool_span(otel) -> None:
     tp, exporter = otel
-    ex = Exchange(id="ex-2", session="s", method="POST", host="tools.local", port=8000, path="/mcp", provider="mcp",
-                  operation="tools/call", mcp_method="tools/call", tool_name="get_weather", tool_call_id="7",
-                  tool_calls=[ToolCall("get_weather", '{"city":"Oslo"}', "7")], status=200,
-                  timings=Timings(start=T0, end=T0 + 0.1))
+    ex = Exchange(
+        id="ex-2",
+        session="s",
+        method="POST",
+        host="tools.local",
+        port=8000,
+        path="/mcp",
+        provider="mcp",
+        operation="tools/call",
+        mcp_method="tools/call",
+        tool_name="get_weather",
+        tool_call_id="7",
+        tool_calls=[ToolCall("get_weather", '{"city":"Oslo"}', "7")],
+        status=200,
+        timings=Timings(start=T0, end=T0 + 0.1),
+    )
     SpanBuilder(tp).build(ex)
     (span,) = exporter.get_finished_spans()
     assert span.name == "execute_tool get_weather"
@@ -127,24 +154,41 @@ def test_mcp_tools_call_is_an_execute_tool_span(otel) -> None:
 
 def test_plain_http_span_name(otel) -> None:
     tp, exporter = otel
-    SpanBuilder(tp).build(Exchange(id="x", session="s", method="GET", host="example.org", port=80, status=204,
-                                   timings=Timings(start=T0, end=T0 + 0.01)))
+    SpanBuilder(tp).build(
+        Exchange(
+            id="x",
+            session="s",
+            method="GET",
+            host="example.org",
+            port=80,
+            status=204,
+            timings=Timings(start=T0, end=T0 + 0.01),
+        )
+    )
     (span,) = exporter.get_finished_spans()
     assert span.name == "GET example.org"
     assert "gen_ai.operation.name" not in span.attributes
 
 
 def test_query_secrets_are_redacted() -> None:
-    url = redact_url("https", "generativelanguage.googleapis.com", 443,
-                     "/v1beta/models/g:generateContent?alt=sse&key=AIzaSECRET&sig=abc&token=t&page=2")
+    url = redact_url(
+        "https",
+        "generativelanguage.googleapis.com",
+        443,
+        "/v1beta/models/g:generateContent?alt=sse&key=AIzaSECRET&sig=abc&token=t&page=2",
+    )
     assert "AIzaSECRET" not in url and "sig=abc" not in url and "token=t" not in url
     assert "alt=sse" in url and "page=2" in url and "key=REDACTED" in url
 
 
 def test_fault_events_and_error_status(otel) -> None:
     tp, exporter = otel
-    fault = FaultRecord("rate-limit", "http_error", {"status": 429, "retry_after_s": 2.5, "codes": ["a", "b"],
-                                                      "headers": {"x": 1}}, at=T0 + 0.001)
+    fault = FaultRecord(
+        "rate-limit",
+        "http_error",
+        {"status": 429, "retry_after_s": 2.5, "codes": ["a", "b"], "headers": {"x": 1}},
+        at=T0 + 0.001,
+    )
     SpanBuilder(tp).build(chat(status=429, error_type="rate_limit_exceeded", faults=[fault], stream_complete=None))
     (span,) = exporter.get_finished_spans()
     assert span.attributes["brownout.fault.injected"] is True
@@ -226,7 +270,7 @@ def test_without_traceparent_one_trace_per_session(otel) -> None:
 
 
 def test_unsampled_traceparent_still_gives_a_readable_view(otel) -> None:
-    tp, exporter = otel
+    tp, _exporter = otel
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
     started = SpanBuilder(tp).start(chat(traceparent=traceparent))
     assert started.trace_id_hex == "0af7651916cd43dd8448eb211c80319c"

@@ -85,8 +85,12 @@ class AnthropicFormat(ProviderFormat):
                 elif kind == "tool_result":
                     call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None
                     exchange.tool_results.append(
-                        ToolResult(call_id, text_of(block.get("content")), names.get(call_id or ""),
-                                   block.get("is_error") is True)  # fmt: skip
+                        ToolResult(
+                            call_id,
+                            text_of(block.get("content")),
+                            names.get(call_id or ""),
+                            block.get("is_error") is True,
+                        )
                     )
 
     def _response(self, exchange: Exchange, data: Any) -> None:

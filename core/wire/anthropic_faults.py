@@ -91,17 +91,28 @@ def _sse(kind: str, payload: dict[str, Any]) -> bytes:
 
 def empty_response(exchange: Exchange) -> tuple[dict[str, str], bytes]:
     message: dict[str, Any] = {
-        "id": new_id("msg_01", 22), "type": "message", "role": "assistant",
-        "model": exchange.model or "claude-sonnet-4-5", "content": [], "stop_reason": "end_turn",
-        "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0},
-    }  # fmt: skip
+        "id": new_id("msg_01", 22),
+        "type": "message",
+        "role": "assistant",
+        "model": exchange.model or "claude-sonnet-4-5",
+        "content": [],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
     if not exchange.stream:
         return dict(JSON_HEADERS), dumps(message).encode()
     start = dict(message, stop_reason=None, usage={"input_tokens": 0, "output_tokens": 1})
     body = (
         _sse("message_start", {"type": "message_start", "message": start})
-        + _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                 "usage": {"output_tokens": 0}})  # fmt: skip
+        + _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 0},
+            },
+        )
         + MESSAGE_STOP
     )
     return dict(SSE_HEADERS), body

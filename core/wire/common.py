@@ -15,7 +15,14 @@ from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange
 from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
-from brownout.core.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES, TextBuffer, decode_capped, dumps, loads, retry_after_header
+from brownout.core.wire.jsonutil import (
+    DEFAULT_CAPTURE_MAX_BYTES,
+    TextBuffer,
+    decode_capped,
+    dumps,
+    loads,
+    retry_after_header,
+)
 
 __all__ = [
     "JSON_HEADERS",

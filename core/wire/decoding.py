@@ -31,7 +31,11 @@ def _zstd() -> Callable[[bytes], bytes]:
 
 
 _DECODERS: dict[str, Callable[[], Callable[[bytes], bytes]]] = {
-    "gzip": _zlib, "x-gzip": _zlib, "deflate": _zlib, "br": _brotli, "zstd": _zstd,
+    "gzip": _zlib,
+    "x-gzip": _zlib,
+    "deflate": _zlib,
+    "br": _brotli,
+    "zstd": _zstd,
 }
 
 

@@ -25,8 +25,11 @@ _STATUS: dict[int, tuple[str, str]] = {
     403: ("PERMISSION_DENIED", "The caller does not have permission"),
     404: ("NOT_FOUND", "Requested entity was not found."),
     429: ("RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
-    500: ("INTERNAL", "An internal error has occurred. Please retry or report in "
-                      "https://developers.generativeai.google/guide/troubleshooting"),  # fmt: skip
+    500: (
+        "INTERNAL",
+        "An internal error has occurred. Please retry or report in "
+        "https://developers.generativeai.google/guide/troubleshooting",
+    ),
     503: ("UNAVAILABLE", "The model is overloaded. Please try again later."),
     504: ("DEADLINE_EXCEEDED", "Deadline expired before operation could complete."),
 }
@@ -218,9 +221,7 @@ def _is_sse(exchange: Exchange) -> bool:
 
 
 def _parts_text(parts: Any) -> str:
-    return "".join(
-        p["text"] for p in as_list(parts) if isinstance(p, dict) and isinstance(p.get("text"), str)
-    )
+    return "".join(p["text"] for p in as_list(parts) if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
 def _error_body(

@@ -218,9 +218,12 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
                     text.add(res["text"])
     if result.get("isError") is True:
         exchange.error_type = "tool_error"
-        exchange.error_message = " ".join(
-            i["text"] for i in as_list(content) if isinstance(i, dict) and isinstance(i.get("text"), str)
-        )[:1000] or None
+        exchange.error_message = (
+            " ".join(i["text"] for i in as_list(content) if isinstance(i, dict) and isinstance(i.get("text"), str))[
+                :1000
+            ]
+            or None
+        )
     return True
 
 

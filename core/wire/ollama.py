@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 import logging
+import math
 import time
 from typing import Any
 

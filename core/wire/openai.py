@@ -10,7 +10,13 @@ from brownout.core.wire import openai_faults as faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
-from brownout.core.wire.openai_stream import RESPONSES_TERMINAL, ChatStreamParser, ResponsesStreamParser, set_error, set_usage
+from brownout.core.wire.openai_stream import (
+    RESPONSES_TERMINAL,
+    ChatStreamParser,
+    ResponsesStreamParser,
+    set_error,
+    set_usage,
+)
 
 __all__ = ["OpenAIFormat"]
 

@@ -79,7 +79,8 @@ _KNOWN: dict[str, tuple[int, str, str | None, str | None, str]] = {
         "server_error",
         "server_is_overloaded",
         None,
-        "That model is currently overloaded with other requests. " + _HELP
+        "That model is currently overloaded with other requests. "
+        + _HELP
         + " (Please include the request ID {request_id} in your message.)",
     ),
 }

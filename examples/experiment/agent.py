@@ -18,14 +18,16 @@ import httpx
 import openai
 
 UPSTREAM = os.environ.get("DEMO_UPSTREAM", "http://127.0.0.1:8765")
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 MAX_TURNS = 4
 REPAIRS = 1
 
@@ -72,8 +74,16 @@ def run(city: str) -> int:
                 return 4
             print(f"ANSWER: {text.strip()}")
             return 0
-        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in calls
+                ],
+            }
+        )
         for c in calls:
             try:
                 args = json.loads(c["arguments"] or "{}")

@@ -24,28 +24,42 @@ __all__ = ["AgentSummary", "main", "run_agent"]
 
 log = logging.getLogger(__name__)
 
-WEATHER_TOOL: dict[str, Any] = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather for a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 QUESTION = "What's the weather in Paris right now?"
 
 
 class _Agent:
     """One agent run: SDK clients sharing one step recorder."""
 
-    def __init__(self, upstream: str, tools_url: str, model: str, timeout_s: float, max_retries: int,
-                 headers: dict[str, str]) -> None:
+    def __init__(
+        self, upstream: str, tools_url: str, model: str, timeout_s: float, max_retries: int, headers: dict[str, str]
+    ) -> None:
         self.rec = StepRecorder()
         hooks = {"request": [self.rec.on_http_request]}
         # The SDK's own client classes keep its defaults and still read the proxy env.
         self.oai = openai.OpenAI(
-            base_url=upstream.rstrip("/") + "/v1", api_key=os.environ.get("OPENAI_API_KEY", "sk-demo"),
-            timeout=timeout_s, max_retries=max_retries, default_headers=headers,
-            http_client=openai.DefaultHttpxClient(event_hooks=hooks))
+            base_url=upstream.rstrip("/") + "/v1",
+            api_key=os.environ.get("OPENAI_API_KEY", "sk-demo"),
+            timeout=timeout_s,
+            max_retries=max_retries,
+            default_headers=headers,
+            http_client=openai.DefaultHttpxClient(event_hooks=hooks),
+        )
         self.claude = anthropic.Anthropic(
-            base_url=upstream.rstrip("/"), api_key=os.environ.get("ANTHROPIC_API_KEY", "sk-ant-demo"),
-            timeout=timeout_s, max_retries=max_retries, default_headers=headers,
-            http_client=anthropic.DefaultHttpxClient(event_hooks=hooks))
+            base_url=upstream.rstrip("/"),
+            api_key=os.environ.get("ANTHROPIC_API_KEY", "sk-ant-demo"),
+            timeout=timeout_s,
+            max_retries=max_retries,
+            default_headers=headers,
+            http_client=anthropic.DefaultHttpxClient(event_hooks=hooks),
+        )
         self.http = httpx.Client(base_url=tools_url.rstrip("/"), timeout=timeout_s, event_hooks=hooks)
         self.model = model
 
@@ -83,18 +97,33 @@ class _Agent:
         if call is None:
             return None
         result = self.call_tool(call["name"], call["arguments"])
-        messages += [{"role": "assistant", "content": None, "tool_calls": [{
-                          "id": call["id"], "type": "function",
-                          "function": {"name": call["name"], "arguments": call["arguments"]}}]},
-                     {"role": "tool", "tool_call_id": call["id"], "content": result}]
+        messages += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": call["arguments"]},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call["id"], "content": result},
+        ]
         with self.rec.step("openai.chat", f"turn {turn}: answer", stream=not stream_first) as step:
             if stream_first:
                 r = self.oai.chat.completions.create(model=self.model, messages=messages, tools=[WEATHER_TOOL])  # type: ignore[arg-type,list-item]
                 step.status = 200
                 return step.answer(r.choices[0].message.content or "")
             text, finish = "", None
-            stream = self.oai.chat.completions.create(model=self.model, messages=messages, tools=[WEATHER_TOOL],  # type: ignore[arg-type,list-item]
-                                                      stream=True, stream_options={"include_usage": True})
+            stream = self.oai.chat.completions.create(
+                model=self.model,
+                messages=messages,
+                tools=[WEATHER_TOOL],  # type: ignore[arg-type,list-item]
+                stream=True,
+                stream_options={"include_usage": True},
+            )
             step.status = 200
             for chunk in stream:
                 step.mark_first_chunk()
@@ -108,8 +137,12 @@ class _Agent:
         return None
 
     def _streamed_tool_call(self, messages: list[dict[str, Any]], step: Any) -> dict[str, str] | None:
-        stream = self.oai.chat.completions.create(model=self.model, messages=messages, tools=[WEATHER_TOOL],  # type: ignore[arg-type,list-item]
-                                                  stream=True)
+        stream = self.oai.chat.completions.create(
+            model=self.model,
+            messages=messages,
+            tools=[WEATHER_TOOL],  # type: ignore[arg-type,list-item]
+            stream=True,
+        )
         step.status = 200
         call: dict[str, str] = {"id": "", "name": "", "arguments": ""}
         finish = None
@@ -129,8 +162,9 @@ class _Agent:
     def anthropic_summary(self, answer: str | None) -> str | None:
         with self.rec.step("anthropic.messages", "summarise", stream=True) as step:
             prompt = f"Summarise for a traveller: {answer or 'no weather data'}"
-            with self.claude.messages.stream(model="claude-haiku-demo", max_tokens=200,
-                                             messages=[{"role": "user", "content": prompt}]) as s:
+            with self.claude.messages.stream(
+                model="claude-haiku-demo", max_tokens=200, messages=[{"role": "user", "content": prompt}]
+            ) as s:
                 step.status = 200
                 for _ in s.text_stream:
                     step.mark_first_chunk()
@@ -138,9 +172,15 @@ class _Agent:
         return None
 
 
-def run_agent(upstream: str, *, tools_url: str | None = None, model: str = "gpt-4o-mini",
-              timeout_s: float = 10.0, max_retries: int = 2,
-              llm_headers: dict[str, str] | None = None) -> AgentSummary:
+def run_agent(
+    upstream: str,
+    *,
+    tools_url: str | None = None,
+    model: str = "gpt-4o-mini",
+    timeout_s: float = 10.0,
+    max_retries: int = 2,
+    llm_headers: dict[str, str] | None = None,
+) -> AgentSummary:
     """Run the demo agent against `upstream` (LLM APIs) and `tools_url` (defaults to upstream).
 
     `llm_headers` are added to every SDK request (e.g. the mock's `x-mock-*` knobs).
@@ -153,14 +193,18 @@ def run_agent(upstream: str, *, tools_url: str | None = None, model: str = "gpt-
         summary = agent.anthropic_summary(second or first)
     finally:
         agent.close()
-    return agent.rec.summary(final_answer=second or first, summary_text=summary,
-                             elapsed_s=time.perf_counter() - started)
+    return agent.rec.summary(
+        final_answer=second or first, summary_text=summary, elapsed_s=time.perf_counter() - started
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m proxy.demo.agent", description=__doc__)
-    parser.add_argument("--upstream", default=os.environ.get("BROWNOUT_DEMO_UPSTREAM", "http://127.0.0.1:8000"),
-                        help="base URL of the LLM APIs (the mock upstream, or brownout in reverse mode)")
+    parser.add_argument(
+        "--upstream",
+        default=os.environ.get("BROWNOUT_DEMO_UPSTREAM", "http://127.0.0.1:8000"),
+        help="base URL of the LLM APIs (the mock upstream, or brownout in reverse mode)",
+    )
     parser.add_argument("--tools-url", default=None, help="base URL of the JSON tool API (default: --upstream)")
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -170,8 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result.to_dict()))
     else:
         for s in result.steps:
-            print(f"{s.name:<22} {s.api:<20} {'ok' if s.ok else 'FAILED'} {s.duration_ms:7.1f} ms "
-                  f"attempts={s.attempts} {s.error or ''}")
+            print(
+                f"{s.name:<22} {s.api:<20} {'ok' if s.ok else 'FAILED'} {s.duration_ms:7.1f} ms "
+                f"attempts={s.attempts} {s.error or ''}"
+            )
         print(f"final answer: {result.final_answer}")
     return 0 if result.errors == 0 else 1
 

@@ -65,9 +65,15 @@ class AgentSummary:
             d["duration_ms"] = round(s.duration_ms, 1)
             d["ttfc_ms"] = None if s.ttfc_ms is None else round(s.ttfc_ms, 1)
             steps.append(d)
-        return {"calls_made": self.calls_made, "errors": self.errors, "http_attempts": self.http_attempts,
-                "final_answer": self.final_answer, "summary_text": self.summary_text,
-                "elapsed_s": round(self.elapsed_s, 3), "steps": steps}
+        return {
+            "calls_made": self.calls_made,
+            "errors": self.errors,
+            "http_attempts": self.http_attempts,
+            "final_answer": self.final_answer,
+            "summary_text": self.summary_text,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "steps": steps,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentSummary:

@@ -12,13 +12,27 @@ from brownout.proxy.demo.sse import ndjson_line, send_stream
 
 __all__ = ["gemini", "gemini_error", "ollama_chat"]
 
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
 def gemini_error(status: int) -> bytes:
-    return dumps({"error": {"code": status, "message": f"Mock upstream forced status {status}.",
-                            "status": _GEMINI_STATUS.get(status, "UNKNOWN")}})
+    return dumps(
+        {
+            "error": {
+                "code": status,
+                "message": f"Mock upstream forced status {status}.",
+                "status": _GEMINI_STATUS.get(status, "UNKNOWN"),
+            }
+        }
+    )
 
 
 def _gemini_plan(req: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -52,13 +66,19 @@ async def gemini(path: str, query: str, body: bytes, resp: Responder, knobs: Kno
         return {"promptTokenCount": prompt, "candidatesTokenCount": out, "totalTokenCount": prompt + out}
 
     if decl:
-        call = {"functionCall": {"name": decl.get("name", "get_weather"),
-                                 "args": mock_arguments(decl.get("parameters"))}}
+        call = {
+            "functionCall": {"name": decl.get("name", "get_weather"), "args": mock_arguments(decl.get("parameters"))}
+        }
         chunks = [{"candidates": [candidate([call], "STOP")], "usageMetadata": usage(1)}]
     else:
         pieces = answer_pieces(text, knobs)
-        chunks = [{"candidates": [candidate([{"text": p}], "STOP" if i == len(pieces) - 1 else None)],
-                   "usageMetadata": usage(i + 1)} for i, p in enumerate(pieces)]
+        chunks = [
+            {
+                "candidates": [candidate([{"text": p}], "STOP" if i == len(pieces) - 1 else None)],
+                "usageMetadata": usage(i + 1),
+            }
+            for i, p in enumerate(pieces)
+        ]
     for c in chunks:
         c.update(modelVersion=model, responseId=rid)
     if not stream:
@@ -89,26 +109,46 @@ async def ollama_chat(body: bytes, resp: Responder, knobs: Knobs) -> None:
     tools = req.get("tools") or []
     created = "2025-01-01T00:00:00.000000Z"
     prompt = max(1, len(body) // 4)
-    done_fields = {"done": True, "done_reason": "stop", "total_duration": 1_000_000,
-                   "load_duration": 100_000, "prompt_eval_count": prompt, "prompt_eval_duration": 200_000}
+    done_fields = {
+        "done": True,
+        "done_reason": "stop",
+        "total_duration": 1_000_000,
+        "load_duration": 100_000,
+        "prompt_eval_count": prompt,
+        "prompt_eval_duration": 200_000,
+    }
     if tools and last.get("role") != "tool":
         fn = tools[0].get("function", {}) if isinstance(tools[0], dict) else {}
-        msg = {"role": "assistant", "content": "", "tool_calls": [
-            {"function": {"name": fn.get("name", "get_weather"), "arguments": mock_arguments(fn.get("parameters"))}}]}
+        msg = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"function": {"name": fn.get("name", "get_weather"), "arguments": mock_arguments(fn.get("parameters"))}}
+            ],
+        }
         lines = [{"model": model, "created_at": created, "message": msg, "done": False}]
         final_text = ""
     else:
         text = tool_answer(str(last.get("content", ""))) if last.get("role") == "tool" else None
         pieces = answer_pieces(text, knobs)
-        lines = [{"model": model, "created_at": created, "message": {"role": "assistant", "content": p},
-                  "done": False} for p in pieces]
+        lines = [
+            {"model": model, "created_at": created, "message": {"role": "assistant", "content": p}, "done": False}
+            for p in pieces
+        ]
         final_text = "".join(pieces)
-    final = {"model": model, "created_at": created, "message": {"role": "assistant", "content": ""},
-             **done_fields, "eval_count": len(lines), "eval_duration": 500_000}
+    final = {
+        "model": model,
+        "created_at": created,
+        "message": {"role": "assistant", "content": ""},
+        **done_fields,
+        "eval_count": len(lines),
+        "eval_duration": 500_000,
+    }
     if req.get("stream", True) is False:
-        whole = {**final, "message": lines[0]["message"] if not final_text else
-                 {"role": "assistant", "content": final_text}}
+        whole = {
+            **final,
+            "message": lines[0]["message"] if not final_text else {"role": "assistant", "content": final_text},
+        }
         resp.send(200, pad_json(whole, knobs.body_bytes))
         return
-    await send_stream(resp, (ndjson_line(x) for x in [*lines, final]), knobs,
-                      content_type="application/x-ndjson")
+    await send_stream(resp, (ndjson_line(x) for x in [*lines, final]), knobs, content_type="application/x-ndjson")

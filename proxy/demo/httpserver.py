@@ -42,7 +42,7 @@ def _reason(status: int) -> str:
 class Responder:
     """Writes one response, whole or streamed with chunked transfer encoding."""
 
-    __slots__ = ("_writer", "keep_alive", "started", "_chunked")
+    __slots__ = ("_chunked", "_writer", "keep_alive", "started")
 
     def __init__(self, writer: asyncio.StreamWriter, keep_alive: bool) -> None:
         self._writer = writer
@@ -58,8 +58,9 @@ class Responder:
         lines.append(extra)
         return "".join(lines).encode("latin-1")
 
-    def send(self, status: int, body: bytes, content_type: str = "application/json",
-             headers: dict[str, str] | None = None) -> None:
+    def send(
+        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         """Send a complete response with Content-Length."""
         hdrs = {"content-type": content_type, **(headers or {})}
         self.started = True
@@ -70,8 +71,7 @@ class Responder:
         self.started = True
         self._writer.write(data)
 
-    async def start_stream(self, status: int, content_type: str,
-                           headers: dict[str, str] | None = None) -> None:
+    async def start_stream(self, status: int, content_type: str, headers: dict[str, str] | None = None) -> None:
         """Send the head of a chunked response; follow with `chunk()` and `end()`."""
         hdrs = {"content-type": content_type, "cache-control": "no-cache", **(headers or {})}
         self.started = True

@@ -12,8 +12,8 @@ from brownout.proxy.demo.httpserver import Request
 
 __all__ = [
     "CREATED",
-    "Knobs",
     "WEATHER",
+    "Knobs",
     "answer_pieces",
     "dumps",
     "mock_arguments",
@@ -55,9 +55,11 @@ class Knobs:
         h = req.headers
         if not any(k.startswith("x-mock-") for k in h):
             return _NO_KNOBS
+
         def num(name: str) -> int | None:
             v = h.get(name)
             return int(v) if v and v.strip().lstrip("-").isdigit() else None
+
         return cls(
             chunks=num("x-mock-chunks"),
             chunk_delay_s=(num("x-mock-chunk-delay-ms") or 0) / 1000.0,
@@ -77,7 +79,7 @@ def split_text(text: str, n: int) -> list[str]:
     out, pos = [], 0
     for i in range(n):
         step = size + (1 if i < rem else 0)
-        out.append(text[pos:pos + step])
+        out.append(text[pos : pos + step])
         pos += step
     return out
 
@@ -104,7 +106,12 @@ def tool_answer(tool_output: str) -> str:
 
 
 _DEFAULTS_BY_TYPE: dict[str, Any] = {
-    "string": "Paris", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {},
+    "string": "Paris",
+    "integer": 1,
+    "number": 1.0,
+    "boolean": True,
+    "array": [],
+    "object": {},
 }
 
 

@@ -7,7 +7,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from brownout.proxy.demo.httpserver import Responder
-from brownout.proxy.demo.mockdata import CREATED, Knobs, answer_pieces, dumps, mock_arguments, mock_id, pad_json, split_text, tool_answer
+from brownout.proxy.demo.mockdata import (
+    CREATED,
+    Knobs,
+    answer_pieces,
+    dumps,
+    mock_arguments,
+    mock_id,
+    pad_json,
+    split_text,
+    tool_answer,
+)
 from brownout.proxy.demo.sse import send_stream, sse_data, sse_event
 
 __all__ = ["chat_completions", "openai_error", "responses"]
@@ -16,17 +26,26 @@ _FINGERPRINT = "fp_brownout_mock"
 
 
 def openai_error(status: int) -> bytes:
-    kind = {400: ("invalid_request_error", None), 401: ("invalid_request_error", "invalid_api_key"),
-            404: ("invalid_request_error", "model_not_found"), 429: ("requests", "rate_limit_exceeded")}
+    kind = {
+        400: ("invalid_request_error", None),
+        401: ("invalid_request_error", "invalid_api_key"),
+        404: ("invalid_request_error", "model_not_found"),
+        429: ("requests", "rate_limit_exceeded"),
+    }
     typ, code = kind.get(status, ("server_error", None))
-    return dumps({"error": {"message": f"Mock upstream forced status {status}.", "type": typ,
-                            "param": None, "code": code}})
+    return dumps(
+        {"error": {"message": f"Mock upstream forced status {status}.", "type": typ, "param": None, "code": code}}
+    )
 
 
 def _headers(req_id: str) -> dict[str, str]:
-    return {"x-request-id": req_id, "openai-processing-ms": "1",
-            "x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999",
-            "x-ratelimit-reset-requests": "6ms"}
+    return {
+        "x-request-id": req_id,
+        "openai-processing-ms": "1",
+        "x-ratelimit-limit-requests": "10000",
+        "x-ratelimit-remaining-requests": "9999",
+        "x-ratelimit-reset-requests": "6ms",
+    }
 
 
 def _text_of(content: Any) -> str:
@@ -65,27 +84,55 @@ async def chat_completions(body: bytes, resp: Responder, knobs: Knobs) -> None:
     usage = _usage(body, len(pieces))
     if not req.get("stream"):
         if tool:
-            message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": tool["name"], "arguments": args}}]}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": None,
+                "refusal": None,
+                "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": tool["name"], "arguments": args}}
+                ],
+            }
         else:
             message = {"role": "assistant", "content": "".join(pieces), "refusal": None}
-        out = {**base, "object": "chat.completion", "choices": [{
-            "index": 0, "message": message, "logprobs": None,
-            "finish_reason": "tool_calls" if tool else "stop"}], "usage": usage, "service_tier": "default"}
+        out = {
+            **base,
+            "object": "chat.completion",
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if tool else "stop"}
+            ],
+            "usage": usage,
+            "service_tier": "default",
+        }
         resp.send(200, pad_json(out, knobs.body_bytes), headers=_headers(rid))
         return
     include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
 
     def frames() -> Iterator[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            c = {**base, "object": "chat.completion.chunk",
-                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            c = {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
             if include_usage:
                 c["usage"] = None
             return sse_data(c)
+
         if tool:
-            yield chunk({"role": "assistant", "content": None, "tool_calls": [{"index": 0, "id": call_id,
-                         "type": "function", "function": {"name": tool["name"], "arguments": ""}}]})
+            yield chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": tool["name"], "arguments": ""},
+                        }
+                    ],
+                }
+            )
             for p in pieces:
                 yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
             yield chunk({}, "tool_calls")
@@ -119,23 +166,52 @@ async def responses(body: bytes, resp: Responder, knobs: Knobs) -> None:
     args = json.dumps(mock_arguments(tool["schema"])) if tool else ""
     pieces = split_text(args, knobs.chunks or 4) if tool else answer_pieces(text, knobs)
     prompt = max(1, len(body) // 4)
-    usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": len(pieces), "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": prompt + len(pieces)}
+    usage = {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": len(pieces),
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + len(pieces),
+    }
     if tool:
-        item: dict[str, Any] = {"type": "function_call", "id": item_id, "call_id": call_id,
-                                "name": tool["name"], "arguments": args, "status": "completed"}
+        item: dict[str, Any] = {
+            "type": "function_call",
+            "id": item_id,
+            "call_id": call_id,
+            "name": tool["name"],
+            "arguments": args,
+            "status": "completed",
+        }
     else:
-        item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}]}
+        item = {
+            "type": "message",
+            "id": item_id,
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}],
+        }
 
     def response(status: str, output: list[Any], use: Any) -> dict[str, Any]:
-        return {"id": rid, "object": "response", "created_at": CREATED, "status": status,
-                "error": None, "incomplete_details": None, "instructions": req.get("instructions"),
-                "model": model, "output": output, "parallel_tool_calls": True,
-                "tool_choice": req.get("tool_choice", "auto"), "tools": req.get("tools") or [],
-                "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}},
-                "truncation": "disabled", "usage": use, "metadata": {}}
+        return {
+            "id": rid,
+            "object": "response",
+            "created_at": CREATED,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": req.get("instructions"),
+            "model": model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": req.get("tool_choice", "auto"),
+            "tools": req.get("tools") or [],
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "text": {"format": {"type": "text"}},
+            "truncation": "disabled",
+            "usage": use,
+            "metadata": {},
+        }
 
     headers = _headers(mock_id("req_", 32))
     if not req.get("stream"):
@@ -144,8 +220,10 @@ async def responses(body: bytes, resp: Responder, knobs: Knobs) -> None:
 
     def frames() -> Iterator[bytes]:
         seq = iter(range(10**6))
+
         def ev(kind: str, **fields: Any) -> bytes:
             return sse_event(kind, {"type": kind, "sequence_number": next(seq), **fields})
+
         yield ev("response.created", response=response("in_progress", [], None))
         yield ev("response.in_progress", response=response("in_progress", [], None))
         pending = {**item, "status": "in_progress"}
@@ -159,13 +237,20 @@ async def responses(body: bytes, resp: Responder, knobs: Knobs) -> None:
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             yield ev("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part)
             for p in pieces:
-                yield ev("response.output_text.delta", item_id=item_id, output_index=0, content_index=0,
-                         delta=p, logprobs=[])
+                yield ev(
+                    "response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=p, logprobs=[]
+                )
             full = "".join(pieces)
-            yield ev("response.output_text.done", item_id=item_id, output_index=0, content_index=0,
-                     text=full, logprobs=[])
-            yield ev("response.content_part.done", item_id=item_id, output_index=0, content_index=0,
-                     part={**part, "text": full})
+            yield ev(
+                "response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=full, logprobs=[]
+            )
+            yield ev(
+                "response.content_part.done",
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                part={**part, "text": full},
+            )
         yield ev("response.output_item.done", output_index=0, item=item)
         yield ev("response.completed", response=response("completed", [item], usage))
 

@@ -75,11 +75,16 @@ def _exchange_table(exchanges: list[Any]) -> Table:
     for i, ex in enumerate(exchanges, 1):
         duration = ex.timings.duration_s if getattr(ex, "timings", None) else None
         status = ex.status if ex.status is not None else (ex.error_type or "error")
-        table.add_row(str(i), ex.provider, ex.operation, ex.model or "-",
-                      f"[{'red' if ex.status is None or ex.status >= 400 else 'green'}]{status}[/]",
-                      "-" if duration is None else f"{duration * 1000:.1f}",
-                      "yes" if ex.stream else "no",
-                      f"[yellow]{_fault_names(ex)}[/]" if ex.faults else "-")
+        table.add_row(
+            str(i),
+            ex.provider,
+            ex.operation,
+            ex.model or "-",
+            f"[{'red' if ex.status is None or ex.status >= 400 else 'green'}]{status}[/]",
+            "-" if duration is None else f"{duration * 1000:.1f}",
+            "yes" if ex.stream else "no",
+            f"[yellow]{_fault_names(ex)}[/]" if ex.faults else "-",
+        )
     return table
 
 
@@ -88,9 +93,15 @@ def _steps_table(summary: AgentSummary) -> Table:
     for col in ("step", "api", "stream", "result", "attempts", "ms", "error"):
         table.add_column(col, justify="right" if col in ("attempts", "ms") else "left")
     for s in summary.steps:
-        table.add_row(s.name, s.api, "yes" if s.stream else "no",
-                      "[green]ok[/]" if s.ok else "[red]failed[/]", str(s.attempts),
-                      f"{s.duration_ms:.1f}", s.error or "")
+        table.add_row(
+            s.name,
+            s.api,
+            "yes" if s.stream else "no",
+            "[green]ok[/]" if s.ok else "[red]failed[/]",
+            str(s.attempts),
+            f"{s.duration_ms:.1f}",
+            s.error or "",
+        )
     return table
 
 
@@ -100,7 +111,9 @@ def _violations_table(violations: list[Any]) -> Table:
         table.add_column(col)
     colour = {"info": "blue", "warning": "yellow", "error": "red", "critical": "bold red"}
     for v in violations:
-        table.add_row(v.invariant, f"[{colour.get(v.severity, 'white')}]{v.severity}[/]", str(v.session_id)[:20], v.message)
+        table.add_row(
+            v.invariant, f"[{colour.get(v.severity, 'white')}]{v.severity}[/]", str(v.session_id)[:20], v.message
+        )
     return table
 
 
@@ -127,12 +140,15 @@ def run_demo(console: Console, *, config_path: str | None = None) -> int:
     console.print(_steps_table(result))
     console.print(_violations_table(violations.items))
     faults = sum(len(getattr(ex, "faults", []) or []) for ex in exchanges)
-    console.print(Panel.fit(
-        f"calls made: {result.calls_made}   errors caught: {result.errors}   HTTP attempts: {result.http_attempts}\n"
-        f"exchanges through brownout: {len(exchanges)}   faults injected: {faults}   "
-        f"violations: {len(violations.items)}\n"
-        f"final answer: {result.final_answer or '[red]none[/]'}",
-        title="Agent summary"))
+    console.print(
+        Panel.fit(
+            f"calls made: {result.calls_made}   errors caught: {result.errors}   HTTP attempts: {result.http_attempts}\n"
+            f"exchanges through brownout: {len(exchanges)}   faults injected: {faults}   "
+            f"violations: {len(violations.items)}\n"
+            f"final answer: {result.final_answer or '[red]none[/]'}",
+            title="Agent summary",
+        )
+    )
     if not exchanges:
         console.print("[red]brownout saw no traffic: the agent bypassed the proxy[/]")
         return 1

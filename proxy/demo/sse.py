@@ -24,9 +24,13 @@ def ndjson_line(obj: Any) -> bytes:
     return dumps(obj) + b"\n"
 
 
-async def send_stream(resp: Responder, frames: Iterable[bytes], knobs: Knobs,
-                      content_type: str = "text/event-stream",
-                      headers: dict[str, str] | None = None) -> None:
+async def send_stream(
+    resp: Responder,
+    frames: Iterable[bytes],
+    knobs: Knobs,
+    content_type: str = "text/event-stream",
+    headers: dict[str, str] | None = None,
+) -> None:
     """Stream `frames`, one chunk each, sleeping `knobs.chunk_delay_s` between them."""
     await resp.start_stream(200, content_type, headers)
     delay = knobs.chunk_delay_s

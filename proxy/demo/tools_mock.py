@@ -28,8 +28,10 @@ def weather(query: str, resp: Responder, knobs: Knobs) -> None:
 
 def search(query: str, resp: Responder, knobs: Knobs) -> None:
     q = _q(query).get("q", "")
-    results = [{"title": f"Result {i} for {q}", "url": f"https://example.com/{i}",
-                "snippet": f"Snippet {i} about {q}."} for i in range(1, 4)]
+    results = [
+        {"title": f"Result {i} for {q}", "url": f"https://example.com/{i}", "snippet": f"Snippet {i} about {q}."}
+        for i in range(1, 4)
+    ]
     resp.send(200, dumps(results))
 
 
@@ -46,11 +48,14 @@ async def sse_events(query: str, resp: Responder) -> None:
     for i in range(n):
         if i and delay_s:
             await asyncio.sleep(delay_s)
-        await resp.chunk(b"id: %d\nevent: tick\ndata: {\"i\":%d}\n\n" % (i, i))
+        await resp.chunk(b'id: %d\nevent: tick\ndata: {"i":%d}\n\n' % (i, i))
 
 
-_TOOL = {"name": "get_weather", "description": "Current weather for a city.",
-         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+_TOOL = {
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 def _mcp_result(msg: dict[str, Any]) -> dict[str, Any] | None:
@@ -59,18 +64,27 @@ def _mcp_result(msg: dict[str, Any]) -> dict[str, Any] | None:
         return None  # a notification: nothing to answer
     rid = msg["id"]
     if method == "initialize":
-        result: Any = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                       "capabilities": {"tools": {"listChanged": False}},
-                       "serverInfo": {"name": "brownout-mock", "version": "0.1.0"}}
+        result: Any = {
+            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "brownout-mock", "version": "0.1.0"},
+        }
     elif method == "tools/list":
         result = {"tools": [_TOOL]}
     elif method == "tools/call":
         if params.get("name") != "get_weather":
-            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"Unknown tool: {params.get('name')}"}}
+            return {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "error": {"code": -32602, "message": f"Unknown tool: {params.get('name')}"},
+            }
         city = (params.get("arguments") or {}).get("city", "Paris")
         payload = {**WEATHER, "city": city}
-        result = {"content": [{"type": "text", "text": json.dumps(payload)}],
-                  "structuredContent": payload, "isError": False}
+        result = {
+            "content": [{"type": "text", "text": json.dumps(payload)}],
+            "structuredContent": payload,
+            "isError": False,
+        }
     elif method == "ping":
         result = {}
     else:

@@ -27,8 +27,10 @@ __all__ = ["MockUpstream", "SeenRequest", "main"]
 
 log = logging.getLogger(__name__)
 
-_PING_RESPONSE = (b"HTTP/1.1 200 OK\r\nserver: brownout-mock\r\ncontent-type: application/json\r\n"
-                  b"content-length: %d\r\n\r\n%s" % (len(tools_mock.PING_BODY), tools_mock.PING_BODY))
+_PING_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nserver: brownout-mock\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\n\r\n%s" % (len(tools_mock.PING_BODY), tools_mock.PING_BODY)
+)
 
 
 class SeenRequest(NamedTuple):
@@ -73,8 +75,9 @@ class MockUpstream:
 
     @classmethod
     @contextmanager
-    def run_in_thread(cls, tls: bool = False, host: str = "127.0.0.1", port: int = 0,
-                      **kwargs: bool | int) -> Iterator[MockUpstream]:
+    def run_in_thread(
+        cls, tls: bool = False, host: str = "127.0.0.1", port: int = 0, **kwargs: bool | int
+    ) -> Iterator[MockUpstream]:
         """Serve from a background thread's event loop; for synchronous code such as pytest."""
         upstream = cls(**kwargs)  # type: ignore[arg-type]
         loop = asyncio.new_event_loop()
@@ -119,8 +122,11 @@ class MockUpstream:
                 await openai_mock.responses(req.body, resp, knobs)
             elif method == "POST" and path == "/v1/messages":
                 await anthropic_mock.messages(req.body, resp, knobs)
-            elif method == "POST" and path.startswith("/v1beta/models/") and (
-                    path.endswith(":generateContent") or path.endswith(":streamGenerateContent")):
+            elif (
+                method == "POST"
+                and path.startswith("/v1beta/models/")
+                and (path.endswith((":generateContent", ":streamGenerateContent")))
+            ):
                 await gemini_ollama_mock.gemini(path, req.query, req.body, resp, knobs)
             elif method == "POST" and path == "/api/chat":
                 await gemini_ollama_mock.ollama_chat(req.body, resp, knobs)
@@ -135,14 +141,35 @@ class MockUpstream:
             elif path == "/sse":
                 await tools_mock.sse_events(req.query, resp)
             else:
-                resp.send(404, dumps({"error": {"message": f"No mock route for {method} {path}",
-                                                "type": "invalid_request_error", "param": None,
-                                                "code": "not_found"}}))
+                resp.send(
+                    404,
+                    dumps(
+                        {
+                            "error": {
+                                "message": f"No mock route for {method} {path}",
+                                "type": "invalid_request_error",
+                                "param": None,
+                                "code": "not_found",
+                            }
+                        }
+                    ),
+                )
         except ValueError as e:  # bad JSON in the request body: answer like a provider would
             if resp.started:
                 raise
-            resp.send(400, dumps({"error": {"message": f"Invalid request body: {e}",
-                                            "type": "invalid_request_error", "param": None, "code": None}}))
+            resp.send(
+                400,
+                dumps(
+                    {
+                        "error": {
+                            "message": f"Invalid request body: {e}",
+                            "type": "invalid_request_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    }
+                ),
+            )
 
 
 def _error_body(path: str, status: int) -> bytes:

@@ -37,6 +37,7 @@ class Attempt:
 
 def format_command(command: str | list[str], values: Mapping[str, str]) -> tuple[str | list[str], bool]:
     """Fill {run}, {task}, {phase}, {python}; returns (command, shell). Shell strings get quoted values."""
+
     def fill(text: str, quote: bool) -> str:
         for key, value in values.items():
             text = text.replace("{" + key + "}", shlex.quote(value) if quote else value)
@@ -69,8 +70,15 @@ def run_attempt(
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            command, shell=shell, env=dict(env), cwd=cwd, text=True, errors="replace",
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            command,
+            shell=shell,
+            env=dict(env),
+            cwd=cwd,
+            text=True,
+            errors="replace",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
     except OSError as e:
@@ -102,8 +110,9 @@ def _judge(success: SuccessConfig, code: int, out: str, env: Mapping[str, str], 
         try:
             check_env = {**env, "BROWNOUT_STDOUT_FILE": f.name}
             shell = isinstance(success.check, str)
-            done = subprocess.run(success.check, shell=shell, env=check_env, cwd=cwd, capture_output=True,
-                                  text=True, timeout=timeout_s)
+            done = subprocess.run(
+                success.check, shell=shell, env=check_env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
+            )
             if done.returncode != 0:
                 return f"check exited {done.returncode}: {done.stdout.strip()[-200:] or done.stderr.strip()[-200:]}"
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -119,5 +128,3 @@ def tail(text: str) -> str:
 
 def placeholders(run: str, task: str, phase: str) -> dict[str, str]:
     return {"run": run, "task": task, "phase": phase, "python": sys.executable}
-
-

@@ -46,7 +46,7 @@ def phase_stats(label: str, runs: list[RunResult]) -> dict[str, Any]:
     statuses = Counter(r.status for r in runs)
     passed = statuses.get("passed", 0)
     durations = [r.duration_s for r in runs]
-    by_sev: Counter[str] = Counter({s: 0 for s in SEVERITIES})
+    by_sev: Counter[str] = Counter(dict.fromkeys(SEVERITIES, 0))
     by_inv: dict[str, Counter[str]] = defaultdict(Counter)
     faults_per_rule: Counter[str] = Counter()
     for r in runs:
@@ -180,8 +180,15 @@ def _violation_timeline(result: ExperimentResult) -> list[dict[str, Any]]:
     for r in result.runs:
         for v in r.violations:
             ts = float(v.get("timestamp") or r.started_at)
-            out.append({"t_s": max(0.0, ts - result.started_at), "severity": v.get("severity"),
-                        "invariant": v.get("invariant"), "label": r.label, "run_id": r.run_id})
+            out.append(
+                {
+                    "t_s": max(0.0, ts - result.started_at),
+                    "severity": v.get("severity"),
+                    "invariant": v.get("invariant"),
+                    "label": r.label,
+                    "run_id": r.run_id,
+                }
+            )
     return sorted(out, key=lambda x: x["t_s"])
 
 
@@ -196,8 +203,13 @@ def analyze(result: ExperimentResult, config: ExperimentConfig) -> dict[str, Any
     chaos = [r for r in result.runs if r.label in set(chaos_labels)]
     phases = []
     for p in result.phases:
-        entry = {"name": p.name, "repeat_index": p.repeat_index, "chaos": p.chaos, "config_sha256": p.config_sha256,
-                 **phase_stats(p.label, by_label.get(p.label, []))}
+        entry = {
+            "name": p.name,
+            "repeat_index": p.repeat_index,
+            "chaos": p.chaos,
+            "config_sha256": p.config_sha256,
+            **phase_stats(p.label, by_label.get(p.label, [])),
+        }
         if p.chaos and baseline:
             entry["vs_baseline"] = success_comparison(baseline, by_label.get(p.label, []))
         phases.append(entry)
@@ -206,8 +218,10 @@ def analyze(result: ExperimentResult, config: ExperimentConfig) -> dict[str, Any
     return {
         "baseline": baseline_name,
         "phases": phases,
-        "chaos_pooled": {**_rate(sum(r.passed for r in chaos), len(chaos)),
-                         **({"vs_baseline": success_comparison(baseline, chaos)} if baseline and chaos else {})},
+        "chaos_pooled": {
+            **_rate(sum(r.passed for r in chaos), len(chaos)),
+            **({"vs_baseline": success_comparison(baseline, chaos)} if baseline and chaos else {}),
+        },
         "recovery": _rate(recovered, len(faulted)),
         "cost_of_chaos": _cost_of_chaos(chaos, baseline),
         "robustness": robustness(chaos, config.weight_table()),

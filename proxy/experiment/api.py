@@ -11,7 +11,11 @@ from typing import Any
 from brownout.proxy.experiment.analysis import analyze, phase_stats
 from brownout.proxy.experiment.config import ExperimentConfig, parse_experiment
 from brownout.proxy.experiment.manifest import (
-    DECISIONS_FILE, MANIFEST_FILE, build_manifest, resolve_phases, write_decisions,
+    DECISIONS_FILE,
+    MANIFEST_FILE,
+    build_manifest,
+    resolve_phases,
+    write_decisions,
 )
 from brownout.proxy.experiment.model import ExperimentResult
 from brownout.proxy.experiment.progress import RunProgress
@@ -43,9 +47,13 @@ class Outcome:
 def _before_check(config: ExperimentConfig) -> Callable[[ExperimentResult], bool]:
     def check(result: ExperimentResult) -> bool:
         labels = [p.label for p in result.phases]
-        phases = [{"name": p.name, **phase_stats(p.label, [r for r in result.runs if r.label == p.label])}
-                  for p in result.phases if p.label in labels]
+        phases = [
+            {"name": p.name, **phase_stats(p.label, [r for r in result.runs if r.label == p.label])}
+            for p in result.phases
+            if p.label in labels
+        ]
         return all(h["ok"] is not False for h in check_hypotheses(config, phases, scopes=("before",)))
+
     return check
 
 
@@ -65,12 +73,21 @@ def run_experiment(
     config = parse_experiment(text, source)
     seed = config.seed if seed is None else seed
     phases = resolve_phases(config, base_dir, seed, phase_texts)
-    runner = ExperimentRunner(config, phases, base_dir=base_dir, seed=seed, proxy_factory=proxy_factory,
-                              confdir=confdir, progress=progress, before_check=_before_check(config))
+    runner = ExperimentRunner(
+        config,
+        phases,
+        base_dir=base_dir,
+        seed=seed,
+        proxy_factory=proxy_factory,
+        confdir=confdir,
+        progress=progress,
+        before_check=_before_check(config),
+    )
     result = runner.run()
     decisions = list(runner.collector.decisions)
-    result.manifest = build_manifest(experiment_text=text, experiment_path=source, base_dir=base_dir, seed=seed,
-                                     phases=phases, decisions=decisions)
+    result.manifest = build_manifest(
+        experiment_text=text, experiment_path=source, base_dir=base_dir, seed=seed, phases=phases, decisions=decisions
+    )
     analysis = analyze(result, config)
     hypotheses = check_hypotheses(config, analysis["phases"])
     gate = evaluate_gate(config, analysis)
@@ -80,7 +97,9 @@ def run_experiment(
     return Outcome(report, result, decisions)
 
 
-def write_reports(out_dir: Path, report: dict[str, Any], manifest: dict[str, Any], decisions: list[dict[str, Any]]) -> None:
+def write_reports(
+    out_dir: Path, report: dict[str, Any], manifest: dict[str, Any], decisions: list[dict[str, Any]]
+) -> None:
     """report.json, junit.xml, report.md, report.html, manifest.json and decisions.jsonl in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "report.json", report)

@@ -30,16 +30,21 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
         vs = p.get("vs_baseline")
         rate = p["success_rate"]
         table.add_row(
-            p["label"], str(p["runs"]), "n/a" if rate is None else f"{rate:.0%}",
+            p["label"],
+            str(p["runs"]),
+            "n/a" if rate is None else f"{rate:.0%}",
             f"{p['success_ci95'][0]:.0%}..{p['success_ci95'][1]:.0%}",
             "" if not vs or vs["drop"] is None else f"{vs['drop']:+.0%} ({vs['p_value']:.3f})",
             "n/a" if p["duration_s"]["p95"] is None else f"{p['duration_s']['p95']:.2f}",
-            str(p["faults"]), str(p["violations"]["total"]),
+            str(p["faults"]),
+            str(p["violations"]["total"]),
         )
     console.print(table)
     rob = report["robustness"]["score"]
-    console.print(f"robustness {'n/a' if rob is None else f'{rob:.3f}'}; gate "
-                  f"{'[green]passed[/]' if report['gate']['passed'] else '[red]failed[/]'}")
+    console.print(
+        f"robustness {'n/a' if rob is None else f'{rob:.3f}'}; gate "
+        f"{'[green]passed[/]' if report['gate']['passed'] else '[red]failed[/]'}"
+    )
     for c in report["gate"]["checks"]:
         if not c["ok"]:
             console.print(f"  [red]✗[/] {c['check']}: {c['value']} vs {c['threshold']} {c.get('note', '')}")
@@ -61,8 +66,14 @@ def experiment() -> None:
 @experiment.command("run")
 @click.argument("exp_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--seed", type=int, default=None, help="Override the experiment's seed.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("brownout-report"),
-              show_default=True, help="Directory for the reports.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("brownout-report"),
+    show_default=True,
+    help="Directory for the reports.",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @click.option("--confdir", default=None, help="brownout's CA directory (default $BROWNOUT_CONFDIR or ~/.brownout).")
 def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | None, confdir: str | None) -> None:
@@ -71,9 +82,15 @@ def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | No
 
     console = Console(stderr=True)
     try:
-        outcome = run_experiment(exp_file.read_text(encoding="utf-8"), source=str(exp_file),
-                                 base_dir=exp_file.resolve().parent, out_dir=out_dir, seed=seed,
-                                 progress=RunProgress(enabled=progress, console=console), confdir=confdir)
+        outcome = run_experiment(
+            exp_file.read_text(encoding="utf-8"),
+            source=str(exp_file),
+            base_dir=exp_file.resolve().parent,
+            out_dir=out_dir,
+            seed=seed,
+            progress=RunProgress(enabled=progress, console=console),
+            confdir=confdir,
+        )
     except ExperimentError as e:
         console.print(f"[red]error:[/] {e}")
         sys.exit(EXIT_ERROR)
@@ -83,8 +100,13 @@ def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | No
 
 @experiment.command("replay")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory for the replay's reports (default RUN_DIR/replay).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for the replay's reports (default RUN_DIR/replay).",
+)
 @click.option("--progress/--no-progress", default=None)
 @click.option("--confdir", default=None)
 def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confdir: str | None) -> None:
@@ -93,8 +115,9 @@ def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confd
 
     console = Console(stderr=True)
     try:
-        outcome, cmp = replay_experiment(run_dir, out_dir=out_dir, progress=RunProgress(enabled=progress, console=console),
-                                         confdir=confdir)
+        outcome, cmp = replay_experiment(
+            run_dir, out_dir=out_dir, progress=RunProgress(enabled=progress, console=console), confdir=confdir
+        )
     except ExperimentError as e:
         console.print(f"[red]error:[/] {e}")
         sys.exit(EXIT_ERROR)
@@ -129,9 +152,15 @@ def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
         for col in ("phase", "A", "B", "delta", "p", "verdict"):
             table.add_column(col)
         for r in result["phases"]:
-            fmt = lambda s: "n/a" if s["rate"] is None else f"{s['rate']:.0%} ({s['k']}/{s['n']})"  # noqa: E731
+            fmt = lambda s: "n/a" if s["rate"] is None else f"{s['rate']:.0%} ({s['k']}/{s['n']})"
             verdict = "[red]regression[/]" if r["regression"] else "[green]improvement[/]" if r["improvement"] else "ns"
-            table.add_row(r["phase"], fmt(r["a"]), fmt(r["b"]), "" if r["delta"] is None else f"{r['delta']:+.0%}",
-                          f"{r['p_value']:.3f}", verdict)
+            table.add_row(
+                r["phase"],
+                fmt(r["a"]),
+                fmt(r["b"]),
+                "" if r["delta"] is None else f"{r['delta']:+.0%}",
+                f"{r['p_value']:.3f}",
+                verdict,
+            )
         console.print(table)
     sys.exit(EXIT_FAILED if result["regression"] else EXIT_PASSED)

@@ -20,10 +20,16 @@ def _row(label: str, a: tuple[int, int], b: tuple[int, int]) -> dict[str, Any]:
     ra = ak / an if an else None
     rb = bk / bn if bn else None
     delta = None if ra is None or rb is None else rb - ra
-    return {"phase": label, "a": {"k": ak, "n": an, "rate": ra}, "b": {"k": bk, "n": bn, "rate": rb},
-            "delta": delta, "z": z, "p_value": p,
-            "regression": bool(delta is not None and delta < 0 and p < ALPHA),
-            "improvement": bool(delta is not None and delta > 0 and p < ALPHA)}
+    return {
+        "phase": label,
+        "a": {"k": ak, "n": an, "rate": ra},
+        "b": {"k": bk, "n": bn, "rate": rb},
+        "delta": delta,
+        "z": z,
+        "p_value": p,
+        "regression": bool(delta is not None and delta < 0 and p < ALPHA),
+        "improvement": bool(delta is not None and delta > 0 and p < ALPHA),
+    }
 
 
 def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -180,7 +180,9 @@ class AbortConfig(Model):
     """Conditions that stop injection and end the experiment early (status aborted, exit 2)."""
 
     max_critical_violations: int | None = Field(None, ge=0, description="Abort when critical violations exceed this.")
-    min_success_rate: float | None = Field(None, ge=0, le=1, description="Abort when a phase's success rate falls below ...")
+    min_success_rate: float | None = Field(
+        None, ge=0, le=1, description="Abort when a phase's success rate falls below ..."
+    )
     after_runs: int = Field(5, ge=1, description="... once it has finished this many runs.")
     max_duration_s: float | None = Field(None, gt=0, description="Wall-clock limit for the whole experiment.")
 
@@ -206,9 +208,12 @@ class ExperimentConfig(Model):
     steady_state: list[Hypothesis] = Field(default_factory=list)
     abort: AbortConfig = AbortConfig()
     gate: GateConfig = GateConfig()
-    weights: dict[str, float] = Field(default_factory=dict, description="Robustness weight per fault type (merged over the defaults).")
+    weights: dict[str, float] = Field(
+        default_factory=dict, description="Robustness weight per fault type (merged over the defaults)."
+    )
     invariants: list[dict[str, Any]] = Field(
-        default_factory=list, description="Invariants checked in every phase (baseline too), ahead of a phase config's own."
+        default_factory=list,
+        description="Invariants checked in every phase (baseline too), ahead of a phase config's own.",
     )
 
     @model_validator(mode="after")

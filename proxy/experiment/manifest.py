@@ -106,8 +106,14 @@ def resolve_phases(
 
 
 def build_manifest(
-    *, experiment_text: str, experiment_path: str, base_dir: Path, seed: int, phases: list[ResolvedPhase],
-    decisions: list[dict[str, Any]], argv: list[str] | None = None,
+    *,
+    experiment_text: str,
+    experiment_path: str,
+    base_dir: Path,
+    seed: int,
+    phases: list[ResolvedPhase],
+    decisions: list[dict[str, Any]],
+    argv: list[str] | None = None,
 ) -> dict[str, Any]:
     """Everything `brownout experiment replay` needs to run the same experiment with the same decisions."""
     return {
@@ -118,11 +124,18 @@ def build_manifest(
         "platform": platform.platform(),
         "argv": list(argv if argv is not None else sys.argv),
         "seed": seed,
-        "experiment": {"path": experiment_path, "base_dir": str(base_dir), "sha256": sha256(experiment_text),
-                       "text": experiment_text},
+        "experiment": {
+            "path": experiment_path,
+            "base_dir": str(base_dir),
+            "sha256": sha256(experiment_text),
+            "text": experiment_text,
+        },
         "phases": [{"name": p.phase.name, "source": p.source, "sha256": p.digest, "text": p.text} for p in phases],
-        "decision_log": {"file": DECISIONS_FILE, "count": len(decisions),
-                         "sha256": sha256("".join(_line(d) for d in decisions))},
+        "decision_log": {
+            "file": DECISIONS_FILE,
+            "count": len(decisions),
+            "sha256": sha256("".join(_line(d) for d in decisions)),
+        },
     }
 
 
@@ -154,9 +167,21 @@ def compare_decisions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[
     for session in sorted(set(sa) | set(sb)):
         x, y = sa.get(session, []), sb.get(session, [])
         if x != y:
-            at = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
-            mismatches.append({"session": session, "index": at, "original": x[at:at + 1], "replay": y[at:at + 1],
-                               "original_len": len(x), "replay_len": len(y)})
-    return {"identical": not mismatches, "sessions": len(set(sa) | set(sb)),
-            "fired_original": sum(1 for d in a if d.get("outcome") == "fired"),
-            "fired_replay": sum(1 for d in b if d.get("outcome") == "fired"), "mismatches": mismatches}
+            at = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y)))
+            mismatches.append(
+                {
+                    "session": session,
+                    "index": at,
+                    "original": x[at : at + 1],
+                    "replay": y[at : at + 1],
+                    "original_len": len(x),
+                    "replay_len": len(y),
+                }
+            )
+    return {
+        "identical": not mismatches,
+        "sessions": len(set(sa) | set(sb)),
+        "fired_original": sum(1 for d in a if d.get("outcome") == "fired"),
+        "fired_replay": sum(1 for d in b if d.get("outcome") == "fired"),
+        "mismatches": mismatches,
+    }

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["RUN_STATUSES", "STATUSES", "ExchangeSummary", "ExperimentResult", "PhaseRun", "RunResult", "summarize_exchange"]
+__all__ = [
+    "RUN_STATUSES",
+    "STATUSES",
+    "ExchangeSummary",
+    "ExperimentResult",
+    "PhaseRun",
+    "RunResult",
+    "summarize_exchange",
+]
 
 RUN_STATUSES = ("passed", "failed", "error", "timeout")
 # Experiment statuses, as in Chaos Toolkit's journal.

@@ -21,10 +21,19 @@ class RunProgress:
     def __init__(self, *, enabled: bool | None = None, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         on = self.console.is_terminal if enabled is None else enabled
-        self._progress: Progress | None = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[statuses]}"), console=self.console, transient=False,
-        ) if on else None
+        self._progress: Progress | None = (
+            Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[statuses]}"),
+                console=self.console,
+                transient=False,
+            )
+            if on
+            else None
+        )
         self._task: TaskID | None = None
         self._counts: Counter[str] = Counter()
 

@@ -9,7 +9,13 @@ from typing import Any
 
 from brownout.proxy.experiment.api import Outcome, run_experiment
 from brownout.proxy.experiment.config import ExperimentError
-from brownout.proxy.experiment.manifest import DECISIONS_FILE, MANIFEST_FILE, brownout_version, compare_decisions, read_decisions
+from brownout.proxy.experiment.manifest import (
+    DECISIONS_FILE,
+    MANIFEST_FILE,
+    brownout_version,
+    compare_decisions,
+    read_decisions,
+)
 from brownout.proxy.experiment.progress import RunProgress
 
 __all__ = ["REPLAY_FILE", "replay_experiment"]
@@ -34,12 +40,22 @@ def replay_experiment(
     except (OSError, ValueError) as e:
         raise ExperimentError(f"{run_dir}: no readable {MANIFEST_FILE}: {e}") from e
     if manifest.get("brownout_version") != brownout_version():
-        logger.warning("recorded with brownout %s, replaying with %s", manifest.get("brownout_version"), brownout_version())
+        logger.warning(
+            "recorded with brownout %s, replaying with %s", manifest.get("brownout_version"), brownout_version()
+        )
     exp = manifest["experiment"]
     texts = {p["name"]: {"source": p["source"], "text": p["text"]} for p in manifest["phases"]}
     target = out_dir or (run_dir / "replay")
-    outcome = run_experiment(exp["text"], source=exp["path"], base_dir=Path(exp["base_dir"]), out_dir=target,
-                             seed=int(manifest["seed"]), phase_texts=texts, progress=progress, confdir=confdir)
+    outcome = run_experiment(
+        exp["text"],
+        source=exp["path"],
+        base_dir=Path(exp["base_dir"]),
+        out_dir=target,
+        seed=int(manifest["seed"]),
+        phase_texts=texts,
+        progress=progress,
+        confdir=confdir,
+    )
     original = read_decisions(run_dir / DECISIONS_FILE)
     comparison = compare_decisions(original, outcome.decisions)
     (target / REPLAY_FILE).write_text(json.dumps(comparison, indent=2) + "\n", encoding="utf-8")

@@ -18,8 +18,12 @@ SCHEMA_VERSION = 1
 
 
 def build_report(
-    result: ExperimentResult, analysis: dict[str, Any], hypotheses: list[dict[str, Any]], gate: dict[str, Any],
-    status: str, exit_code: int,
+    result: ExperimentResult,
+    analysis: dict[str, Any],
+    hypotheses: list[dict[str, Any]],
+    gate: dict[str, Any],
+    status: str,
+    exit_code: int,
 ) -> dict[str, Any]:
     """The report document; every other report format is rendered from it."""
     manifest = {k: v for k, v in result.manifest.items() if k not in ("experiment", "phases")}

@@ -30,16 +30,23 @@ def _safe(text: str | None) -> str:
 
 
 def _case(run: dict[str, Any], classname: str) -> tuple[ET.Element, str]:
-    case = ET.Element("testcase", name=f"{run['run_id']}" + (f" [{run['task']}]" if run.get("task") else ""),
-                      classname=classname, time=f"{run.get('duration_s', 0.0):.3f}")
+    case = ET.Element(
+        "testcase",
+        name=f"{run['run_id']}" + (f" [{run['task']}]" if run.get("task") else ""),
+        classname=classname,
+        time=f"{run.get('duration_s', 0.0):.3f}",
+    )
     kind = "passed"
     status = run.get("status")
     if status in ("error", "timeout"):
-        ET.SubElement(case, "error", message=_safe(run.get("reason") or status), type=status).text = _safe(run.get("stderr_tail"))
+        ET.SubElement(case, "error", message=_safe(run.get("reason") or status), type=status).text = _safe(
+            run.get("stderr_tail")
+        )
         kind = "error"
     if status == "failed":
         ET.SubElement(case, "failure", message=_safe(run.get("reason") or "run failed"), type="failed").text = _safe(
-            (run.get("stdout_tail") or "") + (run.get("stderr_tail") or ""))
+            (run.get("stdout_tail") or "") + (run.get("stderr_tail") or "")
+        )
         kind = "failure"
     quiet = []
     for v in run.get("violations", []):
@@ -50,7 +57,10 @@ def _case(run: dict[str, Any], classname: str) -> tuple[ET.Element, str]:
         else:
             quiet.append(text)
     faults = [f"{f['rule']}:{f['fault']}" for f in run.get("faults", [])]
-    out = [f"session(s): {', '.join(run.get('sessions', []))}", f"calls: {run.get('calls')} tokens: {run.get('tokens')}"]
+    out = [
+        f"session(s): {', '.join(run.get('sessions', []))}",
+        f"calls: {run.get('calls')} tokens: {run.get('tokens')}",
+    ]
     if faults:
         out.append("faults: " + ", ".join(faults))
     out.extend(quiet)

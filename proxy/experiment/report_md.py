@@ -38,7 +38,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     for p in report["phases"]:
         lo, hi = p["success_ci95"]
         vs = p.get("vs_baseline")
-        drop = f"{_pct(vs['drop'])} (p={_num(vs['p_value'], '.3f')})" + (" ⚠️" if vs["significant"] else "") if vs else ""
+        drop = (
+            f"{_pct(vs['drop'])} (p={_num(vs['p_value'], '.3f')})" + (" ⚠️" if vs["significant"] else "") if vs else ""
+        )
         d = p["duration_s"]
         lines.append(
             f"| {p['label']}{' 🔥' if p['chaos'] else ''} | {p['runs']} | {_pct(p['success_rate'])} "
@@ -47,8 +49,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     rob = report["robustness"]
     rec = report["recovery"]
-    lines += ["", f"**Robustness** {_num(rob['score'], '.3f')} over {rob['runs_considered']} faulted runs · "
-              f"**recovery** {_pct(rec['rate'])} ({rec['k']}/{rec['n']})", ""]
+    lines += [
+        "",
+        f"**Robustness** {_num(rob['score'], '.3f')} over {rob['runs_considered']} faulted runs · "
+        f"**recovery** {_pct(rec['rate'])} ({rec['k']}/{rec['n']})",
+        "",
+    ]
     if report["hypotheses"]:
         lines += ["### Steady state", "", "| hypothesis | scope | result | values |", "|---|---|---|---|"]
         for h in report["hypotheses"]:
@@ -58,19 +64,29 @@ def render_markdown(report: dict[str, Any]) -> str:
     if gate["checks"]:
         lines += ["### Gate", "", "| check | value | threshold | result |", "|---|---|---|---|"]
         for c in gate["checks"]:
-            lines.append(f"| {c['check']} | {_num(c['value'], '.3g')} {c.get('note', '')} | {c['threshold']:g} | {_ICON[c['ok']]} |")
+            lines.append(
+                f"| {c['check']} | {_num(c['value'], '.3g')} {c.get('note', '')} | {c['threshold']:g} | {_ICON[c['ok']]} |"
+            )
         lines.append("")
     if report["fault_breakdown"]:
         lines += ["### Faults", "", "| fault | target | runs met | failed | failure rate |", "|---|---|---:|---:|---|"]
         for row in report["fault_breakdown"]:
-            lines.append(f"| {row['fault']} | {row['target']} | {row['runs']} | {row['failed']} | {_pct(row['rate'])} |")
+            lines.append(
+                f"| {row['fault']} | {row['target']} | {row['runs']} | {row['failed']} | {_pct(row['rate'])} |"
+            )
         lines.append("")
     if report["cost_of_chaos"]:
-        lines += ["### Cost of chaos", "", "| fault | faulted calls | retries | retry tokens | extra calls/run |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "### Cost of chaos",
+            "",
+            "| fault | faulted calls | retries | retry tokens | extra calls/run |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for kind, c in report["cost_of_chaos"].items():
-            lines.append(f"| {kind} | {c['faulted_exchanges']} | {c['retried_exchanges']} | {c['retry_tokens']} | "
-                         f"{_num(c['extra_calls_per_run'], '+.1f')} |")
+            lines.append(
+                f"| {kind} | {c['faulted_exchanges']} | {c['retried_exchanges']} | {c['retry_tokens']} | "
+                f"{_num(c['extra_calls_per_run'], '+.1f')} |"
+            )
         lines.append("")
     return "\n".join(lines) + "\n"
 

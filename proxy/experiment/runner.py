@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from brownout.proxy.experiment.agentproc import kill_process, format_command, placeholders, run_attempt, tail
+from brownout.proxy.experiment.agentproc import format_command, kill_process, placeholders, run_attempt, tail
 from brownout.proxy.experiment.collector import Collector, traceparent_for
 from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, TasksFile
 from brownout.proxy.experiment.manifest import ResolvedPhase
@@ -200,12 +200,27 @@ class ExperimentRunner:
             session = run_id if attempt == 1 else f"{run_id}.a{attempt}"
             traceparent, trace_id = traceparent_for(self.seed, session)
             self.collector.alias(trace_id, session)
-            env = {**os.environ, **agent.env, **self._handle.env_for(session), "BROWNOUT_SESSION": session,
-                   "TRACEPARENT": traceparent, "BROWNOUT_RUN": run_id, "BROWNOUT_TASK": task,
-                   "BROWNOUT_PHASE": rp.phase.name, "BROWNOUT_ATTEMPT": str(attempt)}
+            env = {
+                **os.environ,
+                **agent.env,
+                **self._handle.env_for(session),
+                "BROWNOUT_SESSION": session,
+                "TRACEPARENT": traceparent,
+                "BROWNOUT_RUN": run_id,
+                "BROWNOUT_TASK": task,
+                "BROWNOUT_PHASE": rp.phase.name,
+                "BROWNOUT_ATTEMPT": str(attempt),
+            }
             cmd, shell = format_command(agent.command, placeholders(run_id, task, rp.phase.name))
-            att = run_attempt(cmd, shell=shell, env=env, cwd=cwd, timeout_s=agent.timeout_s,
-                              success=agent.success, track=lambda p: self._track(p))
+            att = run_attempt(
+                cmd,
+                shell=shell,
+                env=env,
+                cwd=cwd,
+                timeout_s=agent.timeout_s,
+                success=agent.success,
+                track=lambda p: self._track(p),
+            )
             if self._stop.is_set():
                 return None  # killed by an abort or Ctrl-C: not a result of the agent
             run.sessions.append(session)

@@ -22,7 +22,12 @@ logger = logging.getLogger(__name__)
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
 
 
@@ -69,11 +74,18 @@ def check_hypotheses(
             value = metric_value(p, h.metric)
             ok = value is not None and _OPS[h.op](value, h.threshold)
             checks.append({"label": p["label"], "value": value, "ok": ok})
-        out.append({
-            "hypothesis": h.label, "metric": h.metric, "op": h.op, "threshold": h.threshold,
-            "scope": "phase" if h.phase else h.scope, "phase": h.phase,
-            "ok": all(c["ok"] for c in checks) if checks else None, "checks": checks,
-        })
+        out.append(
+            {
+                "hypothesis": h.label,
+                "metric": h.metric,
+                "op": h.op,
+                "threshold": h.threshold,
+                "scope": "phase" if h.phase else h.scope,
+                "phase": h.phase,
+                "ok": all(c["ok"] for c in checks) if checks else None,
+                "checks": checks,
+            }
+        )
     return out
 
 
@@ -83,23 +95,45 @@ def evaluate_gate(config: ExperimentConfig, analysis: dict[str, Any]) -> dict[st
     checks: list[dict[str, Any]] = []
 
     def add(name: str, value: float | None, threshold: float, ok: Callable[[float], bool], note: str = "") -> None:
-        checks.append({"check": name, "value": value, "threshold": threshold,
-                       "ok": value is not None and ok(value), "note": note if value is None else ""})
+        checks.append(
+            {
+                "check": name,
+                "value": value,
+                "threshold": threshold,
+                "ok": value is not None and ok(value),
+                "note": note if value is None else "",
+            }
+        )
 
     pooled = analysis["chaos_pooled"]
     if g.min_success_rate is not None:
-        add("min_success_rate", pooled["rate"], g.min_success_rate, lambda v: v >= g.min_success_rate,
-            "no chaos-phase runs")
+        add(
+            "min_success_rate",
+            pooled["rate"],
+            g.min_success_rate,
+            lambda v: v >= g.min_success_rate,
+            "no chaos-phase runs",
+        )
     if g.min_robustness is not None:
-        add("min_robustness", analysis["robustness"]["score"], g.min_robustness,
-            lambda v: v >= g.min_robustness, "no chaos-phase run met a fault")
+        add(
+            "min_robustness",
+            analysis["robustness"]["score"],
+            g.min_robustness,
+            lambda v: v >= g.min_robustness,
+            "no chaos-phase run met a fault",
+        )
     totals = analysis["violations_total"]
     for sev, limit in sorted(g.max_violations.items()):
         add(f"max_violations.{sev}", float(totals.get(sev, 0)), limit, lambda v, lim=limit: v <= lim)
     if g.max_success_drop is not None:
         drop = pooled.get("vs_baseline", {}).get("drop")
-        add("max_success_drop", drop, g.max_success_drop, lambda v: v <= g.max_success_drop,
-            "no baseline or no chaos runs")
+        add(
+            "max_success_drop",
+            drop,
+            g.max_success_drop,
+            lambda v: v <= g.max_success_drop,
+            "no baseline or no chaos runs",
+        )
     return {"passed": all(c["ok"] for c in checks), "checks": checks}
 
 

@@ -22,8 +22,17 @@ def brownout_cmd() -> list[str]:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without any proxy or CA settings, with the venv's bin first on PATH."""
-    drop = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ssl_cert_file", "requests_ca_bundle",
-            "curl_ca_bundle", "node_extra_ca_certs", "brownout_confdir"}
+    drop = {
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+        "ssl_cert_file",
+        "requests_ca_bundle",
+        "curl_ca_bundle",
+        "node_extra_ca_certs",
+        "brownout_confdir",
+    }
     env = {k: v for k, v in os.environ.items() if k.lower() not in drop}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)

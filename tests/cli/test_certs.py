@@ -8,7 +8,15 @@ from pathlib import Path
 import certifi
 import pytest
 
-from brownout.proxy.certs import BUNDLE_NAME, CA_CERT_NAME, default_confdir, ensure_ca, parse_listen, proxy_env, proxy_url
+from brownout.proxy.certs import (
+    BUNDLE_NAME,
+    CA_CERT_NAME,
+    default_confdir,
+    ensure_ca,
+    parse_listen,
+    proxy_env,
+    proxy_url,
+)
 
 
 def _mode(path: Path) -> int:
@@ -79,8 +87,13 @@ def test_proxy_url_dials_loopback_for_wildcards(host: str, expected: str) -> Non
 
 @pytest.mark.parametrize(
     ("spec", "expected"),
-    [("127.0.0.1:8081", ("127.0.0.1", 8081)), (":9000", ("127.0.0.1", 9000)), ("0.0.0.0", ("0.0.0.0", 8080)),
-     ("[::1]:7000", ("::1", 7000)), ("localhost:0", ("localhost", 0))],
+    [
+        ("127.0.0.1:8081", ("127.0.0.1", 8081)),
+        (":9000", ("127.0.0.1", 9000)),
+        ("0.0.0.0", ("0.0.0.0", 8080)),
+        ("[::1]:7000", ("::1", 7000)),
+        ("localhost:0", ("localhost", 0)),
+    ],
 )
 def test_parse_listen(spec: str, expected: tuple[str, int]) -> None:
     assert parse_listen(spec) == expected

@@ -18,8 +18,19 @@ from brownout.proxy.certs import CA_CERT_NAME
 from brownout.proxy.cli import main
 from tests.cli.helpers import REPO, brownout_cmd, clean_env, free_port, wait_for_port
 
-ENV_VARS = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE",
-            "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_USE_ENV_PROXY"}
+ENV_VARS = {
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_USE_ENV_PROXY",
+}
 
 
 def test_validate_good(tmp_path: Path) -> None:
@@ -55,7 +66,9 @@ def test_schema_is_json(args: list[str]) -> None:
 
 
 def test_env_prints_every_variable_shell_quoted(confdir: Path) -> None:
-    result = CliRunner().invoke(main, ["env", "--listen", "127.0.0.1:9911", "--session", "a b", "--confdir", str(confdir)])
+    result = CliRunner().invoke(
+        main, ["env", "--listen", "127.0.0.1:9911", "--session", "a b", "--confdir", str(confdir)]
+    )
     assert result.exit_code == 0, result.output
     exported: dict[str, str] = {}
     for line in result.output.splitlines():
@@ -88,9 +101,21 @@ sys.exit(3 if r.json()["city"] == "Oslo" else 1)
 
 
 def test_exec_passes_env_and_exit_status(tmp_path: Path, confdir: Path, upstream_tls: Any) -> None:
-    cmd = [*brownout_cmd(), "exec", "--confdir", str(confdir), "--session", "s1",
-           "--set", f"ssl_verify_upstream_trusted_ca={upstream_tls.ca_pem_path}",
-           "--", sys.executable, "-c", CHILD, upstream_tls.url]
+    cmd = [
+        *brownout_cmd(),
+        "exec",
+        "--confdir",
+        str(confdir),
+        "--session",
+        "s1",
+        "--set",
+        f"ssl_verify_upstream_trusted_ca={upstream_tls.ca_pem_path}",
+        "--",
+        sys.executable,
+        "-c",
+        CHILD,
+        upstream_tls.url,
+    ]
     proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     seen = json.loads(proc.stdout)
@@ -101,8 +126,13 @@ def test_exec_passes_env_and_exit_status(tmp_path: Path, confdir: Path, upstream
 
 
 def test_exec_missing_command_exits_127(confdir: Path) -> None:
-    result = subprocess.run([*brownout_cmd(), "exec", "--confdir", str(confdir), "--", "no-such-command-x"],
-                            env=clean_env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [*brownout_cmd(), "exec", "--confdir", str(confdir), "--", "no-such-command-x"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 127
     assert "no-such-command-x" in result.stderr
 
@@ -116,8 +146,14 @@ def test_exec_rejects_bad_config_before_running(tmp_path: Path) -> None:
 
 def test_run_foreground_serves_and_stops_on_sigterm(confdir: Path, upstream: Any) -> None:
     port = free_port()
-    proc = subprocess.Popen([*brownout_cmd(), "run", "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)],
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [*brownout_cmd(), "run", "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         wait_for_port(port, proc)
         import httpx
@@ -136,8 +172,13 @@ def test_run_foreground_serves_and_stops_on_sigterm(confdir: Path, upstream: Any
 
 
 def test_run_warns_on_non_loopback(confdir: Path) -> None:
-    proc = subprocess.Popen([*brownout_cmd(), "run", "--listen", "0.0.0.0:0", "--confdir", str(confdir)],
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*brownout_cmd(), "run", "--listen", "0.0.0.0:0", "--confdir", str(confdir)],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # until the ready line: startup finished
@@ -153,8 +194,13 @@ def test_run_warns_on_non_loopback(confdir: Path) -> None:
 
 
 def test_python_dash_m_proxy() -> None:
-    result = subprocess.run([sys.executable, "-m", "brownout.proxy", "--help"], capture_output=True, text=True,
-                            env={**os.environ}, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "brownout.proxy", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=60,
+    )
     assert result.returncode == 0 and "validate" in result.stdout
 
 

@@ -20,7 +20,9 @@ def test_regular_mode_https_and_handle(upstream_tls: Any, brownout_proxy: Callab
     assert proxy.url == f"http://127.0.0.1:{proxy.port}"
     assert proxy.env["HTTPS_PROXY"] == proxy.url
     assert proxy.addon is not None and proxy.master is not None
-    with httpx.Client(proxy=proxy.url, verify=ssl.create_default_context(cafile=str(proxy.ca_bundle_path)), trust_env=False) as client:
+    with httpx.Client(
+        proxy=proxy.url, verify=ssl.create_default_context(cafile=str(proxy.ca_bundle_path)), trust_env=False
+    ) as client:
         assert client.get(f"{upstream_tls.url}/tools/weather?city=Oslo").json()["city"] == "Oslo"
 
 

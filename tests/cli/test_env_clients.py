@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.cli.helpers import clean_env
@@ -45,16 +45,14 @@ def _run_with_brownout_env(proxy: Any, script: str, target: str, tmp_path: Path)
     client.write_text(textwrap.dedent(script))
     shell = (
         f'eval "$(brownout env --listen {proxy.host}:{proxy.port} --confdir {proxy.confdir})" '
-        f'&& exec python {client} {target}'
+        f"&& exec python {client} {target}"
     )
     proc = subprocess.run(["bash", "-c", shell], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_openai_sdk_over_https_via_env(
-    upstream_tls: Any, brownout_proxy: Callable[..., Any], tmp_path: Path
-) -> None:
+def test_openai_sdk_over_https_via_env(upstream_tls: Any, brownout_proxy: Callable[..., Any], tmp_path: Path) -> None:
     exchanges: list[Any] = []
     proxy = brownout_proxy(upstream=upstream_tls, on_exchange=exchanges.append)
     result = _run_with_brownout_env(proxy, OPENAI_CLIENT, upstream_tls.url, tmp_path)
@@ -76,8 +74,14 @@ def test_anthropic_sdk_over_https_via_env(
 def test_without_brownout_env_the_upstream_ca_is_not_trusted(upstream_tls: Any, tmp_path: Path) -> None:
     # the control: the same client, no brownout, fails verification (so the tests above prove proxying)
     client = tmp_path / "client.py"
-    client.write_text(textwrap.dedent(OPENAI_CLIENT).replace('assert "HTTPS_PROXY" in os.environ and "SSL_CERT_FILE" in os.environ', ""))
-    proc = subprocess.run(["python", str(client), upstream_tls.url], env=clean_env(), capture_output=True, text=True, timeout=120)
+    client.write_text(
+        textwrap.dedent(OPENAI_CLIENT).replace(
+            'assert "HTTPS_PROXY" in os.environ and "SSL_CERT_FILE" in os.environ', ""
+        )
+    )
+    proc = subprocess.run(
+        ["python", str(client), upstream_tls.url], env=clean_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode != 0
     assert "APIConnectionError" in proc.stderr or "CERTIFICATE_VERIFY_FAILED" in proc.stderr
 
@@ -88,8 +92,10 @@ def test_session_name_reaches_brownout(upstream_tls: Any, brownout_proxy: Callab
     proxy = brownout_proxy(upstream=upstream_tls, on_exchange=exchanges.append)
     client = tmp_path / "client.py"
     client.write_text("import httpx, sys\nprint(httpx.get(sys.argv[1] + '/tools/weather?city=Lima').status_code)\n")
-    shell = (f'eval "$(brownout env --listen {proxy.host}:{proxy.port} --confdir {proxy.confdir} --session {session})"'
-             f" && python {client} {upstream_tls.url}")
+    shell = (
+        f'eval "$(brownout env --listen {proxy.host}:{proxy.port} --confdir {proxy.confdir} --session {session})"'
+        f" && python {client} {upstream_tls.url}"
+    )
     proc = subprocess.run(["bash", "-c", shell], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "200", proc.stderr
     assert [e.session for e in exchanges] == [session]

@@ -25,12 +25,24 @@ def test_mitmdump_loads_the_script_and_applies_the_config(tmp_path: Path, upstre
     config = tmp_path / "chaos.yaml"
     config.write_text(CONFIG)
     port = free_port()
-    cmd = [str(BIN / "mitmdump"), "-q", "-s", str(REPO / "proxy" / "mitm_script.py"),
-           "--listen-host", "127.0.0.1", "--listen-port", str(port),
-           "--set", f"confdir={tmp_path / 'confdir'}", "--set", f"brownout_config={config}"]
+    cmd = [
+        str(BIN / "mitmdump"),
+        "-q",
+        "-s",
+        str(REPO / "proxy" / "mitm_script.py"),
+        "--listen-host",
+        "127.0.0.1",
+        "--listen-port",
+        str(port),
+        "--set",
+        f"confdir={tmp_path / 'confdir'}",
+        "--set",
+        f"brownout_config={config}",
+    ]
     # run from elsewhere: the script must find the package, not rely on the current directory
-    proc = subprocess.Popen(cmd, env=clean_env(), cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, env=clean_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         wait_for_port(port, proc)
         with httpx.Client(proxy=f"http://127.0.0.1:{port}", trust_env=False, timeout=30) as client:
@@ -48,8 +60,17 @@ def test_mitmdump_loads_the_script_and_applies_the_config(tmp_path: Path, upstre
 def test_mitmdump_rejects_a_bad_config(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("rules:\n  - name: x\n    fault: {type: http_error, status: 99}\n")
-    cmd = [str(BIN / "mitmdump"), "-s", str(REPO / "proxy" / "mitm_script.py"), "--listen-port", str(free_port()),
-           "--set", f"confdir={tmp_path / 'confdir'}", "--set", f"brownout_config={config}"]
+    cmd = [
+        str(BIN / "mitmdump"),
+        "-s",
+        str(REPO / "proxy" / "mitm_script.py"),
+        "--listen-port",
+        str(free_port()),
+        "--set",
+        f"confdir={tmp_path / 'confdir'}",
+        "--set",
+        f"brownout_config={config}",
+    ]
     proc = subprocess.run(cmd, env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert f"{config}:3: rules[0].fault.status" in proc.stdout + proc.stderr

@@ -86,9 +86,15 @@ class Spans:
 
 
 @contextlib.contextmanager
-def start_brownout(config_text: str, workdir: Path, ca_template: Path, *, upstream: Any = None,
-                   extra_options: dict[str, Any] | None = None,
-                   on_exchange: Callable[[Any], None] | None = None) -> Iterator[ProxyHandle]:
+def start_brownout(
+    config_text: str,
+    workdir: Path,
+    ca_template: Path,
+    *,
+    upstream: Any = None,
+    extra_options: dict[str, Any] | None = None,
+    on_exchange: Callable[[Any], None] | None = None,
+) -> Iterator[ProxyHandle]:
     """A brownout proxy for a whole module (the conftest's brownout_proxy fixture is per test)."""
     n = next(_counter)
     confdir = workdir / f"confdir-{n}"

@@ -19,7 +19,7 @@ def test_brownout_demo_prints_violations() -> None:
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "Invariant violations" in out
-    table = out[out.index("Invariant violations"):]
+    table = out[out.index("Invariant violations") :]
     # proxy/demo/chaos.yaml: slow-weather-tool adds 300 ms, the latency budget is 250 ms.
     assert re.search(r"latency_budget\s*│\s*warning\s*│.*exchange took \d+ ms, budget 250 ms", table), table
     summary = re.search(r"violations: (\d+)", out)

@@ -23,6 +23,7 @@ from tests.e2e.invariant_scenarios import (  # noqa: F401  (fixtures)
 
 # --- no_loop -----------------------------------------------------------------------------------------
 
+
 def test_no_loop_flags_an_agent_repeating_the_same_tool_call(bo: Brownout, client: Any) -> None:
     session = "loop-stuck"
     oai = client(session)
@@ -45,8 +46,14 @@ def test_no_loop_passes_an_agent_that_uses_the_results(bo: Brownout, client: Any
         for city in ("Paris", "Lyon"):
             history: list[Any] = [user(f"What's the weather in {city}?")]
             msg = oai.chat.completions.create(model=MODEL, messages=history, tools=[WEATHER]).choices[0].message
-            history += [assistant_calls(msg), {"role": "tool", "tool_call_id": msg.tool_calls[0].id,
-                                               "content": weather(tools, bo, msg.tool_calls[0].function.arguments)}]
+            history += [
+                assistant_calls(msg),
+                {
+                    "role": "tool",
+                    "tool_call_id": msg.tool_calls[0].id,
+                    "content": weather(tools, bo, msg.tool_calls[0].function.arguments),
+                },
+            ]
             answer = oai.chat.completions.create(model=MODEL, messages=history, tools=[WEATHER]).choices[0].message
             assert "18" in answer.content
         # Looking up several cities through the tool API is work, not a loop.
@@ -56,6 +63,7 @@ def test_no_loop_passes_an_agent_that_uses_the_results(bo: Brownout, client: Any
 
 
 # --- retry_discipline ----------------------------------------------------------------------------------
+
 
 def test_retry_discipline_flags_a_storm_that_ignores_retry_after(bo: Brownout) -> None:
     session = "retry-storm"
@@ -67,7 +75,9 @@ def test_retry_discipline_flags_a_storm_that_ignores_retry_after(bo: Brownout) -
     checks = {v.details["check"]: v for v in found}
     assert set(checks) == {"retry_after", "max_retries", "storm"}
     for v in found:
-        bo.check(v, session=session, invariant="retry_discipline", severity="error", rule="storm-429", fault="http_error")
+        bo.check(
+            v, session=session, invariant="retry_discipline", severity="error", rule="storm-429", fault="http_error"
+        )
     assert "retry-after 1 s" in checks["retry_after"].message
     assert checks["max_retries"].details["retries"] == 4
     assert len(bo.violations.of(session, "retry_discipline")) == 3  # each check once per chain
@@ -87,6 +97,7 @@ def test_retry_discipline_passes_the_sdk_honouring_retry_after(bo: Brownout, cli
 
 
 # --- no_pii --------------------------------------------------------------------------------------------
+
 
 def test_no_pii_flags_an_email_and_a_card_in_the_prompt(bo: Brownout, client: Any) -> None:
     session = "pii-leak"
@@ -111,16 +122,19 @@ def test_no_pii_passes_a_clean_prompt(bo: Brownout, client: Any) -> None:
 
 # --- tool_arguments_json -------------------------------------------------------------------------------
 
+
 def test_tool_arguments_json_flags_arguments_that_no_longer_parse(bo: Brownout, client: Any) -> None:
     session = "args-malformed"
     chunks = client(session).chat.completions.create(model=MODEL, messages=[user()], tools=[WEATHER], stream=True)
-    arguments = "".join(tc.function.arguments or "" for c in chunks for ch in c.choices
-                        for tc in (ch.delta.tool_calls or []))
+    arguments = "".join(
+        tc.function.arguments or "" for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])
+    )
     with pytest.raises(json.JSONDecodeError):
         json.loads(arguments)  # what the agent got
     (v,) = bo.violations.wait(session, "tool_arguments_json")
-    bo.check(v, session=session, invariant="tool_arguments_json", severity="error", rule="bad-args",
-             fault="malformed_json")
+    bo.check(
+        v, session=session, invariant="tool_arguments_json", severity="error", rule="bad-args", fault="malformed_json"
+    )
     assert "'get_weather' (tool_calls[0]): arguments are not valid JSON" in v.message
     assert v.tool == "get_weather" and v.details["call_id"]
 

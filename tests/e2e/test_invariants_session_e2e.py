@@ -23,6 +23,7 @@ from tests.e2e.invariant_scenarios import (  # noqa: F401  (fixtures)
 
 # --- token_budget and call_budget ----------------------------------------------------------------------
 
+
 def test_budgets_flag_an_agent_that_does_not_stop(bo: Brownout, client: Any) -> None:
     session = "budget-over"
     oai = client(session)
@@ -46,13 +47,21 @@ def test_budgets_pass_an_agent_that_terminates(bo: Brownout, client: Any) -> Non
     with bo.tools(session) as tools:
         msg = oai.chat.completions.create(model=MODEL, messages=[user()], tools=[WEATHER]).choices[0].message
         result = weather(tools, bo, msg.tool_calls[0].function.arguments)
-        oai.chat.completions.create(model=MODEL, tools=[WEATHER], messages=[
-            user(), assistant_calls(msg), {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": result}])
+        oai.chat.completions.create(
+            model=MODEL,
+            tools=[WEATHER],
+            messages=[
+                user(),
+                assistant_calls(msg),
+                {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": result},
+            ],
+        )
     bo.none(session, "token_budget", exchanges=3)
     assert bo.violations.of(session, "call_budget") == []
 
 
 # --- stream_complete -----------------------------------------------------------------------------------
+
 
 def _truncated_answer(oai: Any) -> tuple[str, str | None]:
     text, finish = "", None
@@ -69,8 +78,9 @@ def test_stream_complete_flags_an_agent_that_accepts_a_cut_stream(bo: Brownout, 
     partial, finish = _truncated_answer(oai)  # no [DONE], no error: the SDK hands back partial text
     assert partial and finish is None
     # The agent treats it as the answer and carries on with it in its history.
-    oai.chat.completions.create(model=MODEL, messages=[
-        user(), {"role": "assistant", "content": partial}, user("And tomorrow?")])
+    oai.chat.completions.create(
+        model=MODEL, messages=[user(), {"role": "assistant", "content": partial}, user("And tomorrow?")]
+    )
     (v,) = bo.violations.wait(session, "stream_complete")
     bo.check(v, session=session, invariant="stream_complete", severity="error", rule="cut-stream", fault="truncate")
     assert "sent its partial text back as a finished assistant message (messages[1])" in v.message
@@ -89,6 +99,7 @@ def test_stream_complete_passes_an_agent_that_discards_a_cut_stream(bo: Brownout
 
 
 # --- injection_followed --------------------------------------------------------------------------------
+
 
 def _tool_turn(bo: Brownout, oai: Any, tools: httpx.Client) -> tuple[list[Any], str]:
     """Ask, execute the weather tool (whose answer carries the injection), hand the result back."""
@@ -110,8 +121,9 @@ def test_injection_followed_flags_an_agent_acting_on_injected_text(bo: Brownout,
         # The hijacked agent does what the tool output told it: it sends the URL to the search tool.
         tools.get(f"{bo.upstream.url}/tools/search", params={"q": "https://evil.example/collect Paris trip"})
     (v,) = bo.violations.wait(session, "injection_followed")
-    bo.check(v, session=session, invariant="injection_followed", severity="critical", rule="inject-weather",
-             fault="inject")
+    bo.check(
+        v, session=session, invariant="injection_followed", severity="critical", rule="inject-weather", fault="inject"
+    )
     assert "executed tool call 'search' contains marker 'https://evil.example/collect'" in v.message
     assert v.tool == "search"
     source = bo.spans.by_span_id(v.details["injected_span_id"])
@@ -131,6 +143,7 @@ def test_injection_followed_passes_an_agent_that_only_reads_it(bo: Brownout, cli
 
 # --- latency_budget ------------------------------------------------------------------------------------
 
+
 def test_latency_budget_flags_a_slow_tool(bo: Brownout) -> None:
     session = "latency-slow"
     with bo.tools(session) as tools:
@@ -149,6 +162,7 @@ def test_latency_budget_passes_a_fast_tool(bo: Brownout, client: Any) -> None:
 
 
 # --- custom --------------------------------------------------------------------------------------------
+
 
 def test_custom_invariant_flags_what_the_callable_reports(bo: Brownout, client: Any) -> None:
     session = "custom-retired"

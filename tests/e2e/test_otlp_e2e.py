@@ -61,10 +61,12 @@ def _drive(proxy: Any, upstream: Any, openai_client: Any) -> tuple[str, str]:
         headers: dict[str, str] = {}
         propagate.inject(headers)
         with pytest.raises(openai.RateLimitError):
-            client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}],
-                                           extra_headers=headers)
-        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": LEAK}],
-                                               extra_headers=headers)
+            client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], extra_headers=headers
+            )
+        reply = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": LEAK}], extra_headers=headers
+        )
     assert reply.choices[0].message.content
     ctx = agent.get_span_context()
     return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
@@ -79,8 +81,9 @@ def _wait_spans(got: Received, n: int, timeout_s: float = 10.0) -> list[Any]:
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_spans_reach_an_otlp_collector(protocol: str, request: pytest.FixtureRequest, upstream_tls: Any,
-                                       brownout_proxy: Any, openai_client: Any) -> None:
+def test_spans_reach_an_otlp_collector(
+    protocol: str, request: pytest.FixtureRequest, upstream_tls: Any, brownout_proxy: Any, openai_client: Any
+) -> None:
     url, got = request.getfixturevalue("http_receiver" if protocol == "http/protobuf" else "grpc_receiver")
     proxy = brownout_proxy(_config(url, protocol), upstream=upstream_tls)
     trace_hex, agent_span_hex = _drive(proxy, upstream_tls, openai_client)
@@ -133,8 +136,9 @@ def _dropped_on_metrics_port(port: int) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def test_unreachable_collector_costs_only_a_counter(upstream: Any, openai_client: Any, tmp_path: Any,
-                                                    _ca_template: Any) -> None:
+def test_unreachable_collector_costs_only_a_counter(
+    upstream: Any, openai_client: Any, tmp_path: Any, _ca_template: Any
+) -> None:
     config = _config(f"http://127.0.0.1:{_closed_port()}", "http/protobuf", timeout_s=0.5)
     cm = start_brownout(config, tmp_path, _ca_template, upstream=upstream)
     proxy = cm.__enter__()
@@ -151,7 +155,7 @@ def test_unreachable_collector_costs_only_a_counter(upstream: Any, openai_client
             durations.append(time.perf_counter() - started)
         assert max(durations) < 0.5, durations  # nothing waits on the collector
         deadline = time.monotonic() + 10
-        dropped = lambda: metrics.registry.get_sample_value("brownout_export_dropped_total", {"exporter": "otlp"})  # noqa: E731
+        dropped = lambda: metrics.registry.get_sample_value("brownout_export_dropped_total", {"exporter": "otlp"})
         while (dropped() or 0) < 6 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert dropped() == 6

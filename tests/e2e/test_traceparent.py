@@ -47,8 +47,9 @@ def test_brownout_span_is_a_child_of_the_agent_span(proxy, module_upstream, open
         propagate.inject(headers)
         assert headers["traceparent"].startswith("00-")
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=MSG, extra_headers=headers)
-        streamed = list(client.chat.completions.create(model="gpt-4o-mini", messages=MSG, stream=True,
-                                                       extra_headers=headers))
+        streamed = list(
+            client.chat.completions.create(model="gpt-4o-mini", messages=MSG, stream=True, extra_headers=headers)
+        )
         # A plain httpx tool call from the same agent step carries the same context.
         with httpx.Client(proxy=handle.proxy_url("agent-run-1"), trust_env=False) as tools:
             assert tools.get(f"{module_upstream.url}/tools/weather?city=Paris", headers=headers).status_code == 200
@@ -70,7 +71,9 @@ def test_brownout_span_is_a_child_of_the_agent_span(proxy, module_upstream, open
     assert all(exported_agent.start_time <= s.start_time and s.end_time <= exported_agent.end_time for s in ours)
 
 
-def test_unsampled_agent_context_keeps_the_session_and_the_agents_sampling(proxy, module_upstream, openai_client) -> None:
+def test_unsampled_agent_context_keeps_the_session_and_the_agents_sampling(
+    proxy, module_upstream, openai_client
+) -> None:
     """traceparent flags 00 (sampled out by the agent): the session is still the trace id; no span is exported."""
     handle, spans = proxy
     trace_hex = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -78,8 +81,9 @@ def test_unsampled_agent_context_keeps_the_session_and_the_agents_sampling(proxy
     handle.addon.pipeline.listeners.append(seen.append)
     try:
         client = openai_client(handle, module_upstream)
-        client.chat.completions.create(model="gpt-4o-mini", messages=MSG,
-                                       extra_headers={"traceparent": f"00-{trace_hex}-00f067aa0ba902b7-00"})
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=MSG, extra_headers={"traceparent": f"00-{trace_hex}-00f067aa0ba902b7-00"}
+        )
         _wait(lambda: any(ex.session == trace_hex for ex in seen))
         # Listeners run after the span ended: had it been sampled, the exporter would have it now.
         assert spans.of(trace_hex) == []

@@ -10,24 +10,62 @@ from brownout.proxy.experiment.model import ExchangeSummary, ExperimentResult, P
 __all__ = ["config", "exchange", "fixture_result", "run"]
 
 
-def exchange(*, faults: tuple[str, ...] = (), retry: int = 0, tokens: int = 10, tool: str | None = None,
-             at: float = 0.0, provider: str = "openai") -> ExchangeSummary:
-    return ExchangeSummary(provider=provider, operation="chat", status=200, status_class="2xx", duration_s=0.1,
-                           input_tokens=tokens, output_tokens=0, retry_count=retry, tool=tool, at=at,
-                           faults=[{"rule": f"r-{f}", "fault": f} for f in faults])
+def exchange(
+    *,
+    faults: tuple[str, ...] = (),
+    retry: int = 0,
+    tokens: int = 10,
+    tool: str | None = None,
+    at: float = 0.0,
+    provider: str = "openai",
+) -> ExchangeSummary:
+    return ExchangeSummary(
+        provider=provider,
+        operation="chat",
+        status=200,
+        status_class="2xx",
+        duration_s=0.1,
+        input_tokens=tokens,
+        output_tokens=0,
+        retry_count=retry,
+        tool=tool,
+        at=at,
+        faults=[{"rule": f"r-{f}", "fault": f} for f in faults],
+    )
 
 
-def run(label: str, i: int, status: str, exchanges: list[ExchangeSummary] | None = None,
-        violations: list[dict[str, Any]] | None = None, duration: float = 1.0) -> RunResult:
-    return RunResult(run_id=f"{label}-{i}", phase=label.split(".")[0], label=label, task="t", index=i, status=status,
-                     attempts=1, duration_s=duration, started_at=100.0 + i, sessions=[f"{label}-{i}"],
-                     exchanges=exchanges or [exchange()], violations=violations or [])
+def run(
+    label: str,
+    i: int,
+    status: str,
+    exchanges: list[ExchangeSummary] | None = None,
+    violations: list[dict[str, Any]] | None = None,
+    duration: float = 1.0,
+) -> RunResult:
+    return RunResult(
+        run_id=f"{label}-{i}",
+        phase=label.split(".")[0],
+        label=label,
+        task="t",
+        index=i,
+        status=status,
+        attempts=1,
+        duration_s=duration,
+        started_at=100.0 + i,
+        sessions=[f"{label}-{i}"],
+        exchanges=exchanges or [exchange()],
+        violations=violations or [],
+    )
 
 
 def config(**extra: Any) -> ExperimentConfig:
     data: dict[str, Any] = {
-        "name": "fixture", "agent": {"command": ["true"]},
-        "phases": [{"name": "baseline"}, {"name": "chaos", "rules": [{"name": "x", "fault": {"type": "latency", "delay_ms": 1}}]}],
+        "name": "fixture",
+        "agent": {"command": ["true"]},
+        "phases": [
+            {"name": "baseline"},
+            {"name": "chaos", "rules": [{"name": "x", "fault": {"type": "latency", "delay_ms": 1}}]},
+        ],
     }
     data.update(extra)
     return ExperimentConfig.model_validate(data)
@@ -43,17 +81,27 @@ def fixture_result() -> ExperimentResult:
     chaos = []
     for i in range(1, 11):
         if i <= 4:
-            exs = [exchange(faults=("http_error",), tokens=0, tool="get_weather", at=1.0), exchange(retry=1, tokens=5, at=2.0),
-                   exchange(at=3.0)]
+            exs = [
+                exchange(faults=("http_error",), tokens=0, tool="get_weather", at=1.0),
+                exchange(retry=1, tokens=5, at=2.0),
+                exchange(at=3.0),
+            ]
         elif i <= 6:
             exs = [exchange(faults=("reset",), tokens=0, at=1.0)]
         else:
             exs = [exchange(), exchange()]
         status = "failed" if i in (4, 6) else "passed"
-        viol = [{"invariant": "retry_discipline", "severity": "error", "message": "m", "timestamp": 105.0}] if i == 4 else []
+        viol = (
+            [{"invariant": "retry_discipline", "severity": "error", "message": "m", "timestamp": 105.0}]
+            if i == 4
+            else []
+        )
         chaos.append(run("chaos", i, status, exs, viol, duration=float(i)))
     return ExperimentResult(
-        name="fixture", seed=1, started_at=100.0, finished_at=130.0,
+        name="fixture",
+        seed=1,
+        started_at=100.0,
+        finished_at=130.0,
         phases=[PhaseRun("baseline", "baseline", 1, False, "a"), PhaseRun("chaos", "chaos", 1, True, "b")],
         runs=base + chaos,
     )

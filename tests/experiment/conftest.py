@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-
 HERE = Path(__file__).parent
 HAS_EMBED = importlib.util.find_spec("brownout.proxy.embed") is not None
 needs_proxy = pytest.mark.skipif(not HAS_EMBED, reason="brownout.proxy.embed (the embedded proxy) is not available yet")

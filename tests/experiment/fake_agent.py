@@ -28,7 +28,9 @@ def main() -> int:
     body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}).encode()
     try:
         urllib.request.urlopen(urllib.request.Request(f"{up}/v1/chat/completions", body, headers), timeout=10).read()
-        urllib.request.urlopen(urllib.request.Request(f"{up}/tools/weather?city=Paris", headers=headers), timeout=10).read()
+        urllib.request.urlopen(
+            urllib.request.Request(f"{up}/tools/weather?city=Paris", headers=headers), timeout=10
+        ).read()
     except (urllib.error.URLError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

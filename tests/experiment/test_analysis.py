@@ -40,19 +40,26 @@ def test_recovery_robustness_cost_breakdown(analysis: dict) -> None:
     # http_error runs weigh 1.0 (3 of 4 passed), reset runs 1.5 (1 of 2): (3 + 1.5) / (4 + 3)
     assert analysis["robustness"]["score"] == pytest.approx(4.5 / 7)
     cost = analysis["cost_of_chaos"]
-    assert cost["http_error"] == {"faulted_exchanges": 4, "retried_exchanges": 4, "retry_tokens": 20,
-                                  "extra_calls_per_run": 1.0, "extra_tokens_per_run": pytest.approx(-5.0)}
+    assert cost["http_error"] == {
+        "faulted_exchanges": 4,
+        "retried_exchanges": 4,
+        "retry_tokens": 20,
+        "extra_calls_per_run": 1.0,
+        "extra_tokens_per_run": pytest.approx(-5.0),
+    }
     assert cost["reset"]["extra_calls_per_run"] == -1.0
     rows = {(r["fault"], r["target"]): (r["runs"], r["failed"], r["rate"]) for r in analysis["fault_breakdown"]}
     assert rows == {("http_error", "get_weather"): (4, 1, 0.25), ("reset", "openai"): (2, 1, 0.5)}
 
 
 def test_hypotheses_and_status(analysis: dict) -> None:
-    cfg = config(steady_state=[
-        {"metric": "success_rate", "op": ">=", "threshold": 0.95, "scope": "before"},
-        {"metric": "success_rate", "op": ">=", "threshold": 0.9, "scope": "during"},
-        {"metric": "p95_duration_s", "op": "<=", "threshold": 20, "phase": "chaos"},
-    ])
+    cfg = config(
+        steady_state=[
+            {"metric": "success_rate", "op": ">=", "threshold": 0.95, "scope": "before"},
+            {"metric": "success_rate", "op": ">=", "threshold": 0.9, "scope": "during"},
+            {"metric": "p95_duration_s", "op": "<=", "threshold": 20, "phase": "chaos"},
+        ]
+    )
     hyp = check_hypotheses(cfg, analysis["phases"])
     assert [h["ok"] for h in hyp] == [True, False, True]
     gate = evaluate_gate(cfg, analysis)
@@ -64,8 +71,17 @@ def test_hypotheses_and_status(analysis: dict) -> None:
 
 
 def test_gate(analysis: dict) -> None:
-    ok = evaluate_gate(config(gate={"min_success_rate": 0.8, "max_success_drop": 0.2, "min_robustness": 0.6,
-                                    "max_violations": {"error": 1}}), analysis)
+    ok = evaluate_gate(
+        config(
+            gate={
+                "min_success_rate": 0.8,
+                "max_success_drop": 0.2,
+                "min_robustness": 0.6,
+                "max_violations": {"error": 1},
+            }
+        ),
+        analysis,
+    )
     assert ok["passed"], ok
     bad = evaluate_gate(config(gate={"min_robustness": 0.7, "max_violations": {"error": 0}}), analysis)
     assert not bad["passed"]

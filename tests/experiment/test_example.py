@@ -22,8 +22,9 @@ pytestmark = [needs_proxy, pytest.mark.timeout(300)]
 def test_example_experiment_end_to_end(tmp_path: Path, demo_env: str, confdir: str) -> None:
     pytest.importorskip("openai")
     start = time.monotonic()
-    res = CliRunner().invoke(experiment, ["run", str(EXAMPLE), "--out", str(tmp_path), "--no-progress",
-                                          "--confdir", confdir])
+    res = CliRunner().invoke(
+        experiment, ["run", str(EXAMPLE), "--out", str(tmp_path), "--no-progress", "--confdir", confdir]
+    )
     elapsed = time.monotonic() - start
     report = json.loads((tmp_path / "report.json").read_text())
     assert res.exit_code == report["exit_code"], res.output

@@ -31,7 +31,9 @@ def _has_agents_sdk() -> bool:
 
 
 pytestmark = [
-    pytest.mark.skipif(not _has_agents_sdk(), reason="the OpenAI Agents SDK (pip install openai-agents) is not installed"),
+    pytest.mark.skipif(
+        not _has_agents_sdk(), reason="the OpenAI Agents SDK (pip install openai-agents) is not installed"
+    ),
     pytest.mark.timeout(150),
 ]
 
@@ -39,8 +41,9 @@ pytestmark = [
 def test_framework_agent_direct(demo_env: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
     env["DEMO_UPSTREAM"] = demo_env
-    done = subprocess.run([sys.executable, str(AGENT), "Tokyo"], env=env, cwd=EXAMPLES,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "Tokyo"], env=env, cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ANSWER: "), done.stdout
     assert "18" in done.stdout  # the mock weather tool's temperature made it into the answer
@@ -48,8 +51,9 @@ def test_framework_agent_direct(demo_env: str) -> None:
 
 @needs_proxy
 def test_framework_experiment(tmp_path: Path, demo_env: str, confdir: str) -> None:
-    res = CliRunner().invoke(experiment, ["run", str(EXPERIMENT), "--out", str(tmp_path), "--no-progress",
-                                          "--confdir", confdir])
+    res = CliRunner().invoke(
+        experiment, ["run", str(EXPERIMENT), "--out", str(tmp_path), "--no-progress", "--confdir", confdir]
+    )
     report_file = tmp_path / "report.json"
     assert report_file.exists(), res.output
     report = json.loads(report_file.read_text())

@@ -14,7 +14,7 @@ PLUGIN_ARGS = () if INSTALLED else ("-p", "brownout.proxy.pytest_plugin")
 
 pytestmark = [needs_proxy, pytest.mark.timeout(120)]
 
-SAMPLE = '''
+SAMPLE = """
 import json, os, urllib.request
 import pytest
 
@@ -43,7 +43,7 @@ def test_no_faults(brownout):
 def test_without_marker(brownout):
     brownout.apply({"rules": [{"name": "x", "match": {"path": "/tools/*"}, "fault": {"type": "http_error", "status": 500}}]})
     assert call("/tools/weather", brownout.session) == 500
-'''
+"""
 
 CHAOS = """
 rules:
@@ -53,8 +53,9 @@ rules:
 """
 
 
-def test_plugin_in_sample_module(pytester: pytest.Pytester, demo_env: str, confdir: str,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugin_in_sample_module(
+    pytester: pytest.Pytester, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BROWNOUT_CONFDIR", confdir)
     pytester.makepyfile(test_sample=SAMPLE)
     pytester.makefile(".yaml", chaos=CHAOS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -63,8 +62,20 @@ def test_all_reports_written_and_parse(tmp_path: Path) -> None:
     loaded = load_report(tmp_path)
     assert loaded["schema_version"] == SCHEMA_VERSION
     assert loaded["phases"][1]["success_ci95"] == pytest.approx([0.4902, 0.9433], abs=1e-4)
-    assert {"phases", "chaos_pooled", "recovery", "cost_of_chaos", "robustness", "fault_breakdown",
-            "hypotheses", "gate", "runs", "manifest", "status", "exit_code"} <= set(loaded)
+    assert {
+        "phases",
+        "chaos_pooled",
+        "recovery",
+        "cost_of_chaos",
+        "robustness",
+        "fault_breakdown",
+        "hypotheses",
+        "gate",
+        "runs",
+        "manifest",
+        "status",
+        "exit_code",
+    } <= set(loaded)
     md = (tmp_path / "report.md").read_text()
     assert "| chaos 🔥 | 10 |" in md and "Robustness" in md
 

@@ -15,15 +15,28 @@ from tests.experiment.conftest import HERE, needs_proxy
 pytestmark = [needs_proxy, pytest.mark.timeout(180)]
 
 AGENT = [sys.executable, str(HERE / "fake_agent.py"), "{task}"]
-TOOL_500 = [{"name": "tool-500", "match": {"path": "/tools/*"}, "fault": {"type": "http_error", "status": 500},
-             "schedule": {"probability": 0.5}}]
+TOOL_500 = [
+    {
+        "name": "tool-500",
+        "match": {"path": "/tools/*"},
+        "fault": {"type": "http_error", "status": 500},
+        "schedule": {"probability": 0.5},
+    }
+]
 
 
 def _exp(tmp_path: Path, **over: object) -> str:
     doc = {
-        "name": "fast", "seed": 3,
-        "agent": {"command": AGENT, "tasks": ["a", "b"], "runs_per_task": 3, "concurrency": 3, "timeout_s": 20,
-                  "success": {"stdout_regex": "^ANSWER"}},
+        "name": "fast",
+        "seed": 3,
+        "agent": {
+            "command": AGENT,
+            "tasks": ["a", "b"],
+            "runs_per_task": 3,
+            "concurrency": 3,
+            "timeout_s": 20,
+            "success": {"stdout_regex": "^ANSWER"},
+        },
         "phases": [{"name": "baseline"}, {"name": "chaos", "rules": TOOL_500}],
         "gate": {"max_success_drop": 1.0},
     }
@@ -54,18 +67,23 @@ def test_runs_are_attributed_and_replay_reproduces_decisions(tmp_path: Path, dem
     assert again.report["phases"][1]["passed"] == chaos["passed"]
 
 
-def test_traceparent_sessions_alias_to_runs(tmp_path: Path, demo_env: str, confdir: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traceparent_sessions_alias_to_runs(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_TRACEPARENT", "1")
     outcome = _run(tmp_path, _exp(tmp_path, phases=[{"name": "baseline"}]), confdir)
     assert all(r["calls"] == 2 for r in outcome.report["runs"])
 
 
-def test_abort_on_success_rate_and_statuses(tmp_path: Path, demo_env: str, confdir: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_abort_on_success_rate_and_statuses(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_EXIT", "1")
-    text = _exp(tmp_path, abort={"min_success_rate": 0.5, "after_runs": 2},
-                phases=[{"name": "chaos", "rules": TOOL_500}, {"name": "later"}])
+    text = _exp(
+        tmp_path,
+        abort={"min_success_rate": 0.5, "after_runs": 2},
+        phases=[{"name": "chaos", "rules": TOOL_500}, {"name": "later"}],
+    )
     outcome = _run(tmp_path, text, confdir)
     rep = outcome.report
     assert rep["status"] == "aborted" and outcome.exit_code == 2
@@ -75,11 +93,15 @@ def test_abort_on_success_rate_and_statuses(tmp_path: Path, demo_env: str, confd
     assert (tmp_path / "out" / "report.html").exists()
 
 
-def test_wall_clock_abort_and_timeout_status(tmp_path: Path, demo_env: str, confdir: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wall_clock_abort_and_timeout_status(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SLEEP_S", "30")
-    text = _exp(tmp_path, abort={"max_duration_s": 1.5},
-                agent={"command": AGENT, "tasks": ["a"], "runs_per_task": 4, "concurrency": 2, "timeout_s": 0.5})
+    text = _exp(
+        tmp_path,
+        abort={"max_duration_s": 1.5},
+        agent={"command": AGENT, "tasks": ["a"], "runs_per_task": 4, "concurrency": 2, "timeout_s": 0.5},
+    )
     outcome = _run(tmp_path, text, confdir)
     rep = outcome.report
     assert rep["status"] == "aborted" and "wall-clock" in rep["abort_reason"]

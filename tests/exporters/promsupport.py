@@ -21,11 +21,21 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 # Grafana's variables, as a user would have them: all providers, a 1m rate window.
-GRAFANA_VARS = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m", "$provider": ".*", "${provider}": ".*"}
+GRAFANA_VARS = {
+    "$__rate_interval": "1m",
+    "$__interval": "15s",
+    "$__range": "5m",
+    "$provider": ".*",
+    "${provider}": ".*",
+}
 _COMPARISON = re.compile(r"\s*(==|!=|>=|<=|>|<)\s*-?[0-9.]+(e[+-]?[0-9]+)?\s*$")
 
-needs_promtool = pytest.mark.skipif(not Path(PROMTOOL).exists(), reason="promtool absent: `make test` installs the Debian package prometheus")
-needs_prometheus = pytest.mark.skipif(not Path(PROMETHEUS).exists(), reason="prometheus absent: `make test` installs the Debian package prometheus")
+needs_promtool = pytest.mark.skipif(
+    not Path(PROMTOOL).exists(), reason="promtool absent: `make test` installs the Debian package prometheus"
+)
+needs_prometheus = pytest.mark.skipif(
+    not Path(PROMETHEUS).exists(), reason="prometheus absent: `make test` installs the Debian package prometheus"
+)
 
 
 def _walk_targets(panels: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:

@@ -23,8 +23,10 @@ class FakeTarget:
         self.paused = False
         self.rules = {"slow": True, "openai-429": True}
         self.reload_result: tuple[bool, str] = (True, "2 rules loaded")
-        self.records = [{"invariant": "loop", "severity": "error", "message": "m", "timestamp": 100.0},
-                        {"invariant": "pii", "severity": "critical", "message": "n", "timestamp": 200.0}]
+        self.records = [
+            {"invariant": "loop", "severity": "error", "message": "m", "timestamp": 100.0},
+            {"invariant": "pii", "severity": "critical", "message": "n", "timestamp": 200.0},
+        ]
 
     def status(self) -> dict[str, Any]:
         return {"paused": self.paused, "rules": [{"name": k, "enabled": v} for k, v in self.rules.items()]}
@@ -149,8 +151,12 @@ class FakeEngine:
 
 def test_engine_control_adapter() -> None:
     engine = FakeEngine()
-    control = EngineControl(engine, reload=lambda: (True, "ok"), violations=lambda since: [{"since": since}],
-                            extra_status=lambda: {"sessions": 3})
+    control = EngineControl(
+        engine,
+        reload=lambda: (True, "ok"),
+        violations=lambda since: [{"since": since}],
+        extra_status=lambda: {"sessions": 3},
+    )
     control.pause()
     assert engine.paused and control.status() == {"paused": True, "sessions": 3}
     assert control.set_rule_enabled("slow", False) and engine.enabled["slow"] is False
@@ -159,7 +165,7 @@ def test_engine_control_adapter() -> None:
 
 
 def test_ctl_commands(server: ControlServer, target: FakeTarget) -> None:
-    run = lambda *args, **kw: CliRunner().invoke(ctl, ["--url", server.url, *args], **kw)  # noqa: E731
+    run = lambda *args, **kw: CliRunner().invoke(ctl, ["--url", server.url, *args], **kw)
     env = {"BROWNOUT_TOKEN": TOKEN}
     r = run("status", env=env)
     assert r.exit_code == 0 and '"paused": false' in r.output
@@ -187,13 +193,14 @@ def test_ctl_unreachable_is_a_clear_error() -> None:
 
 
 def test_pause_over_http_stops_injection_on_the_next_exchange() -> None:
+    from brownout.core.wire.openai import OpenAIFormat
     from brownout.faults.engine import FaultEngine
     from brownout.proxy.config import BrownoutConfig
-    from brownout.core.wire.openai import OpenAIFormat
     from tests.exporters.expsamples import exchange
 
-    cfg = BrownoutConfig.model_validate({"rules": [
-        {"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 5}}]})
+    cfg = BrownoutConfig.model_validate(
+        {"rules": [{"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 5}}]}
+    )
     engine = FaultEngine(cfg)
     wire = OpenAIFormat()
     assert not engine.plan(exchange(), wire).empty

@@ -24,7 +24,9 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 def test_compose_parses_and_references_existing_files() -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
-    assert {"brownout", "otel-collector", "jaeger", "prometheus", "grafana", "mock-upstream", "demo-agent"} <= set(services)
+    assert {"brownout", "otel-collector", "jaeger", "prometheus", "grafana", "mock-upstream", "demo-agent"} <= set(
+        services
+    )
     assert services["demo-agent"]["profiles"] == ["demo"] and services["mock-upstream"]["profiles"] == ["demo"]
     base = COMPOSE.parent
     build = services["brownout"]["build"]
@@ -48,8 +50,14 @@ def test_in_container_paths_match_the_configs() -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
     s = compose["services"]
     mounts = {name: {v.split(":")[1] for v in svc.get("volumes", [])} for name, svc in s.items()}
-    assert "/etc/brownout/brownout.yaml" in mounts["brownout"] and "/etc/brownout/brownout.yaml" in s["brownout"]["command"]
-    assert "--config=/etc/otelcol/config.yaml" in s["otel-collector"]["command"] and "/etc/otelcol/config.yaml" in mounts["otel-collector"]
+    assert (
+        "/etc/brownout/brownout.yaml" in mounts["brownout"]
+        and "/etc/brownout/brownout.yaml" in s["brownout"]["command"]
+    )
+    assert (
+        "--config=/etc/otelcol/config.yaml" in s["otel-collector"]["command"]
+        and "/etc/otelcol/config.yaml" in mounts["otel-collector"]
+    )
     prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert all(f"/etc/prometheus/{f}" in mounts["prometheus"] for f in prom["rule_files"])
     provider = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "dashboards" / "dashboards.yml").read_text())
@@ -122,4 +130,7 @@ def test_grafana_dashboard_and_datasources() -> None:
     assert any("/search?service=brownout" in link["url"] and "jaeger_url" in link["url"] for link in links)
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
-    assert re.search(r"exemplarTraceIdDestinations", (DEPLOY / "grafana" / "provisioning" / "datasources" / "datasources.yml").read_text())
+    assert re.search(
+        r"exemplarTraceIdDestinations",
+        (DEPLOY / "grafana" / "provisioning" / "datasources" / "datasources.yml").read_text(),
+    )

@@ -10,14 +10,16 @@ from brownout.proxy.config import BrownoutConfig
 
 
 def test_defaults_and_issue_example() -> None:
-    cfg = BrownoutConfig.model_validate({
-        "exporters": {
-            "prometheus": {"listen": "127.0.0.1:9464"},
-            "otlp": {"endpoint": "http://127.0.0.1:4318", "protocol": "http/protobuf", "headers": {}},
-            "jsonl": {"path": "brownout-violations.jsonl", "decisions_path": "brownout-decisions.jsonl"},
-        },
-        "control": {"listen": "127.0.0.1:8081", "token_env": "BROWNOUT_TOKEN"},
-    })
+    cfg = BrownoutConfig.model_validate(
+        {
+            "exporters": {
+                "prometheus": {"listen": "127.0.0.1:9464"},
+                "otlp": {"endpoint": "http://127.0.0.1:4318", "protocol": "http/protobuf", "headers": {}},
+                "jsonl": {"path": "brownout-violations.jsonl", "decisions_path": "brownout-decisions.jsonl"},
+            },
+            "control": {"listen": "127.0.0.1:8081", "token_env": "BROWNOUT_TOKEN"},
+        }
+    )
     assert cfg.exporters.prometheus.listen == "127.0.0.1:9464"
     assert cfg.control.listen == "127.0.0.1:8081"
     assert BrownoutConfig().control.listen == "127.0.0.1:8081"

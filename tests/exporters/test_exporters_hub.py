@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry
 
+from brownout.core.guard import Guard
 from brownout.exporters.config import ExportersConfig, JsonlConfig, PrometheusConfig
 from brownout.exporters.hub import Exporters
 from brownout.proxy.config import BrownoutConfig
-from brownout.core.guard import Guard
 from tests.exporters.expsamples import decision, exchange, violation
 
 
@@ -59,7 +59,10 @@ def test_broken_exporter_is_contained_and_counted(tmp_path: Path) -> None:
     hub.metrics.observe_exchange = boom  # type: ignore[method-assign]
     hub.on_exchange(exchange())  # must not raise
     assert guard.errors["exporter:prometheus"] == 1
-    assert hub.metrics.registry.get_sample_value("brownout_internal_errors_total", {"component": "exporter:prometheus"}) == 1
+    assert (
+        hub.metrics.registry.get_sample_value("brownout_internal_errors_total", {"component": "exporter:prometheus"})
+        == 1
+    )
     # Any component's contained failure reaches the counter through the Guard listener.
     guard.failed("fault", ValueError("x"))
     assert hub.metrics.registry.get_sample_value("brownout_internal_errors_total", {"component": "fault"}) == 1

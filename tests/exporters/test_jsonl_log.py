@@ -6,8 +6,8 @@ import json
 import threading
 from pathlib import Path
 
-from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from brownout.core.exchange import FaultRecord
+from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from tests.exporters.expsamples import exchange
 
 

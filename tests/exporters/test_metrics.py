@@ -6,8 +6,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from brownout.exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
 from brownout.core.exchange import FaultRecord, Usage
+from brownout.exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
 from tests.exporters.expsamples import decision, exchange, traffic, violation
 
 
@@ -26,8 +26,12 @@ def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
     assert value(metrics, "brownout_requests_total", provider="openai", operation="chat", status_class="2xx") == 1
     assert value(metrics, "brownout_requests_total", provider="openai", operation="chat", status_class="5xx") == 1
     assert value(metrics, "brownout_request_duration_seconds_count", provider="openai", operation="chat") == 2
-    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="1.0") == 0
-    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="2.5") == 2
+    assert (
+        value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="1.0") == 0
+    )
+    assert (
+        value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="2.5") == 2
+    )
     assert value(metrics, "brownout_time_to_first_chunk_seconds_count", provider="openai") == 2
     assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="input") == 24
     assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="output") == 68
@@ -35,8 +39,12 @@ def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
 
 def test_duration_buckets_reach_minutes(metrics: Metrics) -> None:
     metrics.observe_exchange(exchange(provider="ollama", model="llama3.2"))
-    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="300.0") == 1
-    assert value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="600.0") == 1
+    assert (
+        value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="300.0") == 1
+    )
+    assert (
+        value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="600.0") == 1
+    )
 
 
 def test_faults_decisions_violations(metrics: Metrics) -> None:
@@ -68,10 +76,14 @@ def test_labels_are_bounded(metrics: Metrics) -> None:
 
 
 def test_genai_semconv_histograms(metrics: Metrics) -> None:
-    metrics.observe_exchange(exchange(provider="gemini", operation="generate_content", model="gemini-2.0-flash",
-                                      usage=Usage(50, 3)))
-    labels = dict(gen_ai_operation_name="generate_content", gen_ai_provider_name="gcp.gemini",
-                  gen_ai_request_model="gemini-2.0-flash")
+    metrics.observe_exchange(
+        exchange(provider="gemini", operation="generate_content", model="gemini-2.0-flash", usage=Usage(50, 3))
+    )
+    labels = {
+        "gen_ai_operation_name": "generate_content",
+        "gen_ai_provider_name": "gcp.gemini",
+        "gen_ai_request_model": "gemini-2.0-flash",
+    }
     assert value(metrics, "gen_ai_client_operation_duration_seconds_count", **labels) == 1
     assert value(metrics, "gen_ai_client_operation_duration_seconds_bucket", **labels, le="81.92") == 1
     assert value(metrics, "gen_ai_client_token_usage_bucket", **labels, gen_ai_token_type="input", le="64.0") == 1
@@ -81,8 +93,16 @@ def test_genai_semconv_histograms(metrics: Metrics) -> None:
     assert GENAI_TOKEN_BUCKETS[:3] == (1, 4, 16) and GENAI_TOKEN_BUCKETS[-1] == 67108864
     # Plain HTTP is not a GenAI operation.
     metrics.observe_exchange(exchange(provider="http", operation="http", model=None))
-    assert value(metrics, "gen_ai_client_operation_duration_seconds_count", gen_ai_operation_name="http",
-                 gen_ai_provider_name="other", gen_ai_request_model="none") is None
+    assert (
+        value(
+            metrics,
+            "gen_ai_client_operation_duration_seconds_count",
+            gen_ai_operation_name="http",
+            gen_ai_provider_name="other",
+            gen_ai_request_model="none",
+        )
+        is None
+    )
 
 
 def test_gauges_errors_drops_build_info(metrics: Metrics) -> None:

@@ -17,10 +17,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
-from brownout.exporters.config import ExportersConfig, OtlpConfig
-from brownout.exporters.hub import Exporters
 from brownout.core.exchange import FaultRecord
 from brownout.core.spans import SpanBuilder
+from brownout.exporters.config import ExportersConfig, OtlpConfig
+from brownout.exporters.hub import Exporters
 from tests.exporters.expsamples import exchange, violation
 
 AGENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -76,7 +76,7 @@ def grpc_receiver() -> Iterator[tuple[str, Received]]:
     got = Received()
 
     class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - generated name
+        def Export(self, request: Any, context: Any) -> Any:
             got.headers = dict(context.invocation_metadata())
             got.add(request)
             return trace_service_pb2.ExportTraceServiceResponse()
@@ -96,7 +96,9 @@ def _hub(otlp: OtlpConfig, **kw: Any) -> Exporters:
 def _send_spans(hub: Exporters) -> None:
     """Two exchanges through the real span builder: one joins the agent's trace and carries a fault and a violation."""
     builder = SpanBuilder(hub.tracer_provider)
-    faulty = exchange(traceparent=TRACEPARENT, status=429, faults=[FaultRecord("openai-429", "http_error", {"status": 429})])
+    faulty = exchange(
+        traceparent=TRACEPARENT, status=429, faults=[FaultRecord("openai-429", "http_error", {"status": 429})]
+    )
     builder.build(faulty, [violation(invariant="retry_discipline", severity="error")])
     builder.build(exchange(session="s-2"))
 
@@ -141,12 +143,13 @@ def test_grpc_receiver_gets_the_same(grpc_receiver: tuple[str, Received]) -> Non
     assert got.headers["x-tenant"] == "t2"
 
 
-def test_service_name_and_resource_from_environment(http_receiver: tuple[str, Received], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_service_name_and_resource_from_environment(
+    http_receiver: tuple[str, Received], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, got = http_receiver
     monkeypatch.setenv("OTEL_SERVICE_NAME", "agent-chaos")
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci")
-    hub = Exporters(ExportersConfig(), registry=CollectorRegistry(),
-                    environ={"OTEL_EXPORTER_OTLP_ENDPOINT": url})
+    hub = Exporters(ExportersConfig(), registry=CollectorRegistry(), environ={"OTEL_EXPORTER_OTLP_ENDPOINT": url})
     _send_spans(hub)
     hub.shutdown(timeout_s=3)
     assert got.event.wait(5)
@@ -162,15 +165,21 @@ def _closed_port() -> int:
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_unreachable_collector_counts_drops_and_shutdown_is_bounded(protocol: str) -> None:
-    hub = _hub(OtlpConfig(endpoint=f"http://127.0.0.1:{_closed_port()}", protocol=protocol,  # type: ignore[arg-type]
-                          timeout_s=0.5, schedule_delay_ms=50))
+    hub = _hub(
+        OtlpConfig(
+            endpoint=f"http://127.0.0.1:{_closed_port()}",
+            protocol=protocol,  # type: ignore[arg-type]
+            timeout_s=0.5,
+            schedule_delay_ms=50,
+        )
+    )
     builder = SpanBuilder(hub.tracer_provider)
     started = time.perf_counter()
     for _ in range(5):
         builder.build(exchange())
     assert time.perf_counter() - started < 0.5, "span export must not block the caller"
     deadline = time.time() + 5
-    dropped = lambda: hub.metrics.registry.get_sample_value("brownout_export_dropped_total", {"exporter": "otlp"})  # noqa: E731
+    dropped = lambda: hub.metrics.registry.get_sample_value("brownout_export_dropped_total", {"exporter": "otlp"})
     while dropped() < 5 and time.time() < deadline:
         time.sleep(0.05)
     assert dropped() == 5
@@ -200,7 +209,9 @@ class _BlockingExporter(SpanExporter):
 
 def test_full_queue_drops_are_counted() -> None:
     blocking = _BlockingExporter()
-    hub = _hub(OtlpConfig(endpoint="http://unused:4318", max_queue_size=4, schedule_delay_ms=10), span_exporter=blocking)
+    hub = _hub(
+        OtlpConfig(endpoint="http://unused:4318", max_queue_size=4, schedule_delay_ms=10), span_exporter=blocking
+    )
     builder = SpanBuilder(hub.tracer_provider)
     builder.build(exchange())
     assert blocking.entered.wait(5)  # the worker is stuck exporting; the queue is empty

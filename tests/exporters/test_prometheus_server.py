@@ -60,10 +60,17 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "  - job_name: brownout\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{server.server_port}']}}]\n"
     )
+    log = (tmp / "prometheus.log").open("w")  # closed in the finally below, after the process
     proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "w"),
+        [
+            PROMETHEUS,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     live = Live(f"http://127.0.0.1:{port}", metrics)
     try:
@@ -88,6 +95,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
         server.shutdown()
         server.server_close()
 
@@ -109,7 +117,9 @@ def test_dashboard_query_returns_data(live: Live, title: str, expr: str) -> None
 
 
 @needs_prometheus
-@pytest.mark.parametrize("alert,expr,unthresholded", alert_exprs(), ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None)
+@pytest.mark.parametrize(
+    "alert,expr,unthresholded", alert_exprs(), ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None
+)
 def test_alert_expression_is_valid_and_has_data(live: Live, alert: str, expr: str, unthresholded: str | None) -> None:
     data = live.query(expr)  # well-formed: status success
     assert data["resultType"] == "vector"

@@ -44,8 +44,12 @@ def test_check_config_and_rules() -> None:
 @needs_promtool
 def test_every_alert_has_a_passing_unit_test() -> None:
     tests = sorted((DEPLOY / "prometheus" / "tests").glob("*.yml"))
-    tested = {line.split(":", 1)[1].strip() for t in tests for line in t.read_text().splitlines()
-              if line.strip().startswith("alertname:")}
+    tested = {
+        line.split(":", 1)[1].strip()
+        for t in tests
+        for line in t.read_text().splitlines()
+        if line.strip().startswith("alertname:")
+    }
     assert tested == {name for name, _, _ in alert_exprs()}
     result = _promtool("test", "rules", *map(str, tests))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -61,16 +65,35 @@ def test_a_broken_expectation_fails(tmp_path: Path) -> None:
 
 
 def test_dashboard_queries_use_only_brownout_metric_names() -> None:
-    names = {"brownout_requests_total", "brownout_faults_injected_total", "brownout_fault_decisions_total",
-             "brownout_violations_total", "brownout_request_duration_seconds_bucket",
-             "brownout_time_to_first_chunk_seconds_bucket", "brownout_tokens_total", "brownout_retries_total",
-             "brownout_sessions_active", "brownout_rule_active", "brownout_internal_errors_total",
-             "brownout_export_dropped_total", "brownout_build_info", "gen_ai_client_operation_duration_seconds_bucket",
-             "up"}
+    names = {
+        "brownout_requests_total",
+        "brownout_faults_injected_total",
+        "brownout_fault_decisions_total",
+        "brownout_violations_total",
+        "brownout_request_duration_seconds_bucket",
+        "brownout_time_to_first_chunk_seconds_bucket",
+        "brownout_tokens_total",
+        "brownout_retries_total",
+        "brownout_sessions_active",
+        "brownout_rule_active",
+        "brownout_internal_errors_total",
+        "brownout_export_dropped_total",
+        "brownout_build_info",
+        "gen_ai_client_operation_duration_seconds_bucket",
+        "up",
+    }
     used = {m for _, expr in dashboard_exprs() for m in re.findall(r"\b(brownout_\w+|gen_ai_client_\w+|up)\b", expr)}
     assert used <= names, used - names
     # The panels the issue lists are there.
-    assert {"brownout_requests_total", "brownout_faults_injected_total", "brownout_violations_total",
-            "brownout_request_duration_seconds_bucket", "brownout_time_to_first_chunk_seconds_bucket",
-            "brownout_tokens_total", "brownout_retries_total", "brownout_rule_active",
-            "brownout_internal_errors_total", "brownout_export_dropped_total"} <= used
+    assert {
+        "brownout_requests_total",
+        "brownout_faults_injected_total",
+        "brownout_violations_total",
+        "brownout_request_duration_seconds_bucket",
+        "brownout_time_to_first_chunk_seconds_bucket",
+        "brownout_tokens_total",
+        "brownout_retries_total",
+        "brownout_rule_active",
+        "brownout_internal_errors_total",
+        "brownout_export_dropped_total",
+    } <= used

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from brownout.faults.base import FaultContext
 from brownout.core.exchange import Exchange
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
 from brownout.core.wire.framing import NDJSONFramer, SSEFramer
+from brownout.faults.base import FaultContext
 
 
 class FakeWire(WireFormat):
@@ -34,15 +34,24 @@ class FakeWire(WireFormat):
 
     def is_terminal(self, event: StreamEvent) -> bool:
         data = event.json()
-        return event.data == "[DONE]" or (isinstance(data, dict) and (data.get("type") == "message_stop" or data.get("done") is True))
+        return event.data == "[DONE]" or (
+            isinstance(data, dict) and (data.get("type") == "message_stop" or data.get("done") is True)
+        )
 
-    def error_response(self, status: int, error_type: str | None = None, message: str | None = None,
-                       retry_after_s: float | None = None, exchange: Exchange | None = None) -> tuple[int, dict[str, str], bytes]:
+    def error_response(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        retry_after_s: float | None = None,
+        exchange: Exchange | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         body = {"status": status, "type": error_type, "message": message, "retry_after_s": retry_after_s}
         return status, {"content-type": "application/json"}, json.dumps(body).encode()
 
-    def stream_error_event(self, error_type: str | None = None, message: str | None = None,
-                           exchange: Exchange | None = None) -> bytes:
+    def stream_error_event(
+        self, error_type: str | None = None, message: str | None = None, exchange: Exchange | None = None
+    ) -> bytes:
         return f"event: error\ndata: {json.dumps({'type': error_type, 'message': message})}\n\n".encode()
 
     def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
@@ -76,7 +85,9 @@ def make_ctx(sleeps: Sleeps) -> Callable[..., FaultContext]:
 def sse(*payloads: Any, done: bool = True) -> list[StreamEvent]:
     """SSE events for the payloads (dicts become JSON), optionally ending with [DONE]."""
     raw = b"".join(
-        (f"event: {p[0]}\ndata: {json.dumps(p[1])}\n\n" if isinstance(p, tuple) else f"data: {json.dumps(p)}\n\n").encode()
+        (
+            f"event: {p[0]}\ndata: {json.dumps(p[1])}\n\n" if isinstance(p, tuple) else f"data: {json.dumps(p)}\n\n"
+        ).encode()
         for p in payloads
     )
     if done:

@@ -12,11 +12,11 @@ from typing import Any, Literal
 import pytest
 
 from brownout import faults
+from brownout.core.exchange import Exchange
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
 from brownout.faults.base import CLOSE, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.proxy.config import BrownoutConfig
-from brownout.core.exchange import Exchange
-from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
 
 T0 = 1_700_000_000.0
 
@@ -54,8 +54,14 @@ class Wire(WireFormat):
     def stream_parser(self, exchange: Exchange) -> StreamParser:
         raise NotImplementedError
 
-    def error_response(self, status: int, error_type: str | None = None, message: str | None = None,
-                       retry_after_s: float | None = None, exchange: Exchange | None = None) -> tuple[int, dict[str, str], bytes]:
+    def error_response(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        retry_after_s: float | None = None,
+        exchange: Exchange | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         headers = {"content-type": "application/json"}
         if retry_after_s is not None:
             headers["retry-after"] = str(retry_after_s)
@@ -151,7 +157,12 @@ def engine(*rules: dict[str, Any], seed: int = 42, **kw: Any) -> FaultEngine:
 
 
 def ex(i: int = 0, session: str = "s1", **kw: Any) -> Exchange:
-    base: dict[str, Any] = {"provider": "openai", "operation": "chat", "path": "/v1/chat/completions", "model": "gpt-4o"}
+    base: dict[str, Any] = {
+        "provider": "openai",
+        "operation": "chat",
+        "path": "/v1/chat/completions",
+        "model": "gpt-4o",
+    }
     base.update(kw)
     return Exchange(id=f"{session}-{i}", session=session, **base)
 

@@ -85,7 +85,7 @@ def test_bad_fields_are_named(rule: dict[str, object], loc: str) -> None:
     data = {"name": "r", "fault": {"type": "reset"}, **rule}
     with pytest.raises(ValidationError) as ei:
         RuleConfig.model_validate(data)
-    assert loc in [l for l, _ in errors(ei.value)]
+    assert loc in [where for where, _ in errors(ei.value)]
 
 
 def test_active_s_above_period_s_explains_itself() -> None:
@@ -101,7 +101,7 @@ def test_starts_at_must_carry_a_timezone() -> None:
 def test_fault_may_be_omitted_only_with_a_quota() -> None:
     rule = RuleConfig.model_validate({"name": "q", "schedule": {"quota": {"requests_per_min": 5}}})
     assert rule.fault is None and rule.fault_type == "quota"
-    with pytest.raises(ValidationError, match="needs a fault .*latency.* unless schedule.quota"):
+    with pytest.raises(ValidationError, match=r"needs a fault .*latency.* unless schedule\.quota"):
         RuleConfig.model_validate({"name": "r"})
 
 

@@ -71,4 +71,14 @@ def test_jsonl_file_is_flushed_per_line(tmp_path: Path) -> None:
 def test_decision_record() -> None:
     d = decision(4)
     assert d.fired and not decision(4, "skipped_schedule").fired
-    assert set(d.to_dict()) == {"exchange_id", "session", "rule", "outcome", "reason", "counter", "at", "fault", "index"}
+    assert set(d.to_dict()) == {
+        "exchange_id",
+        "session",
+        "rule",
+        "outcome",
+        "reason",
+        "counter",
+        "at",
+        "fault",
+        "index",
+    }

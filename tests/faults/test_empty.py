@@ -16,7 +16,12 @@ def test_openai_sdk_parses_the_empty_completion(make_ctx) -> None:
     from brownout.core.wire import by_provider
     from tests.faults.samples import openai_sdk
 
-    res = asyncio.run(EmptyFault(EmptyParams(type="empty")).before_upstream(
-        make_ctx(wire=by_provider("openai"), provider="openai", operation="chat")))
-    msg = openai_sdk(res.status, res.headers, res.body).chat.completions.create(model="m", messages=[]).choices[0].message
+    res = asyncio.run(
+        EmptyFault(EmptyParams(type="empty")).before_upstream(
+            make_ctx(wire=by_provider("openai"), provider="openai", operation="chat")
+        )
+    )
+    msg = (
+        openai_sdk(res.status, res.headers, res.body).chat.completions.create(model="m", messages=[]).choices[0].message
+    )
     assert not msg.content and not msg.tool_calls

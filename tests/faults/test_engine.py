@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from brownout.faults.base import CLOSE, FaultParams, Respond, StreamTiming
-from brownout.faults.plan import EMPTY_PLAN, merge_timings
 from brownout.core.exchange import Usage
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.framing import SSEFramer
+from brownout.faults.base import CLOSE, FaultParams, Respond, StreamTiming
+from brownout.faults.plan import EMPTY_PLAN, merge_timings
 from tests.faults.engine_support import (
     T0,
     WIRE,
@@ -83,11 +83,19 @@ def test_pause_resume_and_rule_toggle() -> None:
 
 
 def test_reload_keeps_counters_of_unchanged_names() -> None:
-    e = engine({"name": "keep", "fault": {"type": "reset"}, "schedule": {"first": 2}}, {"name": "gone", "fault": {"type": "reset"}})
+    e = engine(
+        {"name": "keep", "fault": {"type": "reset"}, "schedule": {"first": 2}},
+        {"name": "gone", "fault": {"type": "reset"}},
+    )
     for i in range(2):
         e.plan(ex(i), WIRE)
     e.pause()
-    e.reload(config({"name": "keep", "fault": {"type": "hang"}, "schedule": {"first": 2}}, {"name": "new", "fault": {"type": "reset"}}))
+    e.reload(
+        config(
+            {"name": "keep", "fault": {"type": "hang"}, "schedule": {"first": 2}},
+            {"name": "new", "fault": {"type": "reset"}},
+        )
+    )
     assert e.paused
     e.resume()
     exchange = ex(9)
@@ -103,8 +111,16 @@ def test_status_snapshot() -> None:
     e.plan(ex(), WIRE)
     st = e.status()
     assert st["paused"] is False and st["seed"] == 42
-    assert st["rules"][0] == {"name": "r", "fault": "reset", "enabled": True, "active": False, "matches": 1,
-                              "injections": 0, "in_flight": 0, "sessions": 1}
+    assert st["rules"][0] == {
+        "name": "r",
+        "fault": "reset",
+        "enabled": True,
+        "active": False,
+        "matches": 1,
+        "injections": 0,
+        "in_flight": 0,
+        "sessions": 1,
+    }
     assert st["decisions"]["skipped_schedule"] == 1
     clock.t += 10
     assert e.active_rules() == {"r": True}
@@ -112,8 +128,10 @@ def test_status_snapshot() -> None:
 
 
 def test_max_concurrent_under_concurrency() -> None:
-    e = engine({"name": "r", "fault": {"type": "latency", "delay_ms": 50}, "schedule": {"max_concurrent": 2}},
-               sleep=asyncio.sleep)
+    e = engine(
+        {"name": "r", "fault": {"type": "latency", "delay_ms": 50}, "schedule": {"max_concurrent": 2}},
+        sleep=asyncio.sleep,
+    )
 
     async def one(i: int) -> bool:
         plan = e.plan(ex(i, session=f"s{i}"), WIRE)
@@ -163,8 +181,13 @@ def test_token_quota_counts_usage_at_finish() -> None:
 
 
 def test_quota_with_a_custom_fault() -> None:
-    e = engine({"name": "q", "fault": {"type": "http_error", "status": 429, "error_type": "insufficient_quota"},
-                "schedule": {"quota": {"requests_per_min": 1}}})
+    e = engine(
+        {
+            "name": "q",
+            "fault": {"type": "http_error", "status": 429, "error_type": "insufficient_quota"},
+            "schedule": {"quota": {"requests_per_min": 1}},
+        }
+    )
     e.plan(ex(0), WIRE).finish()
     action = run(e.plan(ex(1), WIRE).before_upstream())
     assert isinstance(action, Respond) and b"insufficient_quota" in action.body
@@ -198,8 +221,10 @@ def test_fault_construction_errors_are_contained(monkeypatch: pytest.MonkeyPatch
 
 
 def test_stream_editors_chain_in_rule_order_and_close() -> None:
-    e = engine({"name": "a", "fault": {"type": "tag", "text": "1"}},
-               {"name": "b", "fault": {"type": "tag", "text": "2", "close_after": 2}})
+    e = engine(
+        {"name": "a", "fault": {"type": "tag", "text": "1"}},
+        {"name": "b", "fault": {"type": "tag", "text": "2", "close_after": 2}},
+    )
     editor = e.plan(ex(content_type="text/event-stream"), WIRE).stream_editor()
     assert editor is not None
     events = SSEFramer().feed(b"data: x\n\ndata: y\n\ndata: z\n\n")
@@ -210,7 +235,9 @@ def test_stream_editors_chain_in_rule_order_and_close() -> None:
 
 
 def test_on_end_tails_pass_through_later_editors() -> None:
-    e = engine({"name": "a", "fault": {"type": "tag", "text": "1"}}, {"name": "b", "fault": {"type": "tag", "text": "2"}})
+    e = engine(
+        {"name": "a", "fault": {"type": "tag", "text": "1"}}, {"name": "b", "fault": {"type": "tag", "text": "2"}}
+    )
     editor = e.plan(ex(), WIRE).stream_editor()
     assert editor is not None and editor.on_end() == [b"data: end12\n\n", b"data: end2\n\n"]
 

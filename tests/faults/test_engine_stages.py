@@ -6,10 +6,10 @@ import json
 import random
 from typing import Any
 
-from brownout.faults.base import Respond
-from brownout.faults.decisions import DecisionLog
 from brownout.core.exchange import Exchange, ToolCall
 from brownout.core.wire.framing import SSEFramer
+from brownout.faults.base import Respond
+from brownout.faults.decisions import DecisionLog
 from tests.faults.engine_support import (
     WIRE,
     Clock,
@@ -68,16 +68,25 @@ def test_tool_known_at_request_time_fires_before_upstream() -> None:
 REPRO_RULES = (
     {"name": "p30", "match": {"provider": "openai"}, "fault": {"type": "tag"}, "schedule": {"probability": 0.3}},
     {"name": "every3", "fault": {"type": "tag"}, "schedule": {"every": 3, "after": 1, "scope": "session"}},
-    {"name": "capped", "fault": {"type": "tag"},
-     "schedule": {"probability": 0.5, "max_injections": 4, "scope": "session"}},
-    {"name": "gpt", "match": {"model": "gpt-4o*"}, "fault": {"type": "latency", "delay_ms": 100, "jitter_ms": 50},
-     "schedule": {"first": 10, "scope": "session"}},
+    {
+        "name": "capped",
+        "fault": {"type": "tag"},
+        "schedule": {"probability": 0.5, "max_injections": 4, "scope": "session"},
+    },
+    {
+        "name": "gpt",
+        "match": {"model": "gpt-4o*"},
+        "fault": {"type": "latency", "delay_ms": 100, "jitter_ms": 50},
+        "schedule": {"first": 10, "scope": "session"},
+    },
 )
 
 
 def traffic(order_seed: int) -> list[Exchange]:
     """1,000 exchanges in 20 sessions (50 each, fixed per-session order), interleaved at random."""
-    queues = {s: [ex(i, session=f"sess-{s}", model=("gpt-4o" if i % 2 else "o3")) for i in range(50)] for s in range(20)}
+    queues = {
+        s: [ex(i, session=f"sess-{s}", model=("gpt-4o" if i % 2 else "o3")) for i in range(50)] for s in range(20)
+    }
     out: list[Exchange] = []
     rnd = random.Random(order_seed)
     while queues:
@@ -93,8 +102,11 @@ def decision_log(order_seed: int, seed: int = 42) -> list[tuple[Any, ...]]:
     is left out, as it is the only interleaving-dependent value by definition."""
     e = engine(*REPRO_RULES, seed=seed, decision_log=DecisionLog(ring_size=None))
     rows: list[tuple[Any, ...]] = []
-    e.decisions.add_sink(lambda d: rows.append(
-        (d.exchange_id, d.session, d.rule, d.outcome, d.reason, d.index, None if d.rule == "p30" else d.counter)))
+    e.decisions.add_sink(
+        lambda d: rows.append(
+            (d.exchange_id, d.session, d.rule, d.outcome, d.reason, d.index, None if d.rule == "p30" else d.counter)
+        )
+    )
     faults_seen: list[tuple[Any, ...]] = []
     for exchange in traffic(order_seed):
         plan = e.plan(exchange, WIRE)

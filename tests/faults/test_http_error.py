@@ -35,7 +35,12 @@ def test_mid_stream_emits_error_event_after_n_events_then_closes(make_ctx) -> No
     events = sse({"n": 1}, {"n": 2}, {"n": 3}, {"n": 4})
     out, end = run_editor(f.stream_editor(ctx), events)
     assert end == CLOSE
-    assert out == events[0].raw + events[1].raw + b'event: error\ndata: {"type": "overloaded_error", "message": "Overloaded"}\n\n'
+    assert (
+        out
+        == events[0].raw
+        + events[1].raw
+        + b'event: error\ndata: {"type": "overloaded_error", "message": "Overloaded"}\n\n'
+    )
 
 
 def test_mid_stream_short_stream_replaces_terminal_event(make_ctx) -> None:
@@ -60,10 +65,15 @@ from brownout.core.wire import by_provider  # noqa: E402
 from tests.faults.samples import ANTHROPIC_TEXT_STREAM, SSE, anthropic_sdk, openai_sdk  # noqa: E402
 
 
-@pytest.mark.parametrize("status,error_type,exc", [
-    (429, None, openai.RateLimitError), (429, "insufficient_quota", openai.RateLimitError),
-    (503, None, openai.InternalServerError), (400, "context_length_exceeded", openai.BadRequestError),
-])
+@pytest.mark.parametrize(
+    "status,error_type,exc",
+    [
+        (429, None, openai.RateLimitError),
+        (429, "insufficient_quota", openai.RateLimitError),
+        (503, None, openai.InternalServerError),
+        (400, "context_length_exceeded", openai.BadRequestError),
+    ],
+)
 def test_openai_sdk_sees_the_real_error(make_ctx, status: int, error_type: str | None, exc: type) -> None:
     ctx = make_ctx(wire=by_provider("openai"), provider="openai", operation="chat")
     res = asyncio.run(fault(status=status, error_type=error_type, retry_after_s=2).before_upstream(ctx))

@@ -6,13 +6,24 @@ import random
 import pytest
 from pydantic import ValidationError
 
+from brownout.core.wire import by_provider
 from brownout.faults.jsonedit import corrupt_json_text
 from brownout.faults.malformed_json import MalformedJsonFault, MalformedJsonParams
-from brownout.core.wire import by_provider
 from tests.faults.conftest import ndjson, run_editor, sse
 from tests.faults.samples import (
-    ANTHROPIC_MSG, ANTHROPIC_TOOL_STREAM, GEMINI, JSON, OLLAMA, OPENAI_CHAT, OPENAI_RESPONSES, OPENAI_TEXT_STREAM,
-    OPENAI_TOOL_STREAM, SSE, anthropic_sdk, dump, openai_sdk,
+    ANTHROPIC_MSG,
+    ANTHROPIC_TOOL_STREAM,
+    GEMINI,
+    JSON,
+    OLLAMA,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    OPENAI_TEXT_STREAM,
+    OPENAI_TOOL_STREAM,
+    SSE,
+    anthropic_sdk,
+    dump,
+    openai_sdk,
 )
 
 
@@ -28,8 +39,16 @@ def unparseable(text: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("bad", [{"target": "x"}, {"event_index": 1}, {"field": "a"},
-                                 {"target": "schema_drift", "action": "drop", "rename_to": "b"}, {"event_index": -1, "target": "sse_event"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"target": "x"},
+        {"event_index": 1},
+        {"field": "a"},
+        {"target": "schema_drift", "action": "drop", "rename_to": "b"},
+        {"event_index": -1, "target": "sse_event"},
+    ],
+)
 def test_invalid(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         MalformedJsonParams.model_validate({"type": "malformed_json", **bad})
@@ -67,8 +86,13 @@ def test_tool_arguments_anthropic_input_becomes_broken_json_text(make_ctx) -> No
     assert block.type == "tool_use" and isinstance(block.input, str) and unparseable(block.input)
 
 
-@pytest.mark.parametrize("doc,get", [(GEMINI, lambda d: d["candidates"][0]["content"]["parts"][1]["functionCall"]["args"]),
-                                     (OLLAMA, lambda d: d["message"]["tool_calls"][0]["function"]["arguments"])])
+@pytest.mark.parametrize(
+    "doc,get",
+    [
+        (GEMINI, lambda d: d["candidates"][0]["content"]["parts"][1]["functionCall"]["args"]),
+        (OLLAMA, lambda d: d["message"]["tool_calls"][0]["function"]["arguments"]),
+    ],
+)
 def test_tool_arguments_object_args(make_ctx, doc: dict, get) -> None:
     out = json.loads(fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON)))
     assert isinstance(get(out), str) and unparseable(get(out))
@@ -76,17 +100,24 @@ def test_tool_arguments_object_args(make_ctx, doc: dict, get) -> None:
 
 def test_tool_arguments_openai_stream_reassembles_to_garbage(make_ctx) -> None:
     out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*OPENAI_TOOL_STREAM))
-    args = "".join(c.choices[0].delta.tool_calls[0].function.arguments or ""
-                   for c in openai_sdk(200, SSE, out).chat.completions.create(model="m", messages=[], stream=True)
-                   if c.choices[0].delta.tool_calls)
+    args = "".join(
+        c.choices[0].delta.tool_calls[0].function.arguments or ""
+        for c in openai_sdk(200, SSE, out).chat.completions.create(model="m", messages=[], stream=True)
+        if c.choices[0].delta.tool_calls
+    )
     assert args and unparseable(args)
 
 
 def test_tool_arguments_anthropic_stream(make_ctx) -> None:
-    out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*ANTHROPIC_TOOL_STREAM, done=False))
+    out, _ = run_editor(
+        fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*ANTHROPIC_TOOL_STREAM, done=False)
+    )
     client = anthropic_sdk(200, SSE, out)
-    parts = [e.delta.partial_json for e in client.messages.create(model="c", max_tokens=9, messages=[], stream=True)
-             if e.type == "content_block_delta"]
+    parts = [
+        e.delta.partial_json
+        for e in client.messages.create(model="c", max_tokens=9, messages=[], stream=True)
+        if e.type == "content_block_delta"
+    ]
     assert unparseable("".join(parts))
     # The SDK's accumulating helper parses leniently (partial mode): the input is no object.
     with client.messages.stream(model="c", max_tokens=9, messages=[]) as stream:
@@ -127,7 +158,9 @@ def test_schema_drift_openai_default_renames_message(make_ctx) -> None:
 
 
 def test_schema_drift_drop_choices(make_ctx) -> None:
-    body = fault(target="schema_drift", field="choices", action="drop").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    body = fault(target="schema_drift", field="choices", action="drop").edit_body(
+        make_ctx(), dump(OPENAI_CHAT), dict(JSON)
+    )
     assert openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices is None
 
 

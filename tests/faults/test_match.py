@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from brownout.core.exchange import Exchange, ToolCall
 from brownout.faults.config import MatchConfig
 from brownout.faults.match import CompiledMatch, Stage, compile_glob
-from brownout.core.exchange import Exchange, ToolCall
 
 
 def ex(**kw: Any) -> Exchange:

@@ -23,7 +23,9 @@ def test_mid_body_resets_after_bytes(make_ctx) -> None:
     assert fault.stream_timing(ctx) == StreamTiming(reset_after_bytes=120)
 
 
-@pytest.mark.parametrize("bad", [{"phase": "mid_body"}, {"phase": "request", "after_bytes": 3}, {"phase": "mid_body", "after_bytes": -1}])
+@pytest.mark.parametrize(
+    "bad", [{"phase": "mid_body"}, {"phase": "request", "after_bytes": 3}, {"phase": "mid_body", "after_bytes": -1}]
+)
 def test_invalid(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         ResetParams.model_validate({"type": "reset", **bad})

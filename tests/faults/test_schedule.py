@@ -145,12 +145,12 @@ def test_draws_follow_the_session_order_even_with_global_scope() -> None:
     a, b = sched(probability=0.5), sched(probability=0.5)
     seq_a = {"x": [], "y": []}  # type: dict[str, list[str]]
     seq_b = {"x": [], "y": []}  # type: dict[str, list[str]]
-    for i in range(50):
+    for _i in range(50):
         seq_a["x"].append(a.decide("x", T0).outcome)
         seq_a["y"].append(a.decide("y", T0).outcome)
-    for i in range(50):
+    for _i in range(50):
         seq_b["y"].append(b.decide("y", T0).outcome)
-    for i in range(50):
+    for _i in range(50):
         seq_b["x"].append(b.decide("x", T0).outcome)
     assert seq_a == seq_b
 

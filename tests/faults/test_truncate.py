@@ -5,9 +5,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from brownout.core.wire import by_provider
 from brownout.faults.base import CLOSE, RESET, StreamTiming
 from brownout.faults.truncate import TruncateFault, TruncateParams
-from brownout.core.wire import by_provider
 from tests.faults.conftest import run_editor, sse
 from tests.faults.samples import ANTHROPIC_TEXT_STREAM, JSON, OPENAI_CHAT, OPENAI_TEXT_STREAM, SSE, dump, openai_sdk
 
@@ -16,8 +16,16 @@ def fault(**kw: object) -> TruncateFault:
     return TruncateFault(TruncateParams.model_validate({"type": "truncate", **kw}))
 
 
-@pytest.mark.parametrize("bad", [{}, {"at_bytes": 1, "after_events": 1}, {"at_fraction": 1.0}, {"at_bytes": -1},
-                                 {"after_events": 1, "close": "fin"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"at_bytes": 1, "after_events": 1},
+        {"at_fraction": 1.0},
+        {"at_bytes": -1},
+        {"after_events": 1, "close": "fin"},
+    ],
+)
 def test_invalid(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         TruncateParams.model_validate({"type": "truncate", **bad})
@@ -34,7 +42,9 @@ def test_openai_stream_cut_after_events_loses_done_and_sdk_returns_partial_text(
 @pytest.mark.parametrize("close", ["clean", "reset"])
 def test_anthropic_stream_never_reaches_message_stop(make_ctx, close: str) -> None:
     ctx = make_ctx(wire=by_provider("anthropic"), stream=True)
-    out, end = run_editor(fault(after_events=99, close=close).stream_editor(ctx), sse(*ANTHROPIC_TEXT_STREAM, done=False))
+    out, end = run_editor(
+        fault(after_events=99, close=close).stream_editor(ctx), sse(*ANTHROPIC_TEXT_STREAM, done=False)
+    )
     assert end == (RESET if close == "reset" else CLOSE)
     assert b"message_stop" not in out and b"message_delta" in out
 

@@ -10,11 +10,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
+from brownout.core.spans import SpanBuilder
 from brownout.invariants.config import parse_invariants
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
-from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
-from brownout.core.spans import SpanBuilder
 
 __all__ = ["T0", "Clock", "Harness", "llm", "tool", "weather_tool"]
 
@@ -54,32 +54,71 @@ def llm(
     msgs = [Message(role, txt) for role, txt in (messages or [("user", "hello")])]
     body = json.dumps({"model": "gpt-4o", "messages": [{"role": m.role, "content": m.text} for m in msgs]})
     ex = Exchange(
-        id=f"ex-{n}", session=session, method="POST", scheme="https", host="api.openai.com", port=443,
-        path="/v1/chat/completions", provider="openai", operation="chat", model="gpt-4o",
-        messages=msgs, tools_declared=list(tools or []), tool_results=list(tool_results or []),
-        request_body=body, status=status, response_headers=dict(headers or {}),
-        response_id=f"chatcmpl-{n}", response_model="gpt-4o-2024-08-06",
+        id=f"ex-{n}",
+        session=session,
+        method="POST",
+        scheme="https",
+        host="api.openai.com",
+        port=443,
+        path="/v1/chat/completions",
+        provider="openai",
+        operation="chat",
+        model="gpt-4o",
+        messages=msgs,
+        tools_declared=list(tools or []),
+        tool_results=list(tool_results or []),
+        request_body=body,
+        status=status,
+        response_headers=dict(headers or {}),
+        response_id=f"chatcmpl-{n}",
+        response_model="gpt-4o-2024-08-06",
         finish_reasons=["tool_calls" if tool_calls else "stop"] if status == 200 else [],
-        usage=Usage(*usage) if usage else Usage(), output_text=text, tool_calls=tool_calls,
-        faults=list(faults or []), timings=Timings(start=T0 + t, first_client_byte=T0 + t + dur / 2, end=T0 + t + dur),
+        usage=Usage(*usage) if usage else Usage(),
+        output_text=text,
+        tool_calls=tool_calls,
+        faults=list(faults or []),
+        timings=Timings(start=T0 + t, first_client_byte=T0 + t + dur / 2, end=T0 + t + dur),
     )
     for key, value in fields.items():
         setattr(ex, key, value)
     return ex
 
 
-def tool(name: str, arguments: Any, t: float = 0.0, *, session: str = "s1", output: str = "ok",
-         faults: list[FaultRecord] | None = None, call_id: str | None = None, **fields: Any) -> Exchange:
+def tool(
+    name: str,
+    arguments: Any,
+    t: float = 0.0,
+    *,
+    session: str = "s1",
+    output: str = "ok",
+    faults: list[FaultRecord] | None = None,
+    call_id: str | None = None,
+    **fields: Any,
+) -> Exchange:
     """An MCP tools/call exchange."""
     n = next(_ids)
     args = arguments if isinstance(arguments, str) else json.dumps(arguments)
     params = {"name": name, "arguments": arguments}
     body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
     ex = Exchange(
-        id=f"ex-{n}", session=session, method="POST", scheme="http", host="tools.local", port=8000, path="/mcp",
-        provider="mcp", operation="tools/call", mcp_method="tools/call", tool_name=name, tool_call_id=call_id,
-        tool_calls=[ToolCall(name, args, call_id)], request_body=body, status=200, output_text=output,
-        faults=list(faults or []), timings=Timings(start=T0 + t, end=T0 + t + 0.05),
+        id=f"ex-{n}",
+        session=session,
+        method="POST",
+        scheme="http",
+        host="tools.local",
+        port=8000,
+        path="/mcp",
+        provider="mcp",
+        operation="tools/call",
+        mcp_method="tools/call",
+        tool_name=name,
+        tool_call_id=call_id,
+        tool_calls=[ToolCall(name, args, call_id)],
+        request_body=body,
+        status=200,
+        output_text=output,
+        faults=list(faults or []),
+        timings=Timings(start=T0 + t, end=T0 + t + 0.05),
     )
     for key, value in fields.items():
         setattr(ex, key, value)
@@ -87,12 +126,15 @@ def tool(name: str, arguments: Any, t: float = 0.0, *, session: str = "s1", outp
 
 
 def weather_tool() -> ToolSpec:
-    return ToolSpec("get_weather", {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
-        "required": ["city"],
-        "additionalProperties": False,
-    })
+    return ToolSpec(
+        "get_weather",
+        {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    )
 
 
 class Harness:

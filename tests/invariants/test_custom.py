@@ -14,8 +14,16 @@ def test_custom_callable_returning_dicts() -> None:
 
 
 def test_custom_callable_with_params_returning_a_string() -> None:
-    h = Harness([{"type": "custom", "callable": "tests.invariants.custom_checks:max_session_calls",
-                  "params": {"n": 2}, "severity": "info"}])
+    h = Harness(
+        [
+            {
+                "type": "custom",
+                "callable": "tests.invariants.custom_checks:max_session_calls",
+                "params": {"n": 2},
+                "severity": "info",
+            }
+        ]
+    )
     assert h.run_all(llm(0), llm(1)) == []
     (v,) = h.run(llm(2))
     assert v.message == "more than 2 calls" and v.severity == "info"
@@ -29,8 +37,12 @@ def test_unimportable_callable_is_a_load_error() -> None:
 
 
 def test_raising_custom_callable_is_counted_and_skipped() -> None:
-    h = Harness([{"type": "custom", "name": "flaky", "callable": "tests.invariants.custom_checks:broken"},
-                 {"type": "token_budget", "max_tokens": 1}])
+    h = Harness(
+        [
+            {"type": "custom", "name": "flaky", "callable": "tests.invariants.custom_checks:broken"},
+            {"type": "token_budget", "max_tokens": 1},
+        ]
+    )
     found = h.run(llm(0))
     assert [v.invariant for v in found] == ["token_budget"]  # the others still ran
     h.run(llm(1))

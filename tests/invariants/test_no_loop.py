@@ -33,10 +33,21 @@ def test_window_limits_what_counts() -> None:
 
 def test_a_b_a_b_alternation() -> None:
     h = Harness([{"type": "no_loop", "max_repeats": 10}])
-    calls = [tool("open_file", {"p": "x"}, 0), tool("close_file", {"p": "x"}, 1),
-             tool("open_file", {"p": "x"}, 2), tool("close_file", {"p": "x"}, 3)]
+    calls = [
+        tool("open_file", {"p": "x"}, 0),
+        tool("close_file", {"p": "x"}, 1),
+        tool("open_file", {"p": "x"}, 2),
+        tool("close_file", {"p": "x"}, 3),
+    ]
     found = h.run_all(*calls)
     assert len(found) == 1 and "alternate" in found[0].message and found[0].details["source"] == "executed"
     other = Harness([{"type": "no_loop", "max_repeats": 10}])
-    assert other.run_all(tool("open_file", {"p": "x"}, 0), tool("close_file", {"p": "x"}, 1),
-                         tool("open_file", {"p": "y"}, 2), tool("close_file", {"p": "y"}, 3)) == []
+    assert (
+        other.run_all(
+            tool("open_file", {"p": "x"}, 0),
+            tool("close_file", {"p": "x"}, 1),
+            tool("open_file", {"p": "y"}, 2),
+            tool("close_file", {"p": "y"}, 3),
+        )
+        == []
+    )

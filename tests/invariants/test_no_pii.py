@@ -29,14 +29,25 @@ def test_pii_leak_in_a_prompt_reports_kinds_and_offsets_never_values() -> None:
 
 def test_clean_prompt_and_lookalikes_pass() -> None:
     h = Harness([{"type": "no_pii"}])
-    text = ("Order 4111111111111112 (fails Luhn), timestamp 1700000000000, version 1.2.3, "
-            "GB00 WEST 1234 5698 7654 32 (bad checksum), sk-short, call me maybe")
+    text = (
+        "Order 4111111111111112 (fails Luhn), timestamp 1700000000000, version 1.2.3, "
+        "GB00 WEST 1234 5698 7654 32 (bad checksum), sk-short, call me maybe"
+    )
     assert h.run(llm(0, messages=[("user", text)])) == []
 
 
 def test_direction_allowlist_and_extra_patterns() -> None:
-    h = Harness([{"type": "no_pii", "direction": "response", "allowlist": [r"@example\.com$"],
-                  "extra_patterns": {"employee_id": r"\bEMP-\d{6}\b"}, "kinds": ["email"]}])
+    h = Harness(
+        [
+            {
+                "type": "no_pii",
+                "direction": "response",
+                "allowlist": [r"@example\.com$"],
+                "extra_patterns": {"employee_id": r"\bEMP-\d{6}\b"},
+                "kinds": ["email"],
+            }
+        ]
+    )
     assert h.run(llm(0, messages=[("user", "me@corp.example")], text="write to support@example.com")) == []
     (v,) = h.run(llm(1, text="Employee EMP-123456, +1 (555) 010-9999"))
     assert v.details["kind"] == "employee_id" and v.details["direction"] == "response"
@@ -53,8 +64,13 @@ def test_bad_regex_is_a_config_error() -> None:
 def test_checksums() -> None:
     assert luhn_valid("4111 1111 1111 1111") and not luhn_valid("4111 1111 1111 1112")
     assert iban_valid("DE89 3704 0044 0532 0130 00") and not iban_valid("DE89 3704 0044 0532 0130 01")
-    kinds = [f.kind for f in find_all("sk-ant-api03-" + "x" * 30 + " ghp_" + "a" * 36 + " xoxb-12345-abcdefghij "
-                                      "AIza" + "B" * 35, default_detectors())]
+    kinds = [
+        f.kind
+        for f in find_all(
+            "sk-ant-api03-" + "x" * 30 + " ghp_" + "a" * 36 + " xoxb-12345-abcdefghij AIza" + "B" * 35,
+            default_detectors(),
+        )
+    ]
     assert kinds == ["anthropic_key", "github_token", "slack_token", "google_api_key"]
 
 

@@ -74,25 +74,30 @@ def test_bad_entries_are_config_errors(entry, error) -> None:
 def test_names_are_unique_and_configs_frozen() -> None:
     with pytest.raises(ValidationError, match="duplicate invariant name 'latency_budget'"):
         parse_invariants([{"type": "latency_budget", "total_ms": 1}, {"type": "latency_budget", "ttfc_ms": 1}])
-    configs = parse_invariants([{"type": "latency_budget", "total_ms": 1},
-                                {"type": "latency_budget", "name": "ttfc", "ttfc_ms": 1}])
+    configs = parse_invariants(
+        [{"type": "latency_budget", "total_ms": 1}, {"type": "latency_budget", "name": "ttfc", "ttfc_ms": 1}]
+    )
     assert [c.key for c in configs] == ["latency_budget", "ttfc"]
     with pytest.raises(ValidationError):
         configs[0].total_ms = 5  # type: ignore[misc]
 
 
 def test_full_config_round_trip() -> None:
-    cfg = BrownoutConfig.model_validate({"invariants": [
-        {"type": "latency_budget", "total_ms": 30000, "ttfc_ms": 5000, "providers": ["openai"]},
-        {"type": "tool_arguments_json", "schema": True},
-        {"type": "no_pii", "direction": "both", "allowlist": ["@example\\.com$"]},
-        {"type": "no_loop", "max_repeats": 3, "window": 20},
-        {"type": "retry_discipline", "max_retries": 2},
-        {"type": "token_budget", "max_tokens": 200000},
-        {"type": "call_budget", "max_calls": 50, "max_duration_s": 600},
-        {"type": "stream_complete"},
-        {"type": "injection_followed", "markers": ["evil.example"]},
-        {"type": "custom", "callable": "tests.invariants.custom_checks:no_gpt3", "severity": "info"},
-    ]})
+    cfg = BrownoutConfig.model_validate(
+        {
+            "invariants": [
+                {"type": "latency_budget", "total_ms": 30000, "ttfc_ms": 5000, "providers": ["openai"]},
+                {"type": "tool_arguments_json", "schema": True},
+                {"type": "no_pii", "direction": "both", "allowlist": ["@example\\.com$"]},
+                {"type": "no_loop", "max_repeats": 3, "window": 20},
+                {"type": "retry_discipline", "max_retries": 2},
+                {"type": "token_budget", "max_tokens": 200000},
+                {"type": "call_budget", "max_calls": 50, "max_duration_s": 600},
+                {"type": "stream_complete"},
+                {"type": "injection_followed", "markers": ["evil.example"]},
+                {"type": "custom", "callable": "tests.invariants.custom_checks:no_gpt3", "severity": "info"},
+            ]
+        }
+    )
     assert [c.type for c in cfg.invariants] == list(REGISTRY)
     assert cfg.invariants[1].schema_ is True

@@ -8,8 +8,16 @@ RATE_LIMIT = FaultRecord("rl", "http_error", {"status": 429})
 
 def err(t: float, *, retry_after: str | None = "2", status: int | None = 429, **kw):
     headers = {"retry-after": retry_after} if retry_after else {}
-    return llm(t, dur=0.05, status=status, headers=headers, usage=None, error_type="rate_limit_exceeded",
-               faults=[RATE_LIMIT], **kw)
+    return llm(
+        t,
+        dur=0.05,
+        status=status,
+        headers=headers,
+        usage=None,
+        error_type="rate_limit_exceeded",
+        faults=[RATE_LIMIT],
+        **kw,
+    )
 
 
 def test_retry_storm_after_429_ignoring_retry_after() -> None:

@@ -42,8 +42,21 @@ def test_violation_record_and_span_event() -> None:
     assert (v.provider, v.model, v.rule, v.fault) == ("openai", "gpt-4o", None, None)
     assert span.events[-1].name == "brownout.violation"
     assert span.events[-1].attributes["brownout.violation.invariant"] == "token_budget"
-    assert set(v.to_dict()) >= {"invariant", "severity", "message", "session_id", "trace_id", "span_id",
-                                "exchange_id", "provider", "model", "tool", "rule", "fault", "timestamp"}
+    assert set(v.to_dict()) >= {
+        "invariant",
+        "severity",
+        "message",
+        "session_id",
+        "trace_id",
+        "span_id",
+        "exchange_id",
+        "provider",
+        "model",
+        "tool",
+        "rule",
+        "fault",
+        "timestamp",
+    }
     assert h.emitted == [v]
 
 
@@ -58,8 +71,7 @@ class _AtEnd(Invariant):
 
 def test_sweep_runs_session_end_checks_then_drops_state() -> None:
     clock = Clock()
-    runner = InvariantRunner(parse_invariants([{"type": "token_budget", "max_tokens": 10**9}]), clock=clock,
-                             idle_s=60)
+    runner = InvariantRunner(parse_invariants([{"type": "token_budget", "max_tokens": 10**9}]), clock=clock, idle_s=60)
     runner.invariants = (_AtEnd(runner.invariants[0].config),)
     h = Harness([], clock=clock)
     h.runner = runner
@@ -74,9 +86,18 @@ def test_sweep_runs_session_end_checks_then_drops_state() -> None:
 
 def test_ten_thousand_sessions_stay_bounded() -> None:
     clock = Clock()
-    h = Harness([{"type": "no_loop"}, {"type": "retry_discipline"}, {"type": "token_budget", "max_tokens": 10**6},
-                 {"type": "stream_complete"}, {"type": "injection_followed"}],
-                clock=clock, max_sessions=1000, idle_s=60)
+    h = Harness(
+        [
+            {"type": "no_loop"},
+            {"type": "retry_discipline"},
+            {"type": "token_budget", "max_tokens": 10**6},
+            {"type": "stream_complete"},
+            {"type": "injection_followed"},
+        ],
+        clock=clock,
+        max_sessions=1000,
+        idle_s=60,
+    )
     for i in range(10_000):
         h.run(llm(i * 0.01, session=f"s{i}", calls=[("t", "{}")]))
         assert h.runner.sessions_active <= 1000

@@ -44,11 +44,27 @@ def test_cut_after_finish_reason_is_not_partial_unless_configured() -> None:
 
 def test_tool_call_from_a_truncated_stream_executed() -> None:
     h = Harness([{"type": "stream_complete"}])
-    h.run(llm(0, stream=True, streamed=True, stream_complete=False, finish_reasons=[],
-              calls=[("get_weather", '{"city": "Os', "call_9")]))
+    h.run(
+        llm(
+            0,
+            stream=True,
+            streamed=True,
+            stream_complete=False,
+            finish_reasons=[],
+            calls=[("get_weather", '{"city": "Os', "call_9")],
+        )
+    )
     (v,) = h.run(tool("get_weather", {"city": "Os"}, 1, call_id="call_9"))
     assert "executed its tool call 'call_9'" in v.message
-    h.run(llm(3, stream=True, streamed=True, stream_complete=False, finish_reasons=[],
-              calls=[("get_weather", '{"city": "Os', "call_10")]))
+    h.run(
+        llm(
+            3,
+            stream=True,
+            streamed=True,
+            stream_complete=False,
+            finish_reasons=[],
+            calls=[("get_weather", '{"city": "Os', "call_10")],
+        )
+    )
     (v,) = h.run(llm(4, tool_results=[ToolResult("call_10", "sunny")]))
     assert "carries a result for its tool call 'call_10'" in v.message

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import json
 
-from tests.invariants.builders import Harness, llm, tool, weather_tool
 from brownout.core.exchange import ToolSpec
+from tests.invariants.builders import Harness, llm, tool, weather_tool
 
 
 def test_unparseable_arguments_are_flagged_without_echoing_them() -> None:
@@ -38,8 +38,9 @@ def test_mcp_tools_list_schema_applies_to_tools_call() -> None:
     listing = tool("x", {}, 0)
     listing.operation = listing.mcp_method = "tools/list"
     listing.tool_name, listing.tool_calls = None, []
-    listing.tools_declared = [ToolSpec("search", {"type": "object", "properties": {"q": {"type": "string"}},
-                                                  "required": ["q"]})]
+    listing.tools_declared = [
+        ToolSpec("search", {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
+    ]
     assert h.run(listing) == []
     assert h.run(tool("search", {"q": "brownout"}, 1)) == []
     (v,) = h.run(tool("search", {"query": "brownout"}, 2))

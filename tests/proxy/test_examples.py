@@ -14,7 +14,7 @@ from brownout.proxy.cli import main
 from brownout.proxy.configload import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "examples" / "chaos").glob("*.yaml")) + [ROOT / "proxy" / "demo" / "chaos.yaml"]
+CONFIGS = [*sorted((ROOT / "examples" / "chaos").glob("*.yaml")), ROOT / "proxy" / "demo" / "chaos.yaml"]
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

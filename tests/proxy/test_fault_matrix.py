@@ -38,14 +38,30 @@ def _request(provider: str, stream: bool) -> tuple[str, str, dict[str, Any] | No
     if provider == "openai":
         return "POST", "/v1/chat/completions", {"model": "gpt-4o-mini", "messages": msgs, "stream": stream}
     if provider == "anthropic":
-        return "POST", "/v1/messages", {"model": "claude-haiku-4-5", "max_tokens": 64, "messages": msgs, "stream": stream}
+        return (
+            "POST",
+            "/v1/messages",
+            {"model": "claude-haiku-4-5", "max_tokens": 64, "messages": msgs, "stream": stream},
+        )
     if provider == "gemini":
         verb = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return "POST", f"/v1beta/models/gemini-2.0-flash:{verb}", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+        return (
+            "POST",
+            f"/v1beta/models/gemini-2.0-flash:{verb}",
+            {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        )
     if provider == "ollama":
         return "POST", "/api/chat", {"model": "llama3.2", "messages": msgs, "stream": stream}
-    return "POST", "/mcp", {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                            "params": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    return (
+        "POST",
+        "/mcp",
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "get_weather", "arguments": {"city": "Paris"}},
+        },
+    )
 
 
 CASES = [
@@ -64,7 +80,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, _ca_template: Any) -> Any:
     from brownout.proxy.embed import running_proxy
 
     rules = "".join(
-        f"  - name: {name}\n    match: {{header: {{x-case: {name}}}}}\n    fault: {fault}\n" for name, fault in FAULTS.items()
+        f"  - name: {name}\n    match: {{header: {{x-case: {name}}}}}\n    fault: {fault}\n"
+        for name, fault in FAULTS.items()
     )
     work = tmp_path_factory.mktemp("matrix")
     confdir = work / "confdir"
@@ -73,8 +90,10 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, _ca_template: Any) -> Any:
     path.write_text(f"version: 1\nseed: 1\nrules:\n{rules}")
     seen, on_exchange = collect()
     options = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
-    with MockUpstream.run_in_thread() as up, running_proxy(path, confdir=confdir, extra_options=options,
-                                                            on_exchange=on_exchange) as proxy:
+    with (
+        MockUpstream.run_in_thread() as up,
+        running_proxy(path, confdir=confdir, extra_options=options, on_exchange=on_exchange) as proxy,
+    ):
         yield up, proxy, seen
 
 

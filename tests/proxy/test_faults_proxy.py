@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -14,7 +15,15 @@ import pytest
 from tests.proxy.test_passthrough import collect, wait_for
 
 MSG = [{"role": "user", "content": "weather in Paris?"}]
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 
 
 def rules(*items: str, seed: int = 1) -> str:
@@ -69,7 +78,9 @@ def test_truncated_stream_ends_without_done_and_sdk_returns_partial(upstream, br
     chunks = list(client.chat.completions.create(model="gpt-4o", messages=MSG, stream=True))
     assert len(chunks) == 2  # no error: the SDK silently accepts a stream without [DONE]
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as raw:
-        body = raw.post(f"{upstream.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": MSG, "stream": True}).text
+        body = raw.post(
+            f"{upstream.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": MSG, "stream": True}
+        ).text
     assert "[DONE]" not in body and body.count("data:") == 2
     wait_for(seen, 2)
     assert seen[0].stream_complete is False and seen[0].faults[0].fault == "truncate"
@@ -82,7 +93,9 @@ def test_openai_tool_arguments_no_longer_parse(upstream, brownout_proxy, openai_
     client = openai_client(proxy, upstream)
     if stream:
         chunks = client.chat.completions.create(model="gpt-4o", messages=MSG, tools=TOOLS, stream=True)
-        args = "".join(tc.function.arguments or "" for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or []))
+        args = "".join(
+            tc.function.arguments or "" for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])
+        )
     else:
         reply = client.chat.completions.create(model="gpt-4o", messages=MSG, tools=TOOLS)
         args = reply.choices[0].message.tool_calls[0].function.arguments
@@ -97,7 +110,9 @@ def test_anthropic_streamed_tool_input_no_longer_parses(upstream, brownout_proxy
     client = anthropic_client(proxy, upstream)
     tools = [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
     partial = ""
-    with client.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=MSG, tools=tools, stream=True) as events:
+    with client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=64, messages=MSG, tools=tools, stream=True
+    ) as events:
         for ev in events:
             if ev.type == "content_block_delta" and ev.delta.type == "input_json_delta":
                 partial += ev.delta.partial_json
@@ -109,7 +124,13 @@ def test_anthropic_streamed_tool_input_no_longer_parses(upstream, brownout_proxy
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_mid_stream_error_event_is_raised_by_sdk(upstream, brownout_proxy, openai_client, anthropic_client, provider):
     status = 500 if provider == "openai" else 529
-    cfg = rules(rule("mid", f"{{type: http_error, status: {status}, mid_stream: true, after_events: 2}}", f"{{provider: {provider}}}"))
+    cfg = rules(
+        rule(
+            "mid",
+            f"{{type: http_error, status: {status}, mid_stream: true, after_events: 2}}",
+            f"{{provider: {provider}}}",
+        )
+    )
     proxy = brownout_proxy(cfg, upstream=upstream)
     if provider == "openai":
         client = openai_client(proxy, upstream)
@@ -131,7 +152,9 @@ def timed_get(client: httpx.Client, url: str) -> float:
 
 
 def test_latency_fault_measures_within_2_percent_plus_3ms(upstream, brownout_proxy):
-    proxy = brownout_proxy(rules(rule("slow", "{type: latency, delay_ms: 500}", "{path: /tools/weather}")), upstream=upstream)
+    proxy = brownout_proxy(
+        rules(rule("slow", "{type: latency, delay_ms: 500}", "{path: /tools/weather}")), upstream=upstream
+    )
     base, slow = [], []
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
         timed_get(client, f"{upstream.url}/ping")  # warm the connection
@@ -144,7 +167,9 @@ def test_latency_fault_measures_within_2_percent_plus_3ms(upstream, brownout_pro
 
 
 def test_hang_does_not_delay_a_concurrent_request(upstream, brownout_proxy):
-    proxy = brownout_proxy(rules(rule("stuck", "{type: hang, duration_ms: 3000}", "{path: /tools/search*}")), upstream=upstream)
+    proxy = brownout_proxy(
+        rules(rule("stuck", "{type: hang, duration_ms: 3000}", "{path: /tools/search*}")), upstream=upstream
+    )
     errors: list[Exception] = []
 
     def hung() -> None:
@@ -165,7 +190,9 @@ def test_hang_does_not_delay_a_concurrent_request(upstream, brownout_proxy):
 
 
 def test_stall_pauses_the_stream_mid_way(upstream, brownout_proxy):
-    proxy = brownout_proxy(rules(rule("stall", "{type: stall, after_events: 2, pause_ms: 700}", "{path: /sse*}")), upstream=upstream)
+    proxy = brownout_proxy(
+        rules(rule("stall", "{type: stall, after_events: 2, pause_ms: 700}", "{path: /sse*}")), upstream=upstream
+    )
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
         t0 = time.perf_counter()
         arrivals = []
@@ -174,13 +201,15 @@ def test_stall_pauses_the_stream_mid_way(upstream, brownout_proxy):
                 if line.startswith("data:"):
                     arrivals.append(time.perf_counter() - t0)
     assert len(arrivals) == 4
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert gaps[1] >= 0.6, gaps  # the pause sits between event 2 and 3
     assert gaps[0] < 0.3 and gaps[2] < 0.3, gaps
 
 
 def test_throttle_paces_the_body(upstream, brownout_proxy):
-    proxy = brownout_proxy(rules(rule("slow-body", "{type: throttle, bytes_per_s: 20000}", "{path: /bytes/*}")), upstream=upstream)
+    proxy = brownout_proxy(
+        rules(rule("slow-body", "{type: throttle, bytes_per_s: 20000}", "{path: /bytes/*}")), upstream=upstream
+    )
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=10) as client:
         t0 = time.perf_counter()
         body = client.get(f"{upstream.url}/bytes/10000").content

@@ -4,7 +4,7 @@ from brownout.core.wire.framing import NDJSONFramer, SSEFramer, framer_for
 
 SSE = (
     b'data: {"a": 1}\n\n'
-    b"event: message_start\ndata: {\"type\": \"message_start\"}\n\n"
+    b'event: message_start\ndata: {"type": "message_start"}\n\n'
     b": keep-alive comment\n\n"
     b"data: line1\ndata: line2\r\n\r\n"
     b"data: [DONE]\n\n"

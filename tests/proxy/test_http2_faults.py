@@ -112,7 +112,7 @@ def test_upstream_dying_mid_body_drops_only_that_http2_stream(brownout_proxy):
         return True
 
     async def cut(req: Any, reader: Any, writer: Any) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n{\"a\": 1")
+        writer.write(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n{"a": 1')
         await writer.drain()
         writer.transport.close()
         return False

@@ -39,7 +39,7 @@ def test_sse_streams_unbuffered_with_timing_preserved(upstream, brownout_proxy):
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
         _, proxied, body = chunk_times(client, url)
     with httpx.Client(trust_env=False) as client:
-        _, direct, direct_body = chunk_times(client, url)
+        _, _direct, direct_body = chunk_times(client, url)
     assert body == direct_body
     # Buffering would deliver everything at once after ~0.84 s. Relative bounds: a loaded CI
     # machine may delay or coalesce a read, never turn a buffered body into a spread-out one.
@@ -57,7 +57,15 @@ def test_openai_stream_recorded_in_exchange(upstream, brownout_proxy, openai_cli
     seen, on_exchange = collect()
     proxy = brownout_proxy(upstream=upstream, on_exchange=on_exchange)
     client = openai_client(proxy, upstream)
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     stream = client.chat.completions.create(
         model="gpt-4o-mini",
         messages=[{"role": "user", "content": "weather in Paris?"}],
@@ -66,7 +74,10 @@ def test_openai_stream_recorded_in_exchange(upstream, brownout_proxy, openai_cli
         stream_options={"include_usage": True},
     )
     args = "".join(
-        tc.function.arguments or "" for chunk in stream for choice in chunk.choices for tc in (choice.delta.tool_calls or [])
+        tc.function.arguments or ""
+        for chunk in stream
+        for choice in chunk.choices
+        for tc in (choice.delta.tool_calls or [])
     )
     wait_for(seen, 1)
     ex = seen[0]
@@ -79,7 +90,9 @@ def test_openai_stream_recorded_in_exchange(upstream, brownout_proxy, openai_cli
     assert ex.status == 200 and ex.faults == []
 
 
-def test_https_through_ca_bundle_and_session_from_proxy_username(upstream_tls, brownout_proxy, openai_client, anthropic_client):
+def test_https_through_ca_bundle_and_session_from_proxy_username(
+    upstream_tls, brownout_proxy, openai_client, anthropic_client
+):
     seen, on_exchange = collect()
     proxy = brownout_proxy(upstream=upstream_tls, on_exchange=on_exchange)
     oa = openai_client(proxy, upstream_tls, session="run-17")
@@ -146,17 +159,27 @@ def test_chunked_json_of_unknown_size_streams_and_is_still_parsed(brownout_proxy
 
     from tests.reliability.rawupstream import RawUpstream, chunked, fixed, http_response
 
-    body = _json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "chunked hello"}}],
-                        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}).encode()
-    raw = http_response(200, [("content-type", "application/json"), ("transfer-encoding", "chunked")],
-                        chunked(body[:40], body[40:]), length=False)
+    body = _json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "chunked hello"}}
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+    ).encode()
+    raw = http_response(
+        200,
+        [("content-type", "application/json"), ("transfer-encoding", "chunked")],
+        chunked(body[:40], body[40:]),
+        length=False,
+    )
     seen, on_exchange = collect()
     proxy = brownout_proxy(on_exchange=on_exchange)
-    with RawUpstream(fixed(raw)).running() as up:
-        with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
-            got = client.post(f"{up.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": []}).content
+    with RawUpstream(fixed(raw)).running() as up, httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
+        got = client.post(f"{up.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": []}).content
     assert got == body
     wait_for(seen, 1)
     ex = seen[0]

@@ -7,16 +7,15 @@ from typing import Literal
 
 import pytest
 
-from brownout import faults
-from brownout import invariants
+from brownout import faults, invariants
+from brownout.core import wire
+from brownout.core.guard import Guard
+from brownout.core.wire.base import RequestInfo
 from brownout.exporters.hub import EXTRA_EXPORTERS, Exporters
 from brownout.faults.base import FaultParams
 from brownout.faults.latency import LatencyFault
-from brownout.core import wire
 from brownout.proxy import plugins
 from brownout.proxy.configload import ConfigError, parse_config
-from brownout.core.guard import Guard
-from brownout.core.wire.base import RequestInfo
 
 FAILING = "tests.reliability.failing_plugin"
 

@@ -15,8 +15,8 @@ import brotli
 import httpx
 import zstandard
 
-from brownout.proxy.demo.httpserver import Handler, HttpServer, Request, Responder
 from brownout.core.span_attributes import exchange_attributes
+from brownout.proxy.demo.httpserver import Handler, HttpServer, Request, Responder
 from tests.proxy.test_faults_proxy import MSG, TOOLS, rule, rules
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.reliability.badinput import h2_first_context
@@ -77,7 +77,15 @@ def stall(after: int, pause_ms: int) -> str:
 
 def test_stall_counts_only_data_events_not_keepalives(brownout_proxy):
     # Keep-alive comments and a stray blank line come first: counting them would pause after "1".
-    chunks = [b": keep-alive\n\n", b"\n", b"data: 1\n\n", b": keep-alive\n\n", b"data: 2\n\n", b": ping\n\n", b"data: 3\n\n"]
+    chunks = [
+        b": keep-alive\n\n",
+        b"\n",
+        b"data: 1\n\n",
+        b": keep-alive\n\n",
+        b"data: 2\n\n",
+        b": ping\n\n",
+        b"data: 3\n\n",
+    ]
     with scripted_upstream(chunks, {}) as url:
         proxy = brownout_proxy(stall(2, 500))
         with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
@@ -170,7 +178,9 @@ def test_upstream_proxy_mode_goes_on_unpaced_and_counts_the_failure(upstream, br
     assert proxy.addon.guard.errors["relay"] == 1
 
 
-def test_relayed_tls_stream_records_the_real_upstream_and_parses_the_stream(upstream_tls, brownout_proxy, openai_client):
+def test_relayed_tls_stream_records_the_real_upstream_and_parses_the_stream(
+    upstream_tls, brownout_proxy, openai_client
+):
     seen, on_exchange = collect()
     cfg = rules(rule("stall", "{type: stall, after_events: 1, pause_ms: 400}", "{provider: openai}"))
     proxy = brownout_proxy(cfg, upstream=upstream_tls, on_exchange=on_exchange)

@@ -24,12 +24,18 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 CHAT_STREAM = {**CHAT, "stream": True}
 JSON_CT = [("content-type", "application/json")]
 SSE_CT = [("content-type", "text/event-stream")]
-GOOD_CHAT = json.dumps({
-    "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-}).encode()
-TOOL_JSON = json.dumps({"city": "Oslo", "conditions": "A long description of light rain over the fjord today."}).encode()
+GOOD_CHAT = json.dumps(
+    {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+).encode()
+TOOL_JSON = json.dumps(
+    {"city": "Oslo", "conditions": "A long description of light rain over the fjord today."}
+).encode()
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -100,8 +106,14 @@ def sse(*datas: str) -> bytes:
 
 
 def chat_chunk(text: str) -> str:
-    return json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
-                       "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+        }
+    )
 
 
 # --- invalid, truncated, non-UTF-8, mislabelled bodies ---------------------------------------

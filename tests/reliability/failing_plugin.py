@@ -19,15 +19,15 @@ from typing import Any, Literal
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from brownout.core.exchange import Exchange
+from brownout.core.spans import ExchangeSpan
+from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.generic import GenericFormat
 from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamEditor, StreamTiming
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
-from brownout.core.exchange import Exchange
-from brownout.core.spans import ExchangeSpan
-from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
-from brownout.core.wire.generic import GenericFormat
 
 __all__ = [
     "FAULT_PHASES",
@@ -47,8 +47,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Phase = Literal[
-    "describe", "before_upstream", "response_headers", "wants_body", "body",
-    "stream_editor", "stream_event", "stream_end", "stream_timing",
+    "describe",
+    "before_upstream",
+    "response_headers",
+    "wants_body",
+    "body",
+    "stream_editor",
+    "stream_event",
+    "stream_end",
+    "stream_timing",
 ]
 FAULT_PHASES: tuple[str, ...] = Phase.__args__  # type: ignore[attr-defined]
 

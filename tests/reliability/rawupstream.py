@@ -58,8 +58,14 @@ class RawRequest:
 Handler = Callable[[RawRequest, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool | None]]
 
 
-def http_response(status: int = 200, headers: Iterable[tuple[str, str]] = (), body: bytes = b"", *,
-                  length: bool = True, reason: str = "OK") -> bytes:
+def http_response(
+    status: int = 200,
+    headers: Iterable[tuple[str, str]] = (),
+    body: bytes = b"",
+    *,
+    length: bool = True,
+    reason: str = "OK",
+) -> bytes:
     """A raw HTTP/1.1 response; `length=False` leaves out content-length (body delimited by close)."""
     head = [f"HTTP/1.1 {status} {reason}\r\n"]
     head += [f"{k}: {v}\r\n" for k, v in headers]
@@ -166,7 +172,9 @@ class RawUpstream:
         return ctx
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._conn, "127.0.0.1", 0, ssl=self._ssl(), limit=1 << 20, backlog=4096)
+        self._server = await asyncio.start_server(
+            self._conn, "127.0.0.1", 0, ssl=self._ssl(), limit=1 << 20, backlog=4096
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
@@ -239,8 +247,14 @@ async def ws_echo(req: RawRequest, reader: asyncio.StreamReader, writer: asyncio
     from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
 
     key = req.header("sec-websocket-key") or ""
-    writer.write(http_response(101, [("upgrade", "websocket"), ("connection", "Upgrade"),
-                                     ("sec-websocket-accept", ws_accept(key))], length=False, reason="Switching Protocols"))
+    writer.write(
+        http_response(
+            101,
+            [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws_accept(key))],
+            length=False,
+            reason="Switching Protocols",
+        )
+    )
     await writer.drain()
     conn = Connection(ConnectionType.SERVER)
     while True:
@@ -334,8 +348,9 @@ class H2Upstream:
                 for ev in conn.receive_data(data):
                     if isinstance(ev, h2.events.RequestReceived):
                         hd = dict(ev.headers)
-                        pending[ev.stream_id] = RawRequest(hd[":method"], hd[":path"],
-                                                           [(k, v) for k, v in ev.headers], b"", "HTTP/2")
+                        pending[ev.stream_id] = RawRequest(
+                            hd[":method"], hd[":path"], [(k, v) for k, v in ev.headers], b"", "HTTP/2"
+                        )
                     elif isinstance(ev, h2.events.DataReceived):
                         pending[ev.stream_id].body += ev.data
                         conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)

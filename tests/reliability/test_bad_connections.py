@@ -64,15 +64,37 @@ def test_upstream_closing_mid_stream(brownout_proxy):
     proxy = brownout_proxy(on_exchange=seen)
     big = b"x" * 3_000_000  # above stream_large_bodies (1m): streamed
     cases = [
-        ("sse_chunked_cut", CHAT_STREAM, closing_midstream(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-            chunked(sse(chat_chunk("a")), end=False), chunked(sse(chat_chunk("b")), end=False))),
-        ("sse_content_length_cut", CHAT_STREAM, closing_midstream(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 100000\r\n\r\n", sse(chat_chunk("a")))),
-        ("large_body_cut", CHAT, closing_midstream(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 6000000\r\n\r\n", big)),
-        ("json_buffered_cut", CHAT, closing_midstream(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n", GOOD_CHAT[:50])),
+        (
+            "sse_chunked_cut",
+            CHAT_STREAM,
+            closing_midstream(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                chunked(sse(chat_chunk("a")), end=False),
+                chunked(sse(chat_chunk("b")), end=False),
+            ),
+        ),
+        (
+            "sse_content_length_cut",
+            CHAT_STREAM,
+            closing_midstream(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 100000\r\n\r\n",
+                sse(chat_chunk("a")),
+            ),
+        ),
+        (
+            "large_body_cut",
+            CHAT,
+            closing_midstream(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 6000000\r\n\r\n", big
+            ),
+        ),
+        (
+            "json_buffered_cut",
+            CHAT,
+            closing_midstream(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n", GOOD_CHAT[:50]
+            ),
+        ),
         ("no_response_at_all", CHAT, closing_midstream(b"")),
         ("headers_cut", CHAT, closing_midstream(b"HTTP/1.1 200 OK\r\ncontent-ty")),
     ]

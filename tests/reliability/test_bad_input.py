@@ -42,7 +42,7 @@ BODY_CASES = [
     ("truncated_json", CHAT, JSON_CT, GOOD_CHAT[: len(GOOD_CHAT) // 2], True),
     ("non_utf8_json", CHAT, JSON_CT, b'{"id": "c", "choices": [{"message": {"content": "\xff\xfe\x80\xc3"}}]}', True),
     ("non_utf8_binary", CHAT, JSON_CT, bytes(range(256)) * 4, True),
-    ("invalid_json_sse_events", CHAT_STREAM, SSE_CT, sse("{oops", chat_chunk("a"), "{\"id\": 1", "[DONE]"), True),
+    ("invalid_json_sse_events", CHAT_STREAM, SSE_CT, sse("{oops", chat_chunk("a"), '{"id": 1', "[DONE]"), True),
     ("non_utf8_sse_events", CHAT_STREAM, SSE_CT, b"data: \xff\xfe{\x80}\n\n" + sse(chat_chunk("b"), "[DONE]"), None),
     ("sse_labelled_json", CHAT_STREAM, JSON_CT, sse(chat_chunk("a"), chat_chunk("b"), "[DONE]"), True),
     ("json_labelled_sse", CHAT, SSE_CT, GOOD_CHAT, False),  # one odd "event", stream_complete False
@@ -180,17 +180,45 @@ def test_chunked_and_close_delimited_bodies(brownout_proxy):
     seen = Collector()
     proxy = brownout_proxy(on_exchange=seen)
     stream_body = sse(chat_chunk("a"), chat_chunk("b"), "[DONE]")
-    ext = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(GOOD_CHAT[i:i + 7]), GOOD_CHAT[i:i + 7]) for i in range(0, len(GOOD_CHAT), 7))
+    ext = b"".join(
+        b"%x;ext=1\r\n%s\r\n" % (len(GOOD_CHAT[i : i + 7]), GOOD_CHAT[i : i + 7]) for i in range(0, len(GOOD_CHAT), 7)
+    )
     cases = [
         # (name, request, raw response, body the client must get)
-        ("json_1_byte_chunks", CHAT, http_response(200, [*JSON_CT, ("transfer-encoding", "chunked")],
-                                                    chunked(*[GOOD_CHAT[i:i + 1] for i in range(len(GOOD_CHAT))]), length=False), GOOD_CHAT),
-        ("json_chunk_extensions", CHAT, http_response(200, [*JSON_CT, ("transfer-encoding", "chunked")],
-                                                       ext + b"0\r\n\r\n", length=False), GOOD_CHAT),
-        ("sse_events_split_across_chunks", CHAT_STREAM, http_response(
-            200, [*SSE_CT, ("transfer-encoding", "chunked")],
-            chunked(*[stream_body[i:i + 5] for i in range(0, len(stream_body), 5)]), length=False), stream_body),
-        ("empty_chunked_200", CHAT, http_response(200, [*JSON_CT, ("transfer-encoding", "chunked")], chunked(), length=False), b""),
+        (
+            "json_1_byte_chunks",
+            CHAT,
+            http_response(
+                200,
+                [*JSON_CT, ("transfer-encoding", "chunked")],
+                chunked(*[GOOD_CHAT[i : i + 1] for i in range(len(GOOD_CHAT))]),
+                length=False,
+            ),
+            GOOD_CHAT,
+        ),
+        (
+            "json_chunk_extensions",
+            CHAT,
+            http_response(200, [*JSON_CT, ("transfer-encoding", "chunked")], ext + b"0\r\n\r\n", length=False),
+            GOOD_CHAT,
+        ),
+        (
+            "sse_events_split_across_chunks",
+            CHAT_STREAM,
+            http_response(
+                200,
+                [*SSE_CT, ("transfer-encoding", "chunked")],
+                chunked(*[stream_body[i : i + 5] for i in range(0, len(stream_body), 5)]),
+                length=False,
+            ),
+            stream_body,
+        ),
+        (
+            "empty_chunked_200",
+            CHAT,
+            http_response(200, [*JSON_CT, ("transfer-encoding", "chunked")], chunked(), length=False),
+            b"",
+        ),
         ("json_close_delimited", CHAT, http_response(200, JSON_CT, GOOD_CHAT, length=False), GOOD_CHAT),
         ("empty_close_delimited_200", CHAT, http_response(200, JSON_CT, b"", length=False), b""),
         ("empty_204", CHAT, http_response(204, [], b"", length=False, reason="No Content"), b""),

@@ -106,10 +106,9 @@ def test_huge_response_streams_with_bounded_memory(brownout_proxy, kind, total):
         before = rss_bytes()
         got = 0
         t0 = time.monotonic()
-        with RssPeak() as rss:
-            with client.stream("POST", up.url + "/v1/chat/completions", json=CHAT_STREAM) as r:
-                for chunk in r.iter_raw(65536):
-                    got += len(chunk)
+        with RssPeak() as rss, client.stream("POST", up.url + "/v1/chat/completions", json=CHAT_STREAM) as r:
+            for chunk in r.iter_raw(65536):
+                got += len(chunk)
         elapsed = time.monotonic() - t0
     assert got == total
     growth = rss.peak - before
@@ -235,7 +234,11 @@ def ws_session(host: str, port: int, target: str, messages: list[str | bytes], a
 
 
 WS_MESSAGES: list[str | bytes] = [
-    "hello", '{"jsonrpc": "2.0", "method": "tools/call", "id": 1}', bytes(range(256)) * 4096, "data: [DONE]\n\n", "ü" * 5000,
+    "hello",
+    '{"jsonrpc": "2.0", "method": "tools/call", "id": 1}',
+    bytes(range(256)) * 4096,
+    "data: [DONE]\n\n",
+    "ü" * 5000,
 ]
 
 
@@ -243,10 +246,14 @@ WS_MESSAGES: list[str | bytes] = [
 @pytest.mark.parametrize("with_rules", [False, True], ids=["no_rules", "body_fault_rules"])
 def test_websocket_passes_through_untouched(brownout_proxy, with_rules):
     seen = Collector()
-    cfg = rules(
-        rule("bad-json", "{type: malformed_json, target: body}"),
-        rule("inject", "{type: inject, text: INJECTED}"),
-    ) if with_rules else None
+    cfg = (
+        rules(
+            rule("bad-json", "{type: malformed_json, target: body}"),
+            rule("inject", "{type: inject, text: INJECTED}"),
+        )
+        if with_rules
+        else None
+    )
     proxy = brownout_proxy(cfg, on_exchange=seen)
     up = RawUpstream(ws_echo)
     with up.running():
@@ -269,11 +276,14 @@ def test_bodiless_responses_stay_bodiless_under_body_faults(brownout_proxy):
     up = RawUpstream(fixed(b""))
     with up.running():
         client = client_for(proxy)
-        for n, (method, raw, status) in enumerate([
-            ("GET", http_response(204, JSON_CT, b"", length=False, reason="No Content"), 204),
-            ("GET", http_response(304, JSON_CT, b"", length=False, reason="Not Modified"), 304),
-            ("HEAD", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 42\r\n\r\n", 200),
-        ], start=1):
+        for n, (method, raw, status) in enumerate(
+            [
+                ("GET", http_response(204, JSON_CT, b"", length=False, reason="No Content"), 204),
+                ("GET", http_response(304, JSON_CT, b"", length=False, reason="Not Modified"), 304),
+                ("HEAD", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 42\r\n\r\n", 200),
+            ],
+            start=1,
+        ):
             up.handler = fixed(raw)
             # Two requests on one connection: an invented body would corrupt the second response.
             for _ in range(2):
@@ -327,8 +337,9 @@ def test_1000_concurrent_streams(brownout_proxy):
     async def main() -> tuple[list[list[str]], float]:
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=0)
         timeout = httpx.Timeout(40.0, pool=40.0)
-        async with httpx.AsyncClient(proxy=proxy.proxy_url(), trust_env=False, limits=limits, timeout=timeout,
-                                     verify=False) as client:
+        async with httpx.AsyncClient(
+            proxy=proxy.proxy_url(), trust_env=False, limits=limits, timeout=timeout, verify=False
+        ) as client:
             all_open, opened = asyncio.Event(), [0]
             t0 = time.monotonic()
             results = await asyncio.gather(*(one(client, i, all_open, opened) for i in range(n)))

@@ -32,13 +32,19 @@ SEEDS = [yaml.safe_load(p.read_text()) for p in SEED_FILES]
 TOP_LEVEL = set(BrownoutConfig.model_fields)
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
 )
 # what a key can become: wrong types, out-of-range numbers, nested junk
-junk = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                    max_leaves=6)
-out_of_range = st.sampled_from([-1, -10**9, 0, 10**12, 1e308, -0.5, 1.5, 2**63, float("nan")])
+junk = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+out_of_range = st.sampled_from([-1, -(10**9), 0, 10**12, 1e308, -0.5, 1.5, 2**63, float("nan")])
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -98,7 +104,7 @@ def _check_error(err: ConfigError, *, validated: bool) -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_configs())
 def test_mutated_configs_fail_only_with_config_error_naming_the_field(case: tuple[Any, list[Any]]) -> None:
-    data, touched = case
+    data, _touched = case
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     try:
         parse_config(text, source="chaos.yaml")
@@ -113,8 +119,13 @@ def test_mutated_configs_fail_only_with_config_error_naming_the_field(case: tupl
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.text(max_size=200), st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
-                 junk.map(lambda v: yaml.safe_dump(v))))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
+        junk.map(lambda v: yaml.safe_dump(v)),
+    )
+)
 def test_random_yaml_never_crashes_validation(text: str) -> None:
     try:
         parse_config(text, source="chaos.yaml")
@@ -199,8 +210,9 @@ def bad_reloads(draw: st.DrawFn) -> str:
     return text + "\nnot_a_section: 1\n"  # it happened to stay valid: break it for sure
 
 
-def test_bad_hot_reload_keeps_the_last_good_config(upstream: Any, brownout_proxy: Any, tmp_path: Path,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_hot_reload_keeps_the_last_good_config(
+    upstream: Any, brownout_proxy: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "live.yaml"
     path.write_text(GOOD.replace("STATUS", "503"))
     proxy = brownout_proxy(path, upstream=upstream)

@@ -47,8 +47,11 @@ def internal_errors(handle: Any, component: str) -> float:
 def failure_logs(caplog: pytest.LogCaptureFixture, component: str) -> list[logging.LogRecord]:
     """Guard's first-failure records for `component` (later ones go to debug)."""
     return [
-        r for r in caplog.records
-        if r.name == "brownout.core.guard" and r.levelno >= logging.WARNING and f"brownout {component} failed" in r.getMessage()
+        r
+        for r in caplog.records
+        if r.name == "brownout.core.guard"
+        and r.levelno >= logging.WARNING
+        and f"brownout {component} failed" in r.getMessage()
     ]
 
 
@@ -82,7 +85,11 @@ def http_call(client: httpx.Client, base: str, path: str, headers: dict[str, str
 def agent_run(proxy: Any, upstream: Any, openai_client: Any, headers: dict[str, str] | None = None) -> list[Any]:
     """The agent's view of one LLM call (plain and streamed) and two tool API calls (JSON, SSE)."""
     via = proxy is not None
-    client = openai_client(proxy, upstream) if via else openai_client(None, upstream, http_client=httpx.Client(trust_env=False))
+    client = (
+        openai_client(proxy, upstream)
+        if via
+        else openai_client(None, upstream, http_client=httpx.Client(trust_env=False))
+    )
     out: list[Any] = [openai_chat(client, False), openai_chat(client, True)]
     with httpx.Client(proxy=proxy.proxy_url() if via else None, trust_env=False) as raw:
         out.append(http_call(raw, upstream.url, "/tools/weather?city=Oslo", headers))
@@ -141,8 +148,16 @@ def test_failing_span_builder_leaves_traffic_unaltered(upstream, brownout_proxy,
     assert_logged_once(caplog, "spans")
     # Metrics still saw every exchange: one failing step does not skip the next ones.
     registry = proxy.addon.pipeline.exporters.metrics.registry
-    assert sum(s.value for m in registry.collect() if m.name == "brownout_requests" for s in m.samples
-               if s.name == "brownout_requests_total") == 8
+    assert (
+        sum(
+            s.value
+            for m in registry.collect()
+            if m.name == "brownout_requests"
+            for s in m.samples
+            if s.name == "brownout_requests_total"
+        )
+        == 8
+    )
 
 
 def test_failing_plugin_exporter_leaves_traffic_unaltered(upstream, brownout_proxy, openai_client, direct, caplog):
@@ -161,7 +176,10 @@ def test_failing_plugin_exporter_leaves_traffic_unaltered(upstream, brownout_pro
     assert_logged_once(caplog, "exporter:exploding")
     # The built-in exporters beside it carried on.
     registry = proxy.addon.pipeline.exporters.metrics.registry
-    assert registry.get_sample_value("brownout_violations_total", {"invariant": "latency_budget", "severity": "error"}) == 8
+    assert (
+        registry.get_sample_value("brownout_violations_total", {"invariant": "latency_budget", "severity": "error"})
+        == 8
+    )
 
 
 def test_prometheus_exporter_failing_on_garbage_usage_leaves_traffic_unaltered(
@@ -201,8 +219,13 @@ def test_jsonl_on_a_full_disk_leaves_traffic_unaltered(upstream, brownout_proxy,
 
 @pytest.mark.parametrize(
     ("mode", "path"),
-    [("recognise", "/tools/weather?city=Oslo"), ("request", "/tools/weather?city=Oslo"),
-     ("response", "/tools/weather?city=Oslo"), ("stream", SSE), ("stream_end", SSE)],
+    [
+        ("recognise", "/tools/weather?city=Oslo"),
+        ("request", "/tools/weather?city=Oslo"),
+        ("response", "/tools/weather?city=Oslo"),
+        ("stream", SSE),
+        ("stream_end", SSE),
+    ],
 )
 def test_failing_wire_parser_leaves_traffic_unaltered(mode, path, upstream, brownout_proxy, caplog):
     seen, on_exchange = collect()

@@ -28,31 +28,65 @@ from tests.reliability.rawupstream import RawRequest, RawUpstream, chunked, gzip
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade"}
 
-CHAT = json.dumps({
-    "id": "chatcmpl-9", "object": "chat.completion", "model": "gpt-4o-mini",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "isolated"}, "finish_reason": "stop"}],
-}).encode()
-SSE = b"".join(b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"%d"}}]}\n\n' % i for i in range(5)) + b"data: [DONE]\n\n"
-NDJSON = b"".join(b'{"model":"llama3","message":{"role":"assistant","content":"%d"},"done":false}\n' % i for i in range(5)) \
+CHAT = json.dumps(
+    {
+        "id": "chatcmpl-9",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "isolated"}, "finish_reason": "stop"}],
+    }
+).encode()
+SSE = (
+    b"".join(b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"%d"}}]}\n\n' % i for i in range(5))
+    + b"data: [DONE]\n\n"
+)
+NDJSON = (
+    b"".join(b'{"model":"llama3","message":{"role":"assistant","content":"%d"},"done":false}\n' % i for i in range(5))
     + b'{"model":"llama3","done":true}\n'
+)
 BINARY = bytes(range(256)) * 300 + b"\x00\xff\r\n\r\n"
-ODD_HEADERS = [("X-Request-ID", "req_123"), ("x-ratelimit-remaining-requests", "99"), ("Set-Cookie", "a=1"),
-               ("Set-Cookie", "b=2"), ("X-Weird-Case", "  spaced value "), ("Server", "upstream/1.0")]
+ODD_HEADERS = [
+    ("X-Request-ID", "req_123"),
+    ("x-ratelimit-remaining-requests", "99"),
+    ("Set-Cookie", "a=1"),
+    ("Set-Cookie", "b=2"),
+    ("X-Weird-Case", "  spaced value "),
+    ("Server", "upstream/1.0"),
+]
 
 # path -> raw response (content-length, chunked and gzip framings; header case and order deliberate)
 RESPONSES: dict[str, bytes] = {
     "/v1/chat/completions": http_response(200, [("Content-Type", "application/json"), *ODD_HEADERS], CHAT),
-    "/sse": http_response(200, [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
-                                ("Transfer-Encoding", "chunked"), *ODD_HEADERS],
-                          chunked(*[SSE[i:i + 37] for i in range(0, len(SSE), 37)]), length=False),
-    "/api/chat": http_response(200, [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")],
-                               chunked(*NDJSON.splitlines(keepends=True)), length=False),
-    "/gzip": http_response(200, [("Content-Type", "application/json"), ("Content-Encoding", "gzip"),
-                                 ("Vary", "Accept-Encoding")], gzip_bytes(CHAT * 20)),
+    "/sse": http_response(
+        200,
+        [
+            ("Content-Type", "text/event-stream; charset=utf-8"),
+            ("Cache-Control", "no-cache"),
+            ("Transfer-Encoding", "chunked"),
+            *ODD_HEADERS,
+        ],
+        chunked(*[SSE[i : i + 37] for i in range(0, len(SSE), 37)]),
+        length=False,
+    ),
+    "/api/chat": http_response(
+        200,
+        [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")],
+        chunked(*NDJSON.splitlines(keepends=True)),
+        length=False,
+    ),
+    "/gzip": http_response(
+        200,
+        [("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")],
+        gzip_bytes(CHAT * 20),
+    ),
     "/binary": http_response(200, [("Content-Type", "application/octet-stream"), ("ETag", '"abc"')], BINARY),
     "/big": http_response(200, [("Content-Type", "application/octet-stream")], BINARY * 40),  # > 1m: streamed
-    "/error": http_response(429, [("Content-Type", "application/json"), ("Retry-After", "1")],
-                            b'{"error":{"type":"rate_limit_exceeded"}}', reason="Too Many Requests"),
+    "/error": http_response(
+        429,
+        [("Content-Type", "application/json"), ("Retry-After", "1")],
+        b'{"error":{"type":"rate_limit_exceeded"}}',
+        reason="Too Many Requests",
+    ),
 }
 
 
@@ -83,8 +117,16 @@ def read_response(sock: socket.socket) -> tuple[str, list[tuple[str, str]], byte
     return status, headers, body
 
 
-def exchange(host: str, port: int, target: str, upstream_port: int, *,
-             method: str = "GET", headers: list[tuple[str, str]] = (), body: bytes = b"") -> tuple[str, list, bytes]:
+def exchange(
+    host: str,
+    port: int,
+    target: str,
+    upstream_port: int,
+    *,
+    method: str = "GET",
+    headers: list[tuple[str, str]] = (),
+    body: bytes = b"",
+) -> tuple[str, list, bytes]:
     with socket.create_connection((host, port), timeout=10) as sock:
         head = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{upstream_port}", *[f"{k}: {v}" for k, v in headers]]
         if body or method == "POST":
@@ -122,8 +164,9 @@ def test_responses_are_forwarded_byte_for_byte(brownout_proxy, config):
         for path in RESPONSES:
             method, body = ("POST", b'{"model":"gpt-4o-mini","stream":true}') if path != "/binary" else ("GET", b"")
             direct = exchange("127.0.0.1", up.port, path, up.port, method=method, body=body)
-            proxied = exchange(proxy.host, proxy.port, f"http://127.0.0.1:{up.port}{path}", up.port,
-                               method=method, body=body)
+            proxied = exchange(
+                proxy.host, proxy.port, f"http://127.0.0.1:{up.port}{path}", up.port, method=method, body=body
+            )
             assert proxied[0] == direct[0], path  # status line, reason phrase included
             assert comparable(proxied[1]) == comparable(direct[1]), path  # names, case, order, values
             assert proxied[2] == direct[2], path  # body bytes (gzip stays compressed)
@@ -137,11 +180,20 @@ def test_requests_reach_the_upstream_unchanged(brownout_proxy):
     proxy = brownout_proxy(NO_MATCH_RULES)
     cred = base64.b64encode(b"run-7:").decode()
     requests = [
-        ("POST", "/v1/chat/completions?api-version=2024-01-01&key=abc", [
-            ("Content-Type", "application/json"), ("Authorization", "Bearer sk-secret"), ("X-Stainless-Retry-Count", "0"),
-            ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), ("Accept-Encoding", "gzip, br"),
-            ("X-Mixed-CASE", "Value"), ("Cookie", "session=1"),
-        ], json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "héllo \u2603"}]}).encode()),
+        (
+            "POST",
+            "/v1/chat/completions?api-version=2024-01-01&key=abc",
+            [
+                ("Content-Type", "application/json"),
+                ("Authorization", "Bearer sk-secret"),
+                ("X-Stainless-Retry-Count", "0"),
+                ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+                ("Accept-Encoding", "gzip, br"),
+                ("X-Mixed-CASE", "Value"),
+                ("Cookie", "session=1"),
+            ],
+            json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "héllo \u2603"}]}).encode(),
+        ),
         ("GET", "/tools/weather?city=Oslo&units=metric", [("Accept", "*/*"), ("User-Agent", "agent/1.0")], b""),
         ("PUT", "/binary", [("Content-Type", "application/octet-stream")], BINARY),
         ("DELETE", "/v1/files/file-1", [("X-Empty", "")], b""),
@@ -149,12 +201,18 @@ def test_requests_reach_the_upstream_unchanged(brownout_proxy):
     with RawUpstream(_serve).running() as up:
         for method, target, headers, body in requests:
             exchange("127.0.0.1", up.port, target, up.port, method=method, headers=headers, body=body)
-            exchange(proxy.host, proxy.port, f"http://127.0.0.1:{up.port}{target}", up.port, method=method,
-                     headers=[*headers, ("Proxy-Authorization", f"Basic {cred}"), ("Proxy-Connection", "keep-alive")],
-                     body=body)
+            exchange(
+                proxy.host,
+                proxy.port,
+                f"http://127.0.0.1:{up.port}{target}",
+                up.port,
+                method=method,
+                headers=[*headers, ("Proxy-Authorization", f"Basic {cred}"), ("Proxy-Connection", "keep-alive")],
+                body=body,
+            )
         seen = up.requests
     assert len(seen) == 2 * len(requests)
-    for direct, proxied in zip(seen[0::2], seen[1::2]):
+    for direct, proxied in zip(seen[0::2], seen[1::2], strict=True):
         assert (proxied.method, proxied.target, proxied.protocol) == (direct.method, direct.target, direct.protocol)
         assert comparable(proxied.headers) == comparable(direct.headers), direct.target
         assert proxied.body == direct.body, direct.target
@@ -170,26 +228,33 @@ def test_https_requests_and_responses_unchanged_through_the_tunnel(upstream_tls,
 
     proxy = brownout_proxy(NO_MATCH_RULES, upstream=upstream_tls)
     chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
-    calls = [("POST", "/v1/chat/completions", chat), ("POST", "/v1/chat/completions", {**chat, "stream": True}),
-             ("GET", "/tools/weather?city=Oslo", None)]
+    calls = [
+        ("POST", "/v1/chat/completions", chat),
+        ("POST", "/v1/chat/completions", {**chat, "stream": True}),
+        ("GET", "/tools/weather?city=Oslo", None),
+    ]
     headers = {"authorization": "Bearer sk-test", "x-custom": "1", "accept-encoding": "identity"}
     direct_ctx = ssl.create_default_context(cafile=upstream_tls.ca_pem_path)
     proxy_ctx = ssl.create_default_context(cafile=str(proxy.ca_bundle_path))
     answers = []
-    for client in (httpx.Client(trust_env=False, verify=direct_ctx),
-                   httpx.Client(trust_env=False, verify=proxy_ctx, proxy=proxy.proxy_url("run-1"))):
+    for client in (
+        httpx.Client(trust_env=False, verify=direct_ctx),
+        httpx.Client(trust_env=False, verify=proxy_ctx, proxy=proxy.proxy_url("run-1")),
+    ):
         with client:
             answers.append([client.request(m, upstream_tls.url + p, json=b, headers=headers) for m, p, b in calls])
-    for d, p in zip(*answers):
+    for d, p in zip(*answers, strict=True):
         # The mock mints ids per call, so bodies are compared byte for byte in the raw test above;
         # here: status and every header except the per-call ones.
         per_call = {"date", "content-length", "x-request-id"}
         assert p.status_code == d.status_code
-        assert [(k, v) for k, v in p.headers.multi_items() if k not in per_call | HOP_BY_HOP] == \
-               [(k, v) for k, v in d.headers.multi_items() if k not in per_call | HOP_BY_HOP]
+        assert [(k, v) for k, v in p.headers.multi_items() if k not in per_call | HOP_BY_HOP] == [
+            (k, v) for k, v in d.headers.multi_items() if k not in per_call | HOP_BY_HOP
+        ]
     seen = upstream_tls.requests_seen
     assert len(seen) == 2 * len(calls)
-    for d, p in zip(seen[: len(calls)], seen[len(calls):]):
+    for d, p in zip(seen[: len(calls)], seen[len(calls) :], strict=True):
         assert (p.method, p.path, p.body) == (d.method, d.path, d.body)
-        assert {k: v for k, v in p.headers.items() if k not in HOP_BY_HOP} == \
-               {k: v for k, v in d.headers.items() if k not in HOP_BY_HOP}
+        assert {k: v for k, v in p.headers.items() if k not in HOP_BY_HOP} == {
+            k: v for k, v in d.headers.items() if k not in HOP_BY_HOP
+        }

@@ -99,18 +99,30 @@ control: {{listen: "127.0.0.1:0", token: {TOKEN}}}
 
 def _traffic(proxy: Any, up: Any) -> None:
     verify = ssl.create_default_context(cafile=str(proxy.ca_bundle_path))
-    headers = {"api-key": PLANTED["api-key"], "x-goog-api-key": PLANTED["x-goog-api-key"],
-               "cookie": f"session={PLANTED['cookie']}"}
+    headers = {
+        "api-key": PLANTED["api-key"],
+        "x-goog-api-key": PLANTED["x-goog-api-key"],
+        "cookie": f"session={PLANTED['cookie']}",
+    }
     prompt = [{"role": "user", "content": f"{CONTENT_MARKER} my key is {PLANTED['prompt key']}, mail a@b.example"}]
-    oa = openai.OpenAI(base_url=f"{up.url}/v1", api_key=PLANTED["authorization"], max_retries=0,
-                       default_headers=headers,
-                       http_client=openai.DefaultHttpxClient(proxy=proxy.proxy_url(), verify=verify))
+    oa = openai.OpenAI(
+        base_url=f"{up.url}/v1",
+        api_key=PLANTED["authorization"],
+        max_retries=0,
+        default_headers=headers,
+        http_client=openai.DefaultHttpxClient(proxy=proxy.proxy_url(), verify=verify),
+    )
     with pytest.raises(openai.RateLimitError):  # the 429 fault
         oa.chat.completions.create(model="gpt-4o-mini", messages=prompt)
     oa.chat.completions.create(model="gpt-4o-mini", messages=prompt)
     list(oa.chat.completions.create(model="gpt-4o-mini", messages=prompt, stream=True))  # cut by the fault
-    an = anthropic.Anthropic(base_url=up.url, api_key=PLANTED["x-api-key"], max_retries=0, default_headers=headers,
-                             http_client=anthropic.DefaultHttpxClient(proxy=proxy.proxy_url(), verify=verify))
+    an = anthropic.Anthropic(
+        base_url=up.url,
+        api_key=PLANTED["x-api-key"],
+        max_retries=0,
+        default_headers=headers,
+        http_client=anthropic.DefaultHttpxClient(proxy=proxy.proxy_url(), verify=verify),
+    )
     an.messages.create(model="claude-sonnet-4-5", max_tokens=32, messages=prompt)
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, headers=headers) as client:
         url = f"{up.url}/v1beta/models/gemini-2.0-flash:generateContent?alt=json&key={PLANTED['query key']}"
@@ -171,18 +183,26 @@ def _leaks(artefacts: dict[str, bytes], values: dict[str, str]) -> list[str]:
     return [f"{what} in {name}" for name, data in artefacts.items() for what, v in values.items() if v.encode() in data]
 
 
-def test_planted_credentials_appear_in_no_artefact(tmp_path: Path, confdir: Path, upstream: Any, otlp_sink: OtlpSink,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_planted_credentials_appear_in_no_artefact(
+    tmp_path: Path, confdir: Path, upstream: Any, otlp_sink: OtlpSink, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     run = tmp_path / "run"
     run.mkdir()
     artefacts = _run(run, confdir, upstream, otlp_sink, capture_content=False)
     records = [r for r in caplog.records if _brownout_side(r)]
-    artefacts["captured log records"] = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in records).encode()
-    assert any(r.name.startswith("mitmproxy") for r in records) and any(r.name.startswith("brownout.proxy") for r in records)
+    artefacts["captured log records"] = "\n".join(
+        f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in records
+    ).encode()
+    assert any(r.name.startswith("mitmproxy") for r in records) and any(
+        r.name.startswith("brownout.proxy") for r in records
+    )
     # the run really exercised every exporter and invariant it is checked against
     assert otlp_sink.payloads, "no OTLP export received"
-    assert b"no_pii" in artefacts["violations.jsonl"] and b"openai_key in request body at offset" in artefacts["violations.jsonl"]
+    assert (
+        b"no_pii" in artefacts["violations.jsonl"]
+        and b"openai_key in request body at offset" in artefacts["violations.jsonl"]
+    )
     assert b"fired" in artefacts["decisions.jsonl"] and artefacts["exchanges.jsonl"].count(b"\n") >= 6
     assert b"brownout_violations_total" in artefacts["/metrics"]
     assert b"REDACTED" in artefacts["exchanges.jsonl"]  # the ?key= was there, blanked
@@ -231,11 +251,18 @@ def test_control_api_refuses_without_the_token_and_compares_in_constant_time(
 
     monkeypatch.setattr(proxy_control.hmac, "compare_digest", spy)
     config = tmp_path / "c.yaml"
-    config.write_text(f'exporters: {{prometheus: {{listen: "127.0.0.1:0"}}}}\ncontrol: {{listen: "127.0.0.1:0", token: {TOKEN}}}\n')
+    config.write_text(
+        f'exporters: {{prometheus: {{listen: "127.0.0.1:0"}}}}\ncontrol: {{listen: "127.0.0.1:0", token: {TOKEN}}}\n'
+    )
     with running_proxy(config, confdir=confdir) as handle:
         base = f"http://127.0.0.1:{handle.addon.control.port}"
         assert handle.addon.control.host == "127.0.0.1"
-        for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": TOKEN}, {"Authorization": f"Basic {TOKEN}"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer nope"},
+            {"Authorization": TOKEN},
+            {"Authorization": f"Basic {TOKEN}"},
+        ):
             assert httpx.get(f"{base}/status", headers=headers).status_code == 401
             assert httpx.post(f"{base}/faults/pause", headers=headers).status_code == 401
         assert handle.addon.faults.engine.paused is False  # no unauthorised request had an effect
@@ -245,8 +272,9 @@ def test_control_api_refuses_without_the_token_and_compares_in_constant_time(
     assert (b"nope", TOKEN.encode()) in calls and (TOKEN.encode(), TOKEN.encode()) in calls
 
 
-def test_control_api_without_a_token_answers_only_healthz(tmp_path: Path, confdir: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_control_api_without_a_token_answers_only_healthz(
+    tmp_path: Path, confdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("BROWNOUT_TOKEN", raising=False)
     config = tmp_path / "c.yaml"
     config.write_text('exporters: {prometheus: {listen: "127.0.0.1:0"}}\ncontrol: {listen: "127.0.0.1:0"}\n')
@@ -271,14 +299,18 @@ def test_everything_binds_to_loopback_by_default() -> None:
         assert inspect.signature(fn).parameters["listen"].default.startswith("127.0.0.1:")
 
 
-@pytest.mark.parametrize(("args", "warns"), [
-    (["--listen", "0.0.0.0:18080"], True),
-    (["--listen", "[::]:18080"], True),
-    (["--listen", "0.0.0.0:18080", "--set", "allow_hosts=api\\.openai\\.com"], False),
-    (["--listen", "127.0.0.1:18080"], False),
-])
-def test_run_on_a_public_interface_without_allow_hosts_warns(monkeypatch: pytest.MonkeyPatch, args: list[str],
-                                                             warns: bool) -> None:
+@pytest.mark.parametrize(
+    ("args", "warns"),
+    [
+        (["--listen", "0.0.0.0:18080"], True),
+        (["--listen", "[::]:18080"], True),
+        (["--listen", "0.0.0.0:18080", "--set", "allow_hosts=api\\.openai\\.com"], False),
+        (["--listen", "127.0.0.1:18080"], False),
+    ],
+)
+def test_run_on_a_public_interface_without_allow_hosts_warns(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], warns: bool
+) -> None:
     from click.testing import CliRunner
 
     from brownout.proxy import serve as proxy_serve

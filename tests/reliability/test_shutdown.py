@@ -32,8 +32,22 @@ exporters:
   jsonl: {{path: {tmp}/violations.jsonl}}
 control: {{enabled: false}}
 """)
-    cmd = [sys.executable, "-m", "brownout.proxy", "run", "--mode", f"reverse:{upstream.url}", "--listen", f"127.0.0.1:{port}",
-           "--confdir", str(tmp / "conf"), "-c", str(config), "--set", f"brownout_metrics_listen=127.0.0.1:{metrics}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "brownout.proxy",
+        "run",
+        "--mode",
+        f"reverse:{upstream.url}",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--confdir",
+        str(tmp / "conf"),
+        "-c",
+        str(config),
+        "--set",
+        f"brownout_metrics_listen=127.0.0.1:{metrics}",
+    ]
     log = open(tmp / "brownout.log", "wb")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     assert wait_http(port, "/ping", timeout_s=30), (tmp / "brownout.log").read_text()
@@ -42,12 +56,18 @@ control: {{enabled: false}}
 
 def _violations_counted(metrics_port: int) -> float:
     text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
-    return sum(s.value for fam in text_string_to_metric_families(text) if fam.name == "brownout_violations"
-               for s in fam.samples if s.name == "brownout_violations_total")
+    return sum(
+        s.value
+        for fam in text_string_to_metric_families(text)
+        if fam.name == "brownout_violations"
+        for s in fam.samples
+        if s.name == "brownout_violations_total"
+    )
 
 
-def test_sigterm_drains_in_flight_streams_flushes_spans_and_the_violation_log(tmp_path: Path, upstream: Any,
-                                                                              otlp_sink: OtlpSink) -> None:
+def test_sigterm_drains_in_flight_streams_flushes_spans_and_the_violation_log(
+    tmp_path: Path, upstream: Any, otlp_sink: OtlpSink
+) -> None:
     proc, port, metrics = _start(tmp_path, upstream, otlp_sink.url)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -99,7 +119,10 @@ def test_sigterm_with_an_unreachable_collector_stops_in_bounded_time(tmp_path: P
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False) as client:
             for _ in range(20):
-                assert client.post("/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": []}).status_code == 200
+                assert (
+                    client.post("/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": []}).status_code
+                    == 200
+                )
         sent_at = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0

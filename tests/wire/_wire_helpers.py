@@ -44,9 +44,7 @@ def sse(*events: Any, event_names: list[str | None] | None = None, sep: str = "\
     return "".join(out).encode()
 
 
-def stream_through(
-    fmt: ProviderFormat, ex: Exchange, body: bytes, *, ndjson: bool = False, seed: int = 7
-) -> Exchange:
+def stream_through(fmt: ProviderFormat, ex: Exchange, body: bytes, *, ndjson: bool = False, seed: int = 7) -> Exchange:
     """Feed `body` in random-sized chunks through a framer and the format's stream parser."""
     framer = NDJSONFramer() if ndjson else SSEFramer()
     parser = fmt.stream_parser(ex)

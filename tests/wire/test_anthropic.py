@@ -7,22 +7,41 @@ import json
 import anthropic
 import httpx2
 import pytest
-from tests.wire._wire_helpers import request, sse, stream_through
 
 from brownout.core.wire import by_provider
 from brownout.core.wire.framing import SSEFramer
+from tests.wire._wire_helpers import request, sse, stream_through
 
 WIRE = by_provider("anthropic")
 REQ = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 1024,
     "system": [{"type": "text", "text": "Be terse."}],
-    "tools": [{"name": "get_weather", "description": "w", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
-              {"type": "web_search_20250305", "name": "web_search"}],
+    "tools": [
+        {
+            "name": "get_weather",
+            "description": "w",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        {"type": "web_search_20250305", "name": "web_search"},
+    ],
     "messages": [
         {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Rome"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "sunny"}], "is_error": True}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Rome"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "sunny"}],
+                    "is_error": True,
+                }
+            ],
+        },
     ],
 }
 
@@ -38,36 +57,96 @@ def test_request() -> None:
 
 def test_vertex_raw_predict() -> None:
     body = {k: v for k, v in REQ.items() if k != "model"}
-    _, ex = request("/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict", body)
+    _, ex = request(
+        "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict",
+        body,
+    )
     assert ex.provider == "anthropic" and ex.model == "claude-sonnet-4-5@20250929" and ex.stream
 
 
 def test_response() -> None:
     fmt, ex = request("/v1/messages", REQ)
-    body = {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
-            "content": [{"type": "text", "text": "Checking "}, {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Rome"}}],
-            "stop_reason": "tool_use", "usage": {"input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 30}}
+    body = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [
+            {"type": "text", "text": "Checking "},
+            {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Rome"}},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 30},
+    }
     fmt.parse_response(ex, json.dumps(body).encode())
     assert ex.response_id == "msg_01" and ex.finish_reasons == ["tool_use"]
     assert (ex.usage.input_tokens, ex.usage.output_tokens) == (120, 30)
     assert ex.output_text == "Checking "
-    assert [(c.name, json.loads(c.arguments), c.id) for c in ex.tool_calls] == [("get_weather", {"city": "Rome"}, "toolu_2")]
+    assert [(c.name, json.loads(c.arguments), c.id) for c in ex.tool_calls] == [
+        ("get_weather", {"city": "Rome"}, "toolu_2")
+    ]
 
 
 def realistic_stream() -> bytes:
     partials = ['{"ci', 'ty": "Pa', 'ris", "uni', 'ts": "c"', "}"]
     events = [
-        ("message_start", {"type": "message_start", "message": {"id": "msg_S", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929", "content": [], "stop_reason": None, "usage": {"input_tokens": 472, "output_tokens": 2}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_S",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5-20250929",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 472, "output_tokens": 2},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
         ("ping", {"type": "ping"}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Okay, "}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "checking."}}),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Okay, "}},
+        ),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "checking."}},
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_S", "name": "get_weather", "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}}),
-        *[("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": p}}) for p in partials],
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": "toolu_S", "name": "get_weather", "input": {}},
+            },
+        ),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}},
+        ),
+        *[
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": p}},
+            )
+            for p in partials
+        ],
         ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 89}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 89},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
     return sse(*[e for _, e in events], event_names=[n for n, _ in events])
@@ -78,7 +157,9 @@ def test_stream_with_input_json_delta() -> None:
     stream_through(fmt, ex, realistic_stream())
     assert ex.parse_error is None and ex.stream_complete is True
     assert ex.output_text == "Okay, checking."
-    assert [(c.name, c.id, c.arguments) for c in ex.tool_calls] == [("get_weather", "toolu_S", '{"city": "Paris", "units": "c"}')]
+    assert [(c.name, c.id, c.arguments) for c in ex.tool_calls] == [
+        ("get_weather", "toolu_S", '{"city": "Paris", "units": "c"}')
+    ]
     assert (ex.usage.input_tokens, ex.usage.output_tokens) == (472, 89)
     assert ex.finish_reasons == ["tool_use"] and ex.response_id == "msg_S"
 
@@ -102,8 +183,12 @@ def client_for(status: int, headers: dict[str, str], body: bytes) -> anthropic.A
     def handler(req: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(status, headers=headers, content=body)
 
-    return anthropic.Anthropic(api_key="sk-ant-test", base_url="http://upstream.test", max_retries=0,
-                               http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    return anthropic.Anthropic(
+        api_key="sk-ant-test",
+        base_url="http://upstream.test",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    )
 
 
 CALL = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tests.wire._wire_helpers import request, sse, stream_through
-
 from brownout.core.wire import by_provider
 from brownout.core.wire.framing import SSEFramer
+from tests.wire._wire_helpers import request, sse, stream_through
 
 WIRE = by_provider("gemini")
 REQ = {
@@ -17,7 +16,13 @@ REQ = {
         {"role": "model", "parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}]},
         {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"temp": 21}}}]},
     ],
-    "tools": [{"functionDeclarations": [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]}],
+    "tools": [
+        {
+            "functionDeclarations": [
+                {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+            ]
+        }
+    ],
 }
 PATH = "/v1beta/models/gemini-2.5-flash:generateContent"
 STREAM_PATH = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
@@ -38,10 +43,24 @@ def test_request() -> None:
 
 def test_response_with_function_call() -> None:
     fmt, ex = request(PATH, REQ)
-    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Let me look."}, {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}]},
-                            "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 9, "totalTokenCount": 49},
-            "modelVersion": "gemini-2.5-flash", "responseId": "abc"}
+    body = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "Let me look."},
+                        {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}},
+                    ],
+                },
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 9, "totalTokenCount": 49},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "abc",
+    }
     fmt.parse_response(ex, json.dumps(body).encode())
     assert ex.output_text == "Let me look." and ex.finish_reasons == ["STOP"]
     assert [(c.name, json.loads(c.arguments)) for c in ex.tool_calls] == [("get_weather", {"city": "Lima"})]
@@ -52,10 +71,28 @@ def test_response_with_function_call() -> None:
 
 def chunks() -> list[dict[str, object]]:
     return [
-        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hola"}]}, "index": 0}], "usageMetadata": {"promptTokenCount": 40}, "modelVersion": "gemini-2.5-flash"},
-        {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}]}, "index": 0}]},
-        {"candidates": [{"content": {"role": "model", "parts": [{"text": "!"}]}, "finishReason": "STOP", "index": 0}],
-         "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 7, "totalTokenCount": 47}},
+        {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "Hola"}]}, "index": 0}],
+            "usageMetadata": {"promptTokenCount": 40},
+            "modelVersion": "gemini-2.5-flash",
+        },
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}],
+                    },
+                    "index": 0,
+                }
+            ]
+        },
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": "!"}]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 7, "totalTokenCount": 47},
+        },
     ]
 
 
@@ -78,7 +115,12 @@ def test_json_array_stream_parsed_whole() -> None:
 
 
 def test_error_bodies() -> None:
-    for status, rpc in ((429, "RESOURCE_EXHAUSTED"), (503, "UNAVAILABLE"), (500, "INTERNAL"), (400, "INVALID_ARGUMENT")):
+    for status, rpc in (
+        (429, "RESOURCE_EXHAUSTED"),
+        (503, "UNAVAILABLE"),
+        (500, "INTERNAL"),
+        (400, "INVALID_ARGUMENT"),
+    ):
         st, headers, body = WIRE.error_response(status)
         err = json.loads(body)["error"]
         assert st == status and err["code"] == status and err["status"] == rpc and err["message"]

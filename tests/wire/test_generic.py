@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from tests.wire._wire_helpers import request, stream_through
-
 from brownout.core.wire import GENERIC
 from brownout.core.wire.generic import tool_name_from_path
+from tests.wire._wire_helpers import request, stream_through
 
 
 def test_json_tool_api() -> None:

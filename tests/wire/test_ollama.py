@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.wire._wire_helpers import request, stream_through
-
 from brownout.core.wire import by_provider
 from brownout.core.wire.framing import NDJSONFramer
+from tests.wire._wire_helpers import request, stream_through
 
 WIRE = by_provider("ollama")
 REQ = {
     "model": "llama3.2",
-    "messages": [{"role": "user", "content": "weather?"}, {"role": "tool", "content": "rainy", "tool_name": "get_weather"}],
+    "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "tool", "content": "rainy", "tool_name": "get_weather"},
+    ],
     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
 }
 
@@ -35,10 +37,25 @@ def test_request_streams_by_default() -> None:
 def stream_lines() -> list[dict[str, object]]:
     return [
         {"model": "llama3.2", "created_at": "t", "message": {"role": "assistant", "content": "Let "}, "done": False},
-        {"model": "llama3.2", "created_at": "t", "message": {"role": "assistant", "content": "me check", "tool_calls": [
-            {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}, "done": False},
-        {"model": "llama3.2", "created_at": "t", "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": True,
-         "prompt_eval_count": 26, "eval_count": 12},
+        {
+            "model": "llama3.2",
+            "created_at": "t",
+            "message": {
+                "role": "assistant",
+                "content": "me check",
+                "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}],
+            },
+            "done": False,
+        },
+        {
+            "model": "llama3.2",
+            "created_at": "t",
+            "message": {"role": "assistant", "content": ""},
+            "done_reason": "stop",
+            "done": True,
+            "prompt_eval_count": 26,
+            "eval_count": 12,
+        },
     ]
 
 
@@ -58,7 +75,12 @@ def test_buffered_stream_body_and_single_body() -> None:
     fmt.parse_response(ex, ndjson(*stream_lines()))
     assert ex.output_text == "Let me check" and ex.usage.output_tokens == 12 and ex.streamed is False
     fmt, ex = request("/api/generate", {"model": "llama3.2", "prompt": "hi", "stream": False})
-    fmt.parse_response(ex, json.dumps({"model": "llama3.2", "response": "Hello", "done": True, "done_reason": "stop", "eval_count": 2}).encode())
+    fmt.parse_response(
+        ex,
+        json.dumps(
+            {"model": "llama3.2", "response": "Hello", "done": True, "done_reason": "stop", "eval_count": 2}
+        ).encode(),
+    )
     assert ex.output_text == "Hello" and ex.finish_reasons == ["stop"] and ex.stream_complete is None
 
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 
+from brownout.core.wire.openai import OpenAIFormat
 from tests.wire._wire_helpers import request, sse, stream_through
 
-from brownout.core.wire.openai import OpenAIFormat
-
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}},
+    },
 ]
 
 
@@ -19,8 +27,21 @@ def chat_request(**extra: object) -> dict[str, object]:
         "model": "gpt-4o",
         "messages": [
             {"role": "system", "content": "You are helpful."},
-            {"role": "user", "content": [{"type": "text", "text": "Weather in Paris "}, {"type": "text", "text": "and time?"}]},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Weather in Paris "}, {"type": "text", "text": "and time?"}],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_1", "content": "18C, cloudy"},
         ],
         "tools": TOOLS,
@@ -44,7 +65,10 @@ def test_chat_request() -> None:
     assert ex.model == "gpt-4o" and ex.stream is True
     assert [t.name for t in ex.tools_declared] == ["get_weather", "get_time"]
     assert ex.tools_declared[0].schema == TOOLS[0]["function"]["parameters"]
-    assert [(m.role, m.text) for m in ex.messages][:2] == [("system", "You are helpful."), ("user", "Weather in Paris and time?")]
+    assert [(m.role, m.text) for m in ex.messages][:2] == [
+        ("system", "You are helpful."),
+        ("user", "Weather in Paris and time?"),
+    ]
     assert len(ex.tool_results) == 1
     res = ex.tool_results[0]
     assert (res.call_id, res.content, res.name) == ("call_1", "18C, cloudy", "get_weather")
@@ -62,11 +86,32 @@ def test_azure_model_from_deployment() -> None:
 def test_chat_response_with_tool_calls() -> None:
     fmt, ex = request("/v1/chat/completions", chat_request())
     body = {
-        "id": "chatcmpl-abc", "object": "chat.completion", "created": 1, "model": "gpt-4o-2024-08-06",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
-            {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{\"tz\":\"CET\"}"}},
-        ]}}],
+        "id": "chatcmpl-abc",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "Checking.",
+                    "tool_calls": [
+                        {
+                            "id": "call_a",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                        },
+                        {
+                            "id": "call_b",
+                            "type": "function",
+                            "function": {"name": "get_time", "arguments": '{"tz":"CET"}'},
+                        },
+                    ],
+                },
+            }
+        ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 40, "total_tokens": 160},
     }
     fmt.parse_response(ex, json.dumps(body).encode())
@@ -93,20 +138,53 @@ def _split(text: str, n: int) -> list[str]:
 
 
 def parallel_tool_stream() -> tuple[bytes, dict[int, str]]:
-    args = {0: json.dumps({"city": "Paris", "units": "metric", "detail": "hourly forecast"}),
-            1: json.dumps({"tz": "Europe/Paris", "format": "24h"})}
+    args = {
+        0: json.dumps({"city": "Paris", "units": "metric", "detail": "hourly forecast"}),
+        1: json.dumps({"tz": "Europe/Paris", "format": "24h"}),
+    }
     base = {"id": "chatcmpl-s1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-2024-08-06"}
-    events: list[object] = [dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}])]
+    events: list[object] = [
+        dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}])
+    ]
     for idx, name in ((0, "get_weather"), (1, "get_time")):
-        events.append(dict(base, choices=[{"index": 0, "delta": {"tool_calls": [
-            {"index": idx, "id": f"call_{idx}", "type": "function", "function": {"name": name, "arguments": ""}}]}, "finish_reason": None}]))
+        events.append(
+            dict(
+                base,
+                choices=[
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": idx,
+                                    "id": f"call_{idx}",
+                                    "type": "function",
+                                    "function": {"name": name, "arguments": ""},
+                                }
+                            ]
+                        },
+                        "finish_reason": None,
+                    }
+                ],
+            )
+        )
     frags = {idx: _split(a, 10) for idx, a in args.items()}
     # Interleave the two calls' fragments, as parallel tool calls arrive.
     for i in range(max(len(f) for f in frags.values())):
         for idx in (0, 1):
             if i < len(frags[idx]):
-                events.append(dict(base, choices=[{"index": 0, "delta": {"tool_calls": [
-                    {"index": idx, "function": {"arguments": frags[idx][i]}}]}, "finish_reason": None}]))
+                events.append(
+                    dict(
+                        base,
+                        choices=[
+                            {
+                                "index": 0,
+                                "delta": {"tool_calls": [{"index": idx, "function": {"arguments": frags[idx][i]}}]},
+                                "finish_reason": None,
+                            }
+                        ],
+                    )
+                )
     events.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]))
     events.append(dict(base, choices=[], usage={"prompt_tokens": 80, "completion_tokens": 33, "total_tokens": 113}))
     events.append("[DONE]")
@@ -142,7 +220,9 @@ def test_is_terminal() -> None:
     fmt = OpenAIFormat()
     from brownout.core.wire.framing import SSEFramer
 
-    events = SSEFramer().feed(b"data: {\"x\":1}\n\ndata: [DONE]\n\nevent: response.completed\ndata: {\"type\":\"response.completed\"}\n\n")
+    events = SSEFramer().feed(
+        b'data: {"x":1}\n\ndata: [DONE]\n\nevent: response.completed\ndata: {"type":"response.completed"}\n\n'
+    )
     assert [fmt.is_terminal(e) for e in events] == [False, True, True]
 
 
@@ -151,15 +231,68 @@ def responses_stream() -> bytes:
     args = json.dumps({"city": "Oslo"})
     events: list[tuple[str, dict[str, object]]] = [
         ("response.created", {"type": "response.created", "sequence_number": 0, "response": resp}),
-        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "sequence_number": 1,
-                                        "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
-        ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Let me check.", "sequence_number": 2}),
-        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 1, "sequence_number": 3,
-                                        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_X", "name": "get_weather", "arguments": "", "status": "in_progress"}}),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "sequence_number": 1,
+                "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+            },
+        ),
+        (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": "Let me check.",
+                "sequence_number": 2,
+            },
+        ),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 1,
+                "sequence_number": 3,
+                "item": {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_X",
+                    "name": "get_weather",
+                    "arguments": "",
+                    "status": "in_progress",
+                },
+            },
+        ),
     ]
     for i, frag in enumerate(_split(args, 5)):
-        events.append(("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 1, "delta": frag, "sequence_number": 4 + i}))
-    events.append(("response.function_call_arguments.done", {"type": "response.function_call_arguments.done", "item_id": "fc_1", "output_index": 1, "arguments": args, "sequence_number": 20}))
+        events.append(
+            (
+                "response.function_call_arguments.delta",
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": "fc_1",
+                    "output_index": 1,
+                    "delta": frag,
+                    "sequence_number": 4 + i,
+                },
+            )
+        )
+    events.append(
+        (
+            "response.function_call_arguments.done",
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": "fc_1",
+                "output_index": 1,
+                "arguments": args,
+                "sequence_number": 20,
+            },
+        )
+    )
     done = dict(resp, status="completed", usage={"input_tokens": 50, "output_tokens": 12, "total_tokens": 62})
     events.append(("response.completed", {"type": "response.completed", "sequence_number": 21, "response": done}))
     return sse(*[e for _, e in events], event_names=[n for n, _ in events])
@@ -167,7 +300,9 @@ def responses_stream() -> bytes:
 
 def test_responses_request_and_function_call_stream() -> None:
     body = {
-        "model": "gpt-4.1", "stream": True, "instructions": "Be brief.",
+        "model": "gpt-4.1",
+        "stream": True,
+        "instructions": "Be brief.",
         "input": [
             {"role": "user", "content": "Weather in Oslo?"},
             {"type": "function_call", "call_id": "call_0", "name": "get_weather", "arguments": "{}"},
@@ -190,10 +325,17 @@ def test_responses_request_and_function_call_stream() -> None:
 
 def test_responses_non_stream() -> None:
     fmt, ex = request("/v1/responses", {"model": "gpt-4.1", "input": "hi"})
-    body = {"id": "resp_2", "object": "response", "model": "gpt-4.1", "status": "completed",
-            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello"}]},
-                       {"type": "function_call", "id": "fc", "call_id": "call_9", "name": "f", "arguments": "{\"a\":1}"}],
-            "usage": {"input_tokens": 3, "output_tokens": 2}}
+    body = {
+        "id": "resp_2",
+        "object": "response",
+        "model": "gpt-4.1",
+        "status": "completed",
+        "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello"}]},
+            {"type": "function_call", "id": "fc", "call_id": "call_9", "name": "f", "arguments": '{"a":1}'},
+        ],
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    }
     fmt.parse_response(ex, json.dumps(body).encode())
     assert ex.output_text == "Hello" and ex.tool_calls[0].id == "call_9"
     assert (ex.usage.input_tokens, ex.usage.output_tokens) == (3, 2)
@@ -202,18 +344,33 @@ def test_responses_non_stream() -> None:
 
 def test_embeddings_and_completions() -> None:
     fmt, ex = request("/v1/embeddings", {"model": "text-embedding-3-small", "input": "hello"})
-    fmt.parse_response(ex, json.dumps({"object": "list", "data": [], "model": "text-embedding-3-small", "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode())
+    fmt.parse_response(
+        ex,
+        json.dumps(
+            {
+                "object": "list",
+                "data": [],
+                "model": "text-embedding-3-small",
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        ).encode(),
+    )
     assert ex.model == "text-embedding-3-small" and ex.usage.input_tokens == 1 and ex.parse_error is None
     fmt, ex = request("/v1/completions", {"model": "gpt-3.5-turbo-instruct", "prompt": "Say hi", "stream": True})
-    body = sse({"id": "cmpl-1", "object": "text_completion", "choices": [{"text": "Hi", "index": 0, "finish_reason": None}]},
-               {"id": "cmpl-1", "object": "text_completion", "choices": [{"text": "!", "index": 0, "finish_reason": "stop"}]}, "[DONE]")
+    body = sse(
+        {"id": "cmpl-1", "object": "text_completion", "choices": [{"text": "Hi", "index": 0, "finish_reason": None}]},
+        {"id": "cmpl-1", "object": "text_completion", "choices": [{"text": "!", "index": 0, "finish_reason": "stop"}]},
+        "[DONE]",
+    )
     stream_through(fmt, ex, body)
     assert ex.output_text == "Hi!" and ex.finish_reasons == ["stop"] and ex.stream_complete
 
 
 def test_mid_stream_error_chunk() -> None:
     fmt, ex = request("/v1/chat/completions", chat_request(stream=True))
-    body = sse({"id": "c", "choices": [{"index": 0, "delta": {"content": "a"}}]},
-               {"error": {"message": "boom", "type": "server_error", "param": None, "code": "server_error"}})
+    body = sse(
+        {"id": "c", "choices": [{"index": 0, "delta": {"content": "a"}}]},
+        {"error": {"message": "boom", "type": "server_error", "param": None, "code": "server_error"}},
+    )
     stream_through(fmt, ex, body)
     assert ex.error_type == "server_error" and ex.error_message == "boom" and not ex.stream_complete

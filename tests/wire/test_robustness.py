@@ -33,7 +33,14 @@ TYPES = ["text_delta", "input_json_delta", "tool_use", "tool_result", "function_
          "content_block_start", "content_block_delta", "message_delta", "message_stop", "error", "2.0",
          "tools/call", "tools/list", "function"]  # fmt: skip
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False), st.sampled_from(TYPES), st.text(max_size=5))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False),
+    st.sampled_from(TYPES),
+    st.text(max_size=5),
+)
 json_values = st.recursive(
     scalars,
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)),
@@ -78,11 +85,23 @@ def exercise(fmt: ProviderFormat, body: bytes, operation: str | None = None) -> 
 
 
 GARBAGE = [
-    b"", b"   ", b"\xff\xfe\x00garbage", b"{", b"[", b'{"model": "gpt', b"null", b"42", b'"str"', b"[]",
-    b'{"jsonrpc": "2.0", "method": 5}', b"data: [DONE]\n\n", b"data: {\n\n", b"\x00" * 50,
+    b"",
+    b"   ",
+    b"\xff\xfe\x00garbage",
+    b"{",
+    b"[",
+    b'{"model": "gpt',
+    b"null",
+    b"42",
+    b'"str"',
+    b"[]",
+    b'{"jsonrpc": "2.0", "method": 5}',
+    b"data: [DONE]\n\n",
+    b"data: {\n\n",
+    b"\x00" * 50,
     b'{"messages": 5, "tools": "x", "choices": [1, null, {"delta": 3}]}',
     b'{"choices":[{"delta":{"tool_calls":[{"index":"0","function":{"arguments":7}}]}}]}',
-    "{\"text\": \"\udcff\"}".encode("utf-8", "surrogatepass"),
+    '{"text": "\udcff"}'.encode("utf-8", "surrogatepass"),
     b"[" * 100000,  # deep nesting: RecursionError inside json
 ]
 
@@ -94,7 +113,11 @@ def test_garbage_never_raises(fmt: ProviderFormat, body: bytes) -> None:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=json_values, which=st.integers(0, len(FORMATS) - 1), op=st.sampled_from([None, "responses", "text_completion", "tools/list"]))
+@given(
+    value=json_values,
+    which=st.integers(0, len(FORMATS) - 1),
+    op=st.sampled_from([None, "responses", "text_completion", "tools/list"]),
+)
 def test_fuzzed_json_never_raises(value: Any, which: int, op: str | None) -> None:
     fmt = FORMATS[which]
     exercise(fmt, json.dumps(value).encode(), op if fmt.provider in ("openai", "mcp") else None)

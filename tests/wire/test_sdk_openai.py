@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+
 import httpx2
 import openai
 import pytest
-from tests.wire._wire_helpers import request
 
 from brownout.core.wire import by_provider
 from brownout.core.wire.framing import SSEFramer
+from tests.wire._wire_helpers import request
 
 WIRE = by_provider("openai")
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -20,7 +21,9 @@ def client_for(status: int, headers: dict[str, str], body: bytes) -> openai.Open
         return httpx2.Response(status, headers=headers, content=body)
 
     return openai.OpenAI(
-        api_key="sk-test", base_url="http://upstream.test/v1", max_retries=0,
+        api_key="sk-test",
+        base_url="http://upstream.test/v1",
+        max_retries=0,
         http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
     )
 
@@ -41,7 +44,12 @@ def test_rate_limit_429() -> None:
     h = exc.response.headers
     assert h["retry-after"] == "3" and h["retry-after-ms"] == "2500"
     assert h["x-ratelimit-remaining-requests"] == "0" and h["x-ratelimit-reset-requests"] == "2.5s"
-    for name in ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"):
+    for name in (
+        "x-ratelimit-limit-requests",
+        "x-ratelimit-limit-tokens",
+        "x-ratelimit-remaining-tokens",
+        "x-ratelimit-reset-tokens",
+    ):
         assert name in h
     assert h["x-request-id"].startswith("req_") and exc.request_id == h["x-request-id"]
     # The SDK's own retry-after parser reads our headers as the intended delay.
