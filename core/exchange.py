@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DEFAULT_CAPTURE_MAX_BYTES",
     "Exchange",
     "FaultRecord",
     "Message",
@@ -18,7 +19,21 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
+    "cap_text",
 ]
+
+DEFAULT_CAPTURE_MAX_BYTES = 1 << 20  # 1 MiB of captured text per exchange field
+
+
+def cap_text(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` UTF-8 bytes, never splitting a character."""
+    # A character is at most 4 bytes, so short strings need no encoding at all.
+    if len(text) * 4 <= max_bytes:
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    return raw[:max_bytes].decode("utf-8", "ignore")
 
 
 @dataclass(slots=True)
@@ -32,6 +47,7 @@ class ToolCall:
     arguments: str = ""
     id: str | None = None
     index: int = 0
+    capped: bool = False  # `arguments` was cut at capture_max_bytes: not the whole text, not checkable
 
 
 @dataclass(slots=True)
@@ -111,8 +127,13 @@ class Exchange:
     path: str = "/"  # path and query, secrets in the query redacted
     client: str = ""  # client address "ip:port"
 
+    # How much text of each field below is kept (request body, messages, tool arguments and
+    # results, output text): set from the config when the exchange is created.
+    capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
+
     # What the request was, as recognised by a wire format.
-    provider: str = "http"  # openai, anthropic, gemini, ollama, mcp, http
+    provider: str = "http"  # the wire format's id: openai, anthropic, gemini, ollama, mcp, a plugin's, http
+    gen_ai_provider: str | None = None  # gen_ai.provider.name, stamped by the wire format
     operation: str = (
         "http"  # chat, responses, embeddings, text_completion, generate_content, tools/call, execute_tool, ...
     )
@@ -155,6 +176,20 @@ class Exchange:
     timings: Timings = field(default_factory=Timings)
     # Free-form per-component notes (decisions, relay info); never exported as-is.
     notes: dict[str, Any] = field(default_factory=dict)
+
+    def cap_captured(self) -> None:
+        """Cut every kept text field to capture_max_bytes (the wire formats call this after parsing)."""
+        limit = self.capture_max_bytes
+        self.request_body = cap_text(self.request_body, limit)
+        self.output_text = cap_text(self.output_text, limit)
+        for message in self.messages:
+            message.text = cap_text(message.text, limit)
+        for result in self.tool_results:
+            result.content = cap_text(result.content, limit)
+        for call in self.tool_calls:
+            capped = cap_text(call.arguments, limit)
+            if capped is not call.arguments and capped != call.arguments:
+                call.arguments, call.capped = capped, True
 
     @property
     def fault_injected(self) -> bool:

@@ -1,11 +1,20 @@
-"""Traffic first: every component call is contained, logged once, and counted."""
+"""Traffic first: every component call is contained, logged once, and counted, in one place.
+
+brownout's components (wire parsers, faults, invariants, exporters, plugins) run inside the
+agent's traffic. One `Guard` per proxy contains their exceptions: it counts them per
+component (what `/status` and `brownout_internal_errors_total` report), logs the first of each
+component with its traceback, and lets the exchange go on as if the component had done
+nothing. A strict guard (`Guard(strict=True)`, used by the tests) re-raises bugs instead, so a
+broken component fails a test rather than becoming a log line; expected outside failures (a
+busy port, an unreachable collector: `trace=False`) are never raised.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 __all__ = ["Guard"]
@@ -17,20 +26,30 @@ T = TypeVar("T")
 class Guard:
     """Runs component code so that its exceptions never reach the agent's traffic."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
         self.errors: Counter[str] = Counter()
-        self._lock = threading.Lock()  # the control API reads the counts from its own thread
+        self._lock = threading.Lock()  # the control API and exporter threads report through it too
         self.listeners: list[Callable[[str], None]] = []  # e.g. a Prometheus counter, added by exporters
 
     def failed(
-        self, component: str, exc: BaseException, context: str = "", *, level: int = logging.ERROR, trace: bool = True
+        self,
+        component: str,
+        exc: BaseException,
+        context: str = "",
+        *,
+        level: int = logging.ERROR,
+        trace: bool = True,
     ) -> None:
-        """Count a contained failure; log it (with its traceback unless `trace` is off) once per component."""
+        """Count a contained failure; log it once per component (with its traceback unless `trace` is off).
+
+        `trace=False` marks an expected outside failure (a busy port, a closed file): one log
+        line, and a strict guard does not raise it. Call it from an `except` block.
+        """
         with self._lock:
             self.errors[component] += 1
             first = self.errors[component] == 1
         if first:
-            # A traceback helps with a bug; an expected outside failure (a busy port) needs one line.
             log.log(
                 level,
                 "brownout %s failed (%s: %s); traffic continues",
@@ -40,24 +59,52 @@ class Guard:
                 exc_info=exc if trace else None,
             )
         else:
-            log.debug("brownout %s failed again: %r", component, exc)
+            log.debug("brownout %s failed again (%s): %r", component, context, exc)
         for listener in self.listeners:
             try:
                 listener(component)
-            except Exception:  # a broken listener must not recurse into failed()
+            except Exception:
                 log.debug("error listener failed", exc_info=True)
+        if self.strict and trace:
+            raise exc
 
     def snapshot(self) -> dict[str, int]:
         """A consistent copy of the counts, safe from any thread."""
         with self._lock:
             return dict(self.errors)
 
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.errors.values())
+
     def call(
-        self, component: str, fn: Callable[..., T], *args: object, default: T | None = None, context: str = ""
+        self,
+        component: str,
+        fn: Callable[..., T],
+        *args: object,
+        default: T | None = None,
+        context: str = "",
+        level: int = logging.ERROR,
     ) -> T | None:
         """fn(*args), or `default` when it raises."""
         try:
             return fn(*args)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - the one place component errors stop
+            self.failed(component, e, context, level=level)
+            return default
+
+    async def acall(
+        self,
+        component: str,
+        fn: Callable[..., Awaitable[T]],
+        *args: object,
+        default: T | None = None,
+        context: str = "",
+    ) -> T | None:
+        """await fn(*args), or `default` when it raises."""
+        try:
+            return await fn(*args)
+        except Exception as e:  # noqa: BLE001 - the one place component errors stop
             self.failed(component, e, context)
             return default

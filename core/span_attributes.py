@@ -22,8 +22,6 @@ __all__ = [
     "span_name",
 ]
 
-# brownout's provider ids -> gen_ai.provider.name (ollama and mcp are not in the spec list).
-_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini", "ollama": "ollama", "mcp": "mcp"}
 # Exchange.operation -> gen_ai.operation.name. The Responses API is a chat call for the semconv.
 _OPERATIONS = {
     "chat": "chat",
@@ -66,8 +64,8 @@ _MAX_PARAM_CHARS = 1024  # fault params (e.g. injected text) are brownout's own,
 
 
 def provider_name(exchange: Exchange) -> str | None:
-    """The gen_ai.provider.name for the exchange, or None for plain HTTP."""
-    return _PROVIDERS.get(exchange.provider)
+    """The gen_ai.provider.name for the exchange (its wire format's), or None for plain HTTP."""
+    return exchange.gen_ai_provider
 
 
 def operation_name(exchange: Exchange) -> str | None:

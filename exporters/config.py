@@ -1,4 +1,4 @@
-"""Config models for the `exporters:` and `control:` sections, and OTEL_* environment resolution."""
+"""Config models for the `exporters:` section, and OTEL_* environment resolution."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from brownout.core.config import Model, parse_listen
 
 __all__ = [
     "DEFAULT_MODEL_ALLOWLIST",
-    "ControlConfig",
     "ExportersConfig",
     "JsonlConfig",
+    "ListenConfig",
     "OtlpConfig",
     "OtlpSettings",
     "PrometheusConfig",
-    "parse_listen",
 ]
 
 # Globs for the model names people actually call; anything else is labelled "other" so a
@@ -44,20 +45,9 @@ DEFAULT_MODEL_ALLOWLIST: tuple[str, ...] = (
 )
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """'host:port' (IPv6 as '[::1]:9464') -> (host, port); raises ValueError naming the value."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host or int(port) > 65535:
-        raise ValueError(f"listen must be 'host:port', got {listen!r}")
-    return host.strip("[]"), int(port)
+class ListenConfig(Model):
+    """A section with a `listen: host:port` address, checked at load."""
 
-
-class _Model(BaseModel):
-    # Same contract as proxy.config.Model; duplicated so proxy.config can import us without a cycle.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _Listen(_Model):
     listen: str
 
     @field_validator("listen")
@@ -67,7 +57,7 @@ class _Listen(_Model):
         return v
 
 
-class PrometheusConfig(_Listen):
+class PrometheusConfig(ListenConfig):
     """`/metrics` for Prometheus."""
 
     enabled: bool = True
@@ -76,7 +66,7 @@ class PrometheusConfig(_Listen):
     max_models: int = Field(200, ge=1, description="Distinct model label values kept; later ones -> 'other'.")
 
 
-class OtlpConfig(_Model):
+class OtlpConfig(Model):
     """OTLP trace export; unset fields fall back to the standard OTEL_* variables."""
 
     enabled: bool | None = Field(None, description="None: on when an endpoint is set here or in OTEL_* env.")
@@ -159,7 +149,7 @@ def _parse_headers(raw: str) -> dict[str, str]:
     return out
 
 
-class JsonlConfig(_Model):
+class JsonlConfig(Model):
     """Append-only JSONL logs; each is off when its path is unset."""
 
     path: str | None = Field(None, description="Violation log, one record per line.")
@@ -168,24 +158,10 @@ class JsonlConfig(_Model):
     fsync: bool = Field(False, description="fsync after each line: survives power loss, costs a disk sync per record.")
 
 
-class ExportersConfig(_Model):
+class ExportersConfig(Model):
     """The `exporters:` section."""
 
     prometheus: PrometheusConfig = PrometheusConfig()
     otlp: OtlpConfig = OtlpConfig()
     jsonl: JsonlConfig = JsonlConfig()
     recent_violations: int = Field(1000, ge=0, description="Violations kept in memory for GET /violations.")
-
-
-class ControlConfig(_Listen):
-    """The `control:` section: the runtime control API."""
-
-    enabled: bool = True
-    listen: str = Field("127.0.0.1:8081", description="Loopback by default: the API can pause chaos.")
-    token: str | None = Field(None, description="Bearer token; prefer token_env so it stays out of files.")
-    token_env: str = Field("BROWNOUT_TOKEN", description="Environment variable holding the token.")
-
-    def resolve_token(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """The configured token, else the one in `token_env`; None means only /healthz answers."""
-        env = os.environ if environ is None else environ
-        return self.token or env.get(self.token_env) or None

@@ -2,7 +2,7 @@
 
 Order of use (see the README's integration notes):
 
-    hub = Exporters.from_config(config, guard)         # builds everything, binds nothing
+    hub = Exporters(config.exporters, guard=guard)      # builds everything, binds nothing
     builder = SpanBuilder(hub.tracer_provider)          # spans go to OTLP when configured
     engine.decisions.add_sink(hub.on_decision)
     hub.watch(sessions=..., rules=engine.active_rules)  # gauges read at scrape time
@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -36,13 +36,9 @@ from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from brownout.exporters.metrics import DecisionLike, Metrics
 from brownout.exporters.otlp import OtlpTracing
 
-__all__ = ["EXTRA_EXPORTERS", "Exporters", "ViolationRecord"]
+__all__ = ["Exporters", "ViolationRecord"]
 
 log = logging.getLogger(__name__)
-
-# Factories of extra exporters (proxy.plugins adds them): every hub calls each once, so a
-# rebuilt hub never shares an exporter with the one it replaced. See proxy.plugins for the API.
-EXTRA_EXPORTERS: list[Callable[[], Any]] = []
 
 
 class ViolationRecord(Protocol):
@@ -67,11 +63,21 @@ class Exporters:
         registry: CollectorRegistry | None = None,
         environ: Mapping[str, str] | None = None,
         span_exporter: SpanExporter | None = None,
+        extra: Sequence[Callable[[], Any]] = (),
+        providers: Iterable[str] | None = None,
     ) -> None:
+        """`extra`: factories of a config's plugin exporters; each hub calls each once, so a rebuilt
+        hub never shares an exporter with the one it replaced. `providers`: the config's wire formats
+        (the bounded values of the provider label)."""
         self.config = config or ExportersConfig()
         self.guard = guard or Guard()
         prom = self.config.prometheus
-        self.metrics = Metrics(registry=registry, model_allowlist=prom.model_allowlist, max_models=prom.max_models)
+        self.metrics = Metrics(
+            registry=registry,
+            model_allowlist=prom.model_allowlist,
+            max_models=prom.max_models,
+            **({} if providers is None else {"providers": providers}),
+        )
         # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
         self.guard.listeners.append(self.metrics.internal_error)
         self.metrics_server: Any = None
@@ -96,18 +102,10 @@ class Exporters:
         self.violation_log = self._writer(j.path)
         self.decision_log = self._writer(j.decisions_path)
         self.exchange_log = self._writer(j.exchanges_path)
-        self.extra: list[tuple[str, Any]] = []  # (name, exporter) from EXTRA_EXPORTERS
+        self.extra: list[tuple[str, Any]] = []  # (name, exporter) from the plugins' factories
         self.span_consumers = 0  # plugin span processors; OTLP counts separately (self.otlp)
-        for factory in EXTRA_EXPORTERS:
+        for factory in extra:
             self._add_extra(factory)
-
-    @classmethod
-    def from_config(cls, config: Any, guard: Guard | None = None, **kwargs: Any) -> Exporters:
-        """Build from a BrownoutConfig (its `exporters` section) or an ExportersConfig."""
-        section = getattr(config, "exporters", config)
-        if isinstance(section, Mapping):  # an untyped section (before proxy.config adopts ExportersConfig)
-            section = ExportersConfig.model_validate(section)
-        return cls(section, guard=guard, **kwargs)
 
     def _writer(self, path: str | None) -> JsonlWriter | None:
         if not path:
@@ -118,21 +116,19 @@ class Exporters:
 
     def _add_extra(self, factory: Callable[[], Any]) -> None:
         name = str(getattr(factory, "name", None) or getattr(factory, "__name__", None) or "extra")
-        try:
-            exporter = factory()
-            name = str(getattr(exporter, "name", None) or name)
-            if isinstance(exporter, SpanProcessor):
-                self.add_span_processor(exporter)
-        except Exception as e:  # a broken plugin costs its own exporter, not brownout's start
-            self.guard.failed(f"exporter:{name}", e, "creating the exporter")
-            return
-        self.extra.append((name, exporter))
+        # A broken plugin costs its own exporter, not brownout's start.
+        exporter = self.guard.call(f"exporter:{name}", self._create, factory, context="creating the exporter")
+        if exporter is not None:
+            self.extra.append((str(getattr(exporter, "name", None) or name), exporter))
+
+    def _create(self, factory: Callable[[], Any]) -> Any:
+        exporter = factory()
+        if isinstance(exporter, SpanProcessor):
+            self.add_span_processor(exporter)
+        return exporter
 
     def _contain(self, name: str, fn: Callable[..., object], *args: object, level: int = logging.ERROR) -> None:
-        try:
-            fn(*args)
-        except Exception as e:
-            self.guard.failed(f"exporter:{name}", e, getattr(fn, "__name__", ""), level=level)
+        self.guard.call(f"exporter:{name}", fn, *args, context=getattr(fn, "__name__", ""), level=level)
 
     def _fan_out(self, method: str, *args: object) -> None:
         for name, exporter in self.extra:

@@ -17,16 +17,17 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disab
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from brownout.core import wire
+from brownout.core.config import parse_listen
 from brownout.core.exchange import Exchange
 from brownout.core.span_attributes import operation_name, provider_name
-from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST, parse_listen
+from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 
 __all__ = [
     "DURATION_BUCKETS",
     "GENAI_DURATION_BUCKETS",
     "GENAI_TOKEN_BUCKETS",
     "OPERATIONS",
-    "PROVIDERS",
     "Metrics",
 ]
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 # `_created` series double the series count and nobody graphs them.
 disable_created_metrics()
 
-PROVIDERS = frozenset({"openai", "anthropic", "gemini", "ollama", "mcp", "http"})
 OPERATIONS = frozenset(
     {
         "chat",
@@ -103,18 +103,17 @@ def _version() -> str:
 
 
 class _GaugeSource(Collector):
-    """Gauges read at scrape time from a callback, or from values set by hand when none is given."""
+    """Gauges read at scrape time from a callback (see Metrics.watch); 0 / no series without one."""
 
     def __init__(self, name: str, doc: str, label: str | None) -> None:
         self.name, self.doc, self.label = name, doc, label
-        self.values: dict[str, float] = {}
         self.source: Callable[[], Any] | None = None
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return [GaugeMetricFamily(self.name, self.doc, labels=[self.label] if self.label else None)]
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        values: Mapping[str, float] = dict(self.values)  # a copy: the event loop may add rules meanwhile
+        values: Mapping[str, float] = {}
         if self.source is not None:
             try:
                 got = self.source()
@@ -140,8 +139,10 @@ class Metrics:
         model_allowlist: Iterable[str] = DEFAULT_MODEL_ALLOWLIST,
         max_models: int = 200,
         version: str | None = None,
+        providers: Iterable[str] = wire.BUILTIN.providers,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._providers = frozenset(providers)  # the config's wire formats: a bounded label set
         self._allow = tuple(model_allowlist)
         self._max_models = max_models
         self._models: dict[str, str] = {}
@@ -228,9 +229,8 @@ class Metrics:
                 self._models[model] = label
         return label
 
-    @staticmethod
-    def provider_label(provider: str) -> str:
-        return provider if provider in PROVIDERS else "other"
+    def provider_label(self, provider: str) -> str:
+        return provider if provider in self._providers else "other"
 
     @staticmethod
     def operation_label(operation: str) -> str:
@@ -285,12 +285,6 @@ class Metrics:
     def export_dropped(self, exporter: str, n: int = 1) -> None:
         if n > 0:
             self.dropped.labels(exporter).inc(n)
-
-    def set_sessions_active(self, n: int) -> None:
-        self.sessions_active.values[""] = float(n)
-
-    def set_rule_active(self, rule: str, active: bool) -> None:
-        self.rule_active.values[rule] = 1.0 if active else 0.0
 
     def watch(
         self,

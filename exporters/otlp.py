@@ -1,24 +1,23 @@
 """OTLP trace export: a TracerProvider whose lost spans are counted and whose shutdown is bounded.
 
-An unreachable collector must cost brownout nothing but a counter: spans are batched on the
-SDK's worker thread, the queue is bounded (overflow is counted), failed exports are counted,
-and shutdown gives up after a few seconds instead of the SDK's 30 s.
+An unreachable collector must cost brownout nothing but a counter: spans are batched on a
+worker thread (exporters/batch.py), the queue is bounded (overflow is counted), failed exports
+are counted, and shutdown gives up after a few seconds instead of the SDK's 30 s.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from brownout.exporters.batch import BoundedBatchProcessor
 from brownout.exporters.config import OtlpSettings
 
-__all__ = ["CountingBatchSpanProcessor", "CountingSpanExporter", "OtlpTracing", "make_span_exporter"]
+__all__ = ["CountingSpanExporter", "OtlpTracing", "make_span_exporter"]
 
 log = logging.getLogger(__name__)
 
@@ -50,31 +49,6 @@ class CountingSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
-
-
-class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """A BatchSpanProcessor that counts the spans its bounded queue pushes out.
-
-    SDK 1.45's BatchProcessor.emit() appends to a deque(maxlen=max_queue_size): when it is
-    full, the oldest span silently falls off the other end (only a warning is logged). We
-    look at the queue before emitting and count that loss; spans offered after shutdown are
-    counted too. The private attributes are read defensively so an SDK change degrades to
-    "not counted", never to an exception on the request path.
-    """
-
-    def __init__(self, exporter: SpanExporter, on_dropped: DropCounter, **kwargs: int) -> None:
-        super().__init__(exporter, **kwargs)
-        self._on_dropped = on_dropped
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if span.context is not None and span.context.trace_flags.sampled:
-            batch = getattr(self, "_batch_processor", None)
-            queue = getattr(batch, "_queue", None)
-            if getattr(batch, "_shutdown", False) or (
-                queue is not None and len(queue) >= getattr(batch, "_max_queue_size", float("inf"))
-            ):
-                self._on_dropped(1)
-        super().on_end(span)
 
 
 def make_span_exporter(settings: OtlpSettings) -> SpanExporter:
@@ -112,7 +86,7 @@ class OtlpTracing:
         if resource.attributes.get(SERVICE_NAME, "unknown_service").startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: "brownout"}))
         self.exporter = CountingSpanExporter(exporter or make_span_exporter(settings), on_dropped)
-        self.processor = CountingBatchSpanProcessor(
+        self.processor = BoundedBatchProcessor(
             self.exporter,
             on_dropped,
             max_queue_size=settings.max_queue_size,
@@ -128,23 +102,8 @@ class OtlpTracing:
         if self._closed:
             return True
         self._closed = True
-        deadline = time.monotonic() + timeout_s
-
-        def _close() -> None:
-            try:
-                self.provider.force_flush(timeout_millis=int(timeout_s * 1000))
-                self.provider.shutdown()
-            except Exception:
-                log.debug("OTLP shutdown failed", exc_info=True)
-
-        # force_flush ignores its timeout in SDK 1.45 and an export may retry until its own
-        # timeout: run both on a daemon thread and stop waiting at the deadline.
-        worker = threading.Thread(target=_close, name="brownout-otlp-shutdown", daemon=True)
-        worker.start()
-        worker.join(max(0.0, deadline - time.monotonic()))
-        if worker.is_alive():
-            queued = len(getattr(getattr(self.processor, "_batch_processor", None), "_queue", ()))
-            # The worker keeps going as a daemon; its failed exports are still counted.
-            log.warning("OTLP shutdown timed out after %.1fs with %d spans queued", timeout_s, queued)
-            return False
-        return True
+        # Bounded: an export that retries until its own timeout keeps going on its daemon thread
+        # (its failure is still counted); spans still queued at the deadline are counted as dropped.
+        self.processor.shutdown(timeout_s)
+        self.provider.shutdown()  # the processor is already down: returns at once
+        return self.processor.queued == 0 and not self.processor.exporting

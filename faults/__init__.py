@@ -1,13 +1,14 @@
 """The fault catalogue: one module per fault type, registered here by hand.
 
-Adding a fault = one module + one line in `FAULTS` + tests/faults/test_<type>.py + a README
-section; tests/faults/test_registry.py checks the last two.
+Adding a fault = one module + one line in `FAULTS` + tests/faults/test_<type>.py + a section in
+docs/faults.md; tests/faults/test_registry.py checks the last two.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
+from brownout.core.registry import build_registry
 from brownout.faults.base import Fault, FaultParams
 from brownout.faults.empty import EmptyFault
 from brownout.faults.hang import HangFault
@@ -20,7 +21,7 @@ from brownout.faults.stall import StallFault
 from brownout.faults.throttle import ThrottleFault
 from brownout.faults.truncate import TruncateFault
 
-__all__ = ["FAULTS", "REGISTRY", "build_registry", "create", "params_types"]
+__all__ = ["FAULTS", "REGISTRY", "create"]
 
 FAULTS: tuple[type[Fault], ...] = (
     LatencyFault,
@@ -35,29 +36,10 @@ FAULTS: tuple[type[Fault], ...] = (
     InjectFault,
 )
 
-
-def build_registry(classes: Iterable[type[Fault]]) -> dict[str, type[Fault]]:
-    """Map type names to fault classes; a duplicate or mismatched name fails loudly."""
-    registry: dict[str, type[Fault]] = {}
-    for cls in classes:
-        name = cls.type
-        if name in registry:
-            raise ValueError(f"duplicate fault type {name!r}: {registry[name].__name__} and {cls.__name__}")
-        literal = cls.Params.model_fields["type"].annotation
-        if getattr(literal, "__args__", None) != (name,):
-            raise ValueError(f"{cls.__name__}.Params.type must be Literal[{name!r}]")
-        registry[name] = cls
-    return registry
+# The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.
+REGISTRY: Mapping[str, type[Fault]] = build_registry("fault", FAULTS, "Params")
 
 
-REGISTRY: dict[str, type[Fault]] = build_registry(FAULTS)
-
-
-def params_types() -> tuple[type[FaultParams], ...]:
-    """Every fault's Params model, for the config's discriminated union on `type`."""
-    return tuple(cls.Params for cls in REGISTRY.values())
-
-
-def create(params: FaultParams) -> Fault:
+def create(params: FaultParams, registry: Mapping[str, type[Fault]] = REGISTRY) -> Fault:
     """The fault instance for validated params."""
-    return REGISTRY[params.type](params)  # type: ignore[attr-defined]
+    return registry[params.type](params)  # type: ignore[attr-defined]

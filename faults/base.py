@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
+from brownout.core.config import Model
 from brownout.core.exchange import Exchange
 from brownout.core.wire.base import StreamEvent, WireFormat
 
@@ -42,10 +41,8 @@ __all__ = [
 ]
 
 
-class FaultParams(BaseModel):
+class FaultParams(Model):
     """Base of every fault's parameters: `type` selects the fault; the rest is its schema."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,10 +1,11 @@
 """Rule configuration: match + fault + schedule, validated once at load.
 
-The `fault` field dispatches on `type` through `faults.REGISTRY` at validation time (looked
-up lazily, so this module never imports the fault modules and tests can register
-stand-ins). An unknown or missing `type` is an error that lists the valid types; a known
-type is validated by that fault's `Params` model, so errors carry the nested field path
-(`rules.0.fault.delay_ms`).
+The `fault` field dispatches on `type` through the fault types of the config being validated:
+the built-ins, plus its plugins' when the validation context carries them (`fault_types`; see
+`brownout.core.config.context_value`). An unknown or missing `type` is an error that lists the
+valid types; a known type is validated by that fault's `Params` model, so errors carry the
+nested field path (`rules.0.fault.delay_ms`). `match.provider` likewise names one of the
+config's wire formats (`providers`).
 
 A rule may omit `fault` only when its schedule has a `quota`: it then answers the
 provider's own 429 (with `retry-after` set to the seconds left in the quota minute) once
@@ -21,50 +22,47 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
-    ConfigDict,
     Field,
     SerializeAsAny,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from brownout.core import wire
+from brownout.core.config import Model, context_value
+from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultParams
 
 __all__ = [
-    "PROVIDERS",
     "MatchConfig",
     "QuotaConfig",
     "RuleConfig",
     "Rules",
     "ScheduleConfig",
-    "fault_registry",
+    "fault_types",
     "unique_rule_names",
 ]
 
-PROVIDERS = ("openai", "anthropic", "gemini", "ollama", "mcp", "http")
+
+def fault_types(info: ValidationInfo) -> Mapping[str, type[Fault]]:
+    """The fault types the config being validated knows (built-ins unless its context says more)."""
+    types: Mapping[str, type[Fault]] = context_value(info, "fault_types", REGISTRY)
+    return types
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def fault_registry() -> Mapping[str, type[Fault]]:
-    """The live fault registry (type name -> Fault subclass); empty when none is defined."""
-    from brownout import faults  # lazy: faults/__init__ imports every fault module
-
-    registry = getattr(faults, "REGISTRY", None)
-    return registry if registry is not None else {}
-
-
-class MatchConfig(_Model):
+class MatchConfig(Model):
     """Which exchanges a rule applies to; every given field must match (globs are fnmatch)."""
 
     host: str | None = Field(None, description="Glob over the upstream host (case-insensitive).")
     path: str | None = Field(None, description="Glob over the request path, query string excluded.")
     method: str | None = Field(None, description="HTTP method, exact (case-insensitive).")
-    provider: Literal["openai", "anthropic", "gemini", "ollama", "mcp", "http"] | None = None
+    provider: str | None = Field(
+        None,
+        description="A wire format: openai, anthropic, gemini, ollama, mcp, http (everything else), or a plugin's.",
+        json_schema_extra={"examples": list(wire.BUILTIN.providers)},
+    )
     operation: str | None = Field(None, description="Operation, exact: chat, responses, embeddings, tools/call, ...")
     model: str | None = Field(None, description="Glob over the requested model.")
     tool: str | None = Field(
@@ -76,6 +74,14 @@ class MatchConfig(_Model):
     session: str | None = Field(None, description="Glob over the session id.")
     mcp_method: str | None = Field(None, description="Glob over the MCP JSON-RPC method (tools/call, ...).")
 
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, v: str | None, info: ValidationInfo) -> str | None:
+        known = context_value(info, "providers", wire.BUILTIN.providers)
+        if v is not None and v not in known:
+            raise ValueError(f"unknown provider {v!r}; known: {', '.join(known)}")
+        return v
+
     @field_validator("header")
     @classmethod
     def _lower_names(cls, v: dict[str, str]) -> dict[str, str]:
@@ -83,7 +89,7 @@ class MatchConfig(_Model):
         return {k.lower(): g for k, g in v.items()}
 
 
-class QuotaConfig(_Model):
+class QuotaConfig(Model):
     """A per-minute quota; once exceeded the rule answers 429 until the minute ends."""
 
     requests_per_min: int | None = Field(None, ge=1)
@@ -96,7 +102,7 @@ class QuotaConfig(_Model):
         return self
 
 
-class ScheduleConfig(_Model):
+class ScheduleConfig(Model):
     """When a matching exchange gets the fault; the defaults fire on every match."""
 
     probability: float = Field(1.0, ge=0.0, le=1.0)
@@ -129,10 +135,10 @@ class ScheduleConfig(_Model):
         return None if self.starts_at is None else datetime.timestamp(self.starts_at)
 
 
-def _validate_fault(value: Any) -> FaultParams | None:
+def _validate_fault(value: Any, info: ValidationInfo) -> FaultParams | None:
     if value is None or isinstance(value, FaultParams):
         return value
-    registry = fault_registry()
+    registry = fault_types(info)
     valid = ", ".join(sorted(registry)) or "(none registered)"
     if not isinstance(value, Mapping):
         raise PydanticCustomError(
@@ -147,10 +153,10 @@ def _validate_fault(value: Any) -> FaultParams | None:
             "fault_type", "unknown fault type {kind}; valid types: {valid}", {"kind": repr(kind), "valid": valid}
         )
     # A nested ValidationError keeps its field locations under `fault`.
-    return cls.Params.model_validate(dict(value))
+    return cls.Params.model_validate(dict(value), context=info.context)
 
 
-class RuleConfig(_Model):
+class RuleConfig(Model):
     """One chaos rule: which exchanges (match), what happens (fault), and when (schedule)."""
 
     name: str = Field(min_length=1)
@@ -162,25 +168,24 @@ class RuleConfig(_Model):
 
     @field_validator("fault", mode="before")
     @classmethod
-    def _fault(cls, value: Any) -> FaultParams | None:
-        return _validate_fault(value)
+    def _fault(cls, value: Any, info: ValidationInfo) -> FaultParams | None:
+        return _validate_fault(value, info)
 
     @model_validator(mode="after")
-    def _fault_or_quota(self) -> RuleConfig:
+    def _fault_or_quota(self, info: ValidationInfo) -> RuleConfig:
         if self.fault is None and self.schedule.quota is None:
-            valid = ", ".join(sorted(fault_registry())) or "(none registered)"
+            valid = ", ".join(sorted(fault_types(info))) or "(none registered)"
             raise ValueError(f"rule {self.name!r} needs a fault (valid types: {valid}) unless schedule.quota is set")
-        self._check_response_stage()
+        self._check_response_stage(info)
         return self
 
-    def _check_response_stage(self) -> None:
+    def _check_response_stage(self, info: ValidationInfo) -> None:
         # On an LLM provider a `tool` match is decided from the response (the tool the model
         # calls): a fault that acts before the response would be recorded yet do nothing.
-        if self.match.tool is None or self.match.provider not in {"openai", "anthropic", "gemini", "ollama"}:
+        llm = context_value(info, "llm_providers", wire.BUILTIN.llm_providers)
+        if self.match.tool is None or self.match.provider not in llm:
             return
-        from brownout.faults.base import Fault
-
-        cls = fault_registry().get(self.fault_type)
+        cls = fault_types(info).get(self.fault_type)
         edits_body = cls is not None and (
             cls.edit_body is not Fault.edit_body or cls.stream_editor is not Fault.stream_editor
         )

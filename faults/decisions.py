@@ -1,26 +1,22 @@
-"""The decision log: one record per (exchange, matching rule), kept, fanned out and written.
+"""The decision log: one record per (exchange, matching rule), kept and fanned out.
 
-Sinks are plain callables taking a `Decision`; the exporters register theirs (a JSONL file,
-Prometheus counters). A sink that raises is counted in `sink_errors` and logged once per
-sink; the caller (the request path) never sees the exception.
+Sinks are plain callables taking a `Decision`; the exporters register theirs (the JSONL
+decision log, Prometheus counters). A sink that raises is contained by the guard (component
+"decisions"); the caller (the request path) never sees the exception.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from brownout.core.guard import Guard
 from brownout.faults.schedule import OUTCOMES
 
 __all__ = ["Decision", "DecisionLog", "DecisionSink"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,21 +48,15 @@ DecisionSink = Callable[[Decision], None]
 
 
 class DecisionLog:
-    """Keeps the last `ring_size` decisions, calls sinks, and optionally appends JSONL to `path`."""
+    """Keeps the last `ring_size` decisions and calls the sinks with each."""
 
-    def __init__(self, *, ring_size: int | None = 1000, path: str | Path | None = None) -> None:
+    def __init__(self, *, ring_size: int | None = 1000, guard: Guard | None = None) -> None:
         if ring_size is not None and ring_size < 0:
             raise ValueError(f"ring_size must be >= 0, got {ring_size}")
         self._ring: deque[Decision] | None = deque(maxlen=ring_size) if ring_size else None
         self._sinks: list[DecisionSink] = []
-        self._file: IO[str] | None = None
-        self._lock = threading.Lock()  # the file may be written from relay threads too
+        self.guard = guard if guard is not None else Guard()
         self.counts: Counter[str] = Counter(dict.fromkeys(OUTCOMES, 0))
-        self.sink_errors: Counter[str] = Counter()
-        self.path = Path(path) if path is not None else None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8")
 
     def add_sink(self, sink: DecisionSink) -> None:
         self._sinks.append(sink)
@@ -75,30 +65,12 @@ class DecisionLog:
         self._sinks.remove(sink)
 
     def record(self, decision: Decision) -> None:
-        """Keep, write and fan out one decision; never raises."""
+        """Keep and fan out one decision; a failing sink is contained by the guard."""
         self.counts[decision.outcome] += 1
         if self._ring is not None:
             self._ring.append(decision)
-        if self._file is not None:
-            try:
-                with self._lock:
-                    self._file.write(decision.to_json() + "\n")
-                    self._file.flush()  # per line: a crash loses at most the line being written
-            except (OSError, ValueError) as e:
-                self._sink_failed("file", e)
         for sink in self._sinks:
-            try:
-                sink(decision)
-            except Exception as e:  # a broken sink must not touch traffic
-                self._sink_failed(getattr(sink, "__qualname__", repr(sink)), e)
-
-    def _sink_failed(self, name: str, exc: BaseException) -> None:
-        first = not self.sink_errors[name]
-        self.sink_errors[name] += 1
-        if first:
-            log.error("decision sink %s failed (counted; further failures logged at debug)", name, exc_info=exc)
-        else:
-            log.debug("decision sink %s failed again: %s", name, exc)
+            self.guard.call("decisions", sink, decision, context=getattr(sink, "__qualname__", repr(sink)))
 
     def recent(self) -> list[Decision]:
         """The kept decisions, oldest first."""
@@ -113,10 +85,3 @@ class DecisionLog:
     def clear(self) -> None:
         if self._ring is not None:
             self._ring.clear()
-
-    def close(self) -> None:
-        """Close the JSONL file (idempotent)."""
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None

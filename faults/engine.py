@@ -3,8 +3,9 @@
 `plan(exchange, wire)` runs on every request: rules are compiled at load (globs to regexes,
 schedules to counters), so an exchange no rule matches costs one cheap check per rule and
 gets the shared `EMPTY_PLAN`. Rules are evaluated in config order; every match is a
-recorded `Decision`. A fault that raises is counted in `internal_errors` (keyed
-"fault:<type>") and logged once; the exchange then proceeds as if it had not fired.
+recorded `Decision`. A fault that raises is contained by the engine's guard (counted as
+"fault:<type>", logged once; raised by a strict guard); the exchange then proceeds as if it
+had not fired.
 
 Threading: all methods are meant for the proxy's event-loop thread (no locks on counters).
 
@@ -26,25 +27,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from brownout.core import wire
 from brownout.core.exchange import Exchange, FaultRecord
+from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
+from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
-from brownout.faults.config import RuleConfig, fault_registry
+from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
 from brownout.faults.match import CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
 from brownout.faults.schedule import FIRED, SKIPPED_PAUSED, Schedule, Ticket, rng_for
-from brownout.proxy.config import BrownoutConfig
 
-__all__ = ["CompiledRule", "FaultEngine", "Plan"]
+__all__ = ["CompiledRule", "FaultEngine", "Plan", "RuleSet"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """What the engine runs: the rules, the seed every decision derives from, and the types they may use."""
+
+    rules: Sequence[RuleConfig] = ()
+    seed: int = 0
+    session_ttl_s: float = 300.0  # per-session counters are dropped after this much silence
+    fault_types: Mapping[str, type[Fault]] = field(default_factory=lambda: REGISTRY)
+    llm_providers: frozenset[str] = wire.BUILTIN.llm_providers  # a `tool` match waits for their responses
 
 
 @dataclass(slots=True)
@@ -67,33 +80,32 @@ class FaultEngine:
 
     def __init__(
         self,
-        config: BrownoutConfig,
+        ruleset: RuleSet | None = None,
         *,
+        guard: Guard | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         decision_log: DecisionLog | None = None,
         max_sessions: int = 10_000,
-        on_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.clock = clock
-        self.on_error = on_error  # the proxy's fail-open guard: logs once and feeds the metrics
+        self.guard = guard if guard is not None else Guard()  # contains, counts and logs fault errors
         self.sleep = sleep
-        self.decisions = decision_log if decision_log is not None else DecisionLog()
-        self.internal_errors: Counter[str] = Counter()
+        self.decisions = decision_log if decision_log is not None else DecisionLog(guard=self.guard)
         self.max_sessions = max_sessions
         self.paused = False
         self.started_at = clock()
-        self.config = config
-        self.rules: list[CompiledRule] = self._compile(config, {})
+        self.ruleset = ruleset if ruleset is not None else RuleSet()
+        self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
         self._refresh_active()
 
     # --- configuration -------------------------------------------------------------------
 
-    def _compile(self, config: BrownoutConfig, previous: dict[str, CompiledRule]) -> list[CompiledRule]:
-        registry = fault_registry()
+    def _compile(self, ruleset: RuleSet, previous: dict[str, CompiledRule]) -> list[CompiledRule]:
+        registry = ruleset.fault_types
         out: list[CompiledRule] = []
-        for rc in config.rules:
+        for rc in ruleset.rules:
             if rc.fault is None:
                 fault_cls: type[Fault] = QuotaExceeded
             else:
@@ -105,9 +117,9 @@ class FaultEngine:
             schedule = Schedule(
                 rc.schedule,
                 rule=rc.name,
-                seed=config.seed,
+                seed=ruleset.seed,
                 origin=self.started_at,
-                session_ttl_s=config.proxy.session_idle_s,
+                session_ttl_s=ruleset.session_ttl_s,
                 max_sessions=self.max_sessions,
             )
             old = previous.get(rc.name)
@@ -118,7 +130,7 @@ class FaultEngine:
                 CompiledRule(
                     name=rc.name,
                     config=rc,
-                    match=CompiledMatch(rc.match),
+                    match=CompiledMatch(rc.match, llm_providers=ruleset.llm_providers),
                     schedule=schedule,
                     fault_cls=fault_cls,
                     fault_type=rc.fault_type,
@@ -131,10 +143,10 @@ class FaultEngine:
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)
 
-    def reload(self, config: BrownoutConfig) -> None:
-        """Switch to a new validated config for new exchanges (see module docstring)."""
-        rules = self._compile(config, {r.name: r for r in self.rules})  # raises before swapping
-        self.config = config
+    def reload(self, ruleset: RuleSet) -> None:
+        """Switch to new validated rules for new exchanges (see module docstring)."""
+        rules = self._compile(ruleset, {r.name: r for r in self.rules})  # raises before swapping
+        self.ruleset = ruleset
         self.rules = rules
         self._refresh_active()
         log.info("fault engine: %d rules loaded (%d enabled)", len(rules), len(self._active))
@@ -167,7 +179,7 @@ class FaultEngine:
         now = self.clock()
         return {
             "paused": self.paused,
-            "seed": self.config.seed,
+            "seed": self.ruleset.seed,
             "started_at": self.started_at,
             "uptime_s": now - self.started_at,
             "rules": [
@@ -175,7 +187,6 @@ class FaultEngine:
                 for r in self.rules
             ],
             "decisions": dict(self.decisions.counts),
-            "internal_errors": dict(self.internal_errors),
         }
 
     # --- the hot path --------------------------------------------------------------------
@@ -220,30 +231,31 @@ class FaultEngine:
         release = (rule.schedule, ticket) if needs_release else None
         if ticket.outcome != FIRED:
             return None, release
-        return self._fire(rule, exchange, wire, ticket, now), release
+        # A fault that cannot even be built (a plugin's bug) is contained: the exchange goes on without it.
+        fired = self.guard.call(
+            f"fault:{rule.fault_type}", self._fire, rule, exchange, wire, ticket, now, context="creating the fault"
+        )
+        if fired is not None:
+            exchange.faults.append(fired.record)
+        return fired, release
 
     def _fire(
         self, rule: CompiledRule, exchange: Exchange, wire: WireFormat | None, ticket: Ticket, now: float
-    ) -> Fired | None:
-        try:
-            params = rule.config.fault
-            if params is None:
-                params = QuotaParams(retry_after_s=ticket.retry_after_s or 1)
-            fault = rule.fault_cls(params)
-            ctx = FaultContext(
-                exchange=exchange,
-                wire=wire,  # type: ignore[arg-type]
-                rng=rng_for(self.config.seed, rule.name, exchange.session, ticket.index),
-                sleep=self.sleep,
-                rule=rule.name,
-            )
-            if ticket.retry_after_s is not None:
-                ctx.extra["quota_retry_after_s"] = ticket.retry_after_s
-            record = FaultRecord(rule=rule.name, fault=rule.fault_type, params=fault.describe(), at=now)
-        except Exception as e:
-            self.contain(f"fault:{rule.fault_type}", e)
-            return None
-        exchange.faults.append(record)
+    ) -> Fired:
+        params = rule.config.fault
+        if params is None:
+            params = QuotaParams(retry_after_s=ticket.retry_after_s or 1)
+        fault = rule.fault_cls(params)
+        ctx = FaultContext(
+            exchange=exchange,
+            wire=wire,  # type: ignore[arg-type]
+            rng=rng_for(self.ruleset.seed, rule.name, exchange.session, ticket.index),
+            sleep=self.sleep,
+            rule=rule.name,
+        )
+        if ticket.retry_after_s is not None:
+            ctx.extra["quota_retry_after_s"] = ticket.retry_after_s
+        record = FaultRecord(rule=rule.name, fault=rule.fault_type, params=fault.describe(), at=now)
         return Fired(rule=rule.name, type=rule.fault_type, fault=fault, ctx=ctx, record=record)
 
     def _record(
@@ -264,17 +276,6 @@ class FaultEngine:
         )
 
     # --- PlanHost: called back by plans ----------------------------------------------------
-
-    def contain(self, component: str, exc: BaseException) -> None:
-        """Count an internal error; log its first occurrence per component with the traceback."""
-        first = not self.internal_errors[component]
-        self.internal_errors[component] += 1
-        if self.on_error is not None:
-            self.on_error(component, exc)
-        elif first:
-            log.error("%s raised; treated as no fault (counted, later ones logged at debug)", component, exc_info=exc)
-        else:
-            log.debug("%s raised again: %r", component, exc)
 
     def resolve_deferred(self, plan: Plan, rule: CompiledRule, tool: str) -> Fired | None:
         """Decide a response-stage rule now that the response calls `tool`."""

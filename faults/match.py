@@ -14,13 +14,11 @@ import re
 from collections.abc import Callable
 from enum import IntEnum
 
+from brownout.core import wire
 from brownout.core.exchange import Exchange
 from brownout.faults.config import MatchConfig
 
-__all__ = ["LLM_PROVIDERS", "CompiledMatch", "Stage", "compile_glob"]
-
-# Providers whose responses carry model tool calls (parsed into exchange.tool_calls).
-LLM_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "ollama"})
+__all__ = ["CompiledMatch", "Stage", "compile_glob"]
 
 _Check = Callable[[Exchange], bool]
 
@@ -52,10 +50,11 @@ def _path_only(path: str) -> str:
 class CompiledMatch:
     """A MatchConfig compiled into request-stage checks plus an optional tool glob."""
 
-    __slots__ = ("_checks", "_tool", "config")
+    __slots__ = ("_checks", "_llm", "_tool", "config")
 
-    def __init__(self, config: MatchConfig) -> None:
+    def __init__(self, config: MatchConfig, *, llm_providers: frozenset[str] = wire.BUILTIN.llm_providers) -> None:
         self.config = config
+        self._llm = llm_providers  # providers whose responses carry model tool calls
         self._checks: tuple[_Check, ...] = tuple(self._build(config))
         self._tool = compile_glob(config.tool) if config.tool is not None else None
 
@@ -108,7 +107,7 @@ class CompiledMatch:
             return Stage.YES
         if ex.tool_name is not None:
             return Stage.YES if tool(ex.tool_name) else Stage.NO
-        return Stage.DEFER if ex.provider in LLM_PROVIDERS else Stage.NO
+        return Stage.DEFER if ex.provider in self._llm else Stage.NO
 
     def response_match(self, ex: Exchange) -> str | None:
         """The first tool the response calls that the tool glob matches, else None."""

@@ -2,7 +2,8 @@
 
 The proxy calls the phases in order (before_upstream, on_response_headers, then
 edit_body or stream_editor/stream_timing) and `finish()` once the exchange ends. Each
-fault call is contained: an exception is reported to the engine and treated as "no fault".
+fault call goes through the engine's guard (component "fault:<type>"): a fault that raises
+is treated as "no fault" and the others still act.
 
 Response-stage rules (a `tool` glob on an LLM response) are decided when the tool calls
 are known: in `edit_body` (the proxy parses the body first) or inside the chained stream
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brownout.core.exchange import Exchange, FaultRecord
+from brownout.core.guard import Guard
 from brownout.core.wire.base import StreamEvent, WireFormat
 from brownout.core.wire.framing import SSEFramer, framer_for
 from brownout.faults.base import Fault, FaultContext, Hang, Reset, Respond, StreamEditor, StreamTiming
@@ -41,7 +43,7 @@ class Fired:
 class PlanHost(Protocol):
     """What a Plan needs from its engine."""
 
-    def contain(self, component: str, exc: BaseException) -> None: ...
+    guard: Guard
 
     def resolve_deferred(self, plan: Plan, rule: Any, tool: str) -> Fired | None: ...
 
@@ -79,20 +81,18 @@ class Plan:
     def records(self) -> list[FaultRecord]:
         return [f.record for f in self.fired]
 
-    def _contain(self, f: Fired | str, exc: BaseException) -> None:
-        if self._host is not None:
-            self._host.contain(f"fault:{f if isinstance(f, str) else f.type}", exc)
+    @property
+    def guard(self) -> Guard:
+        assert self._host is not None, "EMPTY_PLAN has no faults to run"
+        return self._host.guard
 
     async def before_upstream(self) -> Respond | Reset | Hang | None:
         """Run request-phase faults in rule order; the first answer wins, delays add up."""
         for f in self.fired:
-            try:
-                result = await f.fault.before_upstream(f.ctx)
-            except Exception as e:
-                self._contain(f, e)
-                continue
-            finally:
-                _note(f)
+            result = await self.guard.acall(
+                f"fault:{f.type}", f.fault.before_upstream, f.ctx, context="before_upstream"
+            )
+            _note(f)
             if result is not None:
                 return result
         return None
@@ -100,21 +100,14 @@ class Plan:
     async def on_response_headers(self, status: int, headers: dict[str, str]) -> None:
         """First-byte delays and header edits; `headers` is edited in place."""
         for f in self.fired:
-            try:
-                await f.fault.on_response_headers(f.ctx, headers)
-            except Exception as e:
-                self._contain(f, e)
-            finally:
-                _note(f)
+            await self.guard.acall(f"fault:{f.type}", f.fault.on_response_headers, f.ctx, headers)
+            _note(f)
 
     def wants_body(self) -> bool:
         """True when a fault needs the whole non-streamed body (a pending tool rule does too)."""
         for f in self.fired:
-            try:
-                if f.fault.wants_body(f.ctx):
-                    return True
-            except Exception as e:
-                self._contain(f, e)
+            if self.guard.call(f"fault:{f.type}", f.fault.wants_body, f.ctx, default=False, context="wants_body"):
+                return True
         return bool(self.deferred) and self.exchange is not None and not self.exchange.stream
 
     def resolve_pending(self) -> list[Fired]:
@@ -139,21 +132,16 @@ class Plan:
         """Apply body faults in rule order to a whole decoded body."""
         self.resolve_pending()
         for f in self.fired:
-            try:
-                body = f.fault.edit_body(f.ctx, body, headers)
-            except Exception as e:
-                self._contain(f, e)
+            edited = self.guard.call(f"fault:{f.type}", f.fault.edit_body, f.ctx, body, headers, context="edit_body")
+            if edited is not None:
+                body = edited
         return body
 
     def stream_editor(self) -> StreamEditor | None:
         """A chain of the faults' stream editors, or None when nothing edits the stream."""
         editors: list[tuple[str, StreamEditor | None]] = []
         for f in self.fired:
-            try:
-                ed = f.fault.stream_editor(f.ctx)
-            except Exception as e:
-                self._contain(f, e)
-                continue
+            ed = self.guard.call(f"fault:{f.type}", f.fault.stream_editor, f.ctx, context="stream_editor")
             if ed is not None:
                 editors.append((f.type, ed))
         if not editors and not self.deferred:
@@ -164,11 +152,7 @@ class Plan:
         """The fired faults' stream pacing merged into one (see merge_timings)."""
         timings: list[StreamTiming] = []
         for f in self.fired:
-            try:
-                t = f.fault.stream_timing(f.ctx)
-            except Exception as e:
-                self._contain(f, e)
-                continue
+            t = self.guard.call(f"fault:{f.type}", f.fault.stream_timing, f.ctx, context="stream_timing")
             if t is not None:
                 timings.append(t)
         return merge_timings(timings)
@@ -236,11 +220,9 @@ class ChainEditor(StreamEditor):
                 continue
             out: list[StreamEvent] = []
             for ev in events:
-                try:
-                    result = ed.on_event(ev)
-                except Exception as e:
+                result = self.plan.guard.call(f"fault:{name}", ed.on_event, ev, context="stream event")
+                if result is None:
                     # A broken editor drops out; the event continues unedited.
-                    self.plan._contain(name, e)
                     self.editors[i] = (name, None)
                     out.append(ev)
                     continue
@@ -263,11 +245,7 @@ class ChainEditor(StreamEditor):
             return
         self._seen_calls = len(ex.tool_calls)
         for f in plan.resolve_pending():
-            try:
-                ed = f.fault.stream_editor(f.ctx)
-            except Exception as e:
-                plan._contain(f, e)
-                continue
+            ed = plan.guard.call(f"fault:{f.type}", f.fault.stream_editor, f.ctx, context="stream_editor")
             if ed is not None:
                 self.editors.append((f.type, ed))
 
@@ -284,11 +262,7 @@ class ChainEditor(StreamEditor):
         for i, (name, ed) in enumerate(list(self.editors)):
             if ed is None:
                 continue
-            try:
-                tail = ed.on_end()
-            except Exception as e:
-                self.plan._contain(name, e)
-                continue
+            tail = self.plan.guard.call(f"fault:{name}", ed.on_end, context="stream end")
             if not tail:
                 continue
             events = [ev for chunk in tail for ev in self._reframe(chunk)]

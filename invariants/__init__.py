@@ -6,8 +6,9 @@ tests/invariants/test_registry.py checks the registry, the config union and the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
+from brownout.core.registry import build_registry
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.call_budget import CallBudget
 from brownout.invariants.custom import Custom
@@ -20,7 +21,7 @@ from brownout.invariants.stream_complete import StreamComplete
 from brownout.invariants.token_budget import TokenBudget
 from brownout.invariants.tool_arguments_json import ToolArgumentsJson
 
-__all__ = ["INVARIANTS", "REGISTRY", "build_registry", "config_types", "create"]
+__all__ = ["INVARIANTS", "REGISTRY", "create"]
 
 INVARIANTS: tuple[type[Invariant], ...] = (
     LatencyBudget,
@@ -35,29 +36,10 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     Custom,
 )
 
-
-def build_registry(classes: Iterable[type[Invariant]]) -> dict[str, type[Invariant]]:
-    """Map type names to invariant classes; a duplicate or mismatched name fails loudly."""
-    registry: dict[str, type[Invariant]] = {}
-    for cls in classes:
-        name = cls.type
-        if name in registry:
-            raise ValueError(f"duplicate invariant type {name!r}: {registry[name].__name__} and {cls.__name__}")
-        literal = cls.Config.model_fields["type"].annotation
-        if getattr(literal, "__args__", None) != (name,):
-            raise ValueError(f"{cls.__name__}.Config.type must be Literal[{name!r}]")
-        registry[name] = cls
-    return registry
+# The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.
+REGISTRY: Mapping[str, type[Invariant]] = build_registry("invariant", INVARIANTS, "Config")
 
 
-REGISTRY: dict[str, type[Invariant]] = build_registry(INVARIANTS)
-
-
-def config_types() -> tuple[type[InvariantConfigBase], ...]:
-    """Every invariant's Config model, for the config's discriminated union on `type`."""
-    return tuple(cls.Config for cls in REGISTRY.values())
-
-
-def create(config: InvariantConfigBase) -> Invariant:
+def create(config: InvariantConfigBase, registry: Mapping[str, type[Invariant]] = REGISTRY) -> Invariant:
     """The invariant instance for a validated config."""
-    return REGISTRY[config.type](config)
+    return registry[config.type](config)

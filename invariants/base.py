@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from abc import ABC
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from brownout.core.config import Model
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
@@ -23,10 +24,8 @@ __all__ = ["Invariant", "InvariantConfigBase", "Severity"]
 Severity = Literal["info", "warning", "error", "critical"]
 
 
-class InvariantConfigBase(BaseModel):
+class InvariantConfigBase(Model):
     """Fields every invariant takes; subclasses add `type: Literal[...]` and their parameters."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: str
     name: str | None = Field(None, min_length=1, description="Unique name; defaults to the type.")
@@ -36,9 +35,6 @@ class InvariantConfigBase(BaseModel):
     @property
     def key(self) -> str:
         return self.name or self.type
-
-
-C = TypeVar("C", bound=InvariantConfigBase)
 
 
 class Invariant[C: InvariantConfigBase](ABC):

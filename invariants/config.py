@@ -1,43 +1,53 @@
 """The `invariants:` config section: a list discriminated on `type`, names unique.
 
-invariants:
-  - {type: latency_budget, total_ms: 30000, severity: warning}
-  - {type: no_pii, direction: both}
+    invariants:
+      - {type: latency_budget, total_ms: 30000, severity: warning}
+      - {type: no_pii, direction: both}
+
+The types are the built-ins plus, when the validation context carries them
+(`invariant_types`), the plugins of the config being validated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, Field, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import (
+    AfterValidator,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
-from brownout.invariants import config_types
-from brownout.invariants.base import InvariantConfigBase, Severity
+from brownout.core.config import context_value
+from brownout.invariants import REGISTRY
+from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 
 __all__ = ["InvariantConfig", "InvariantList", "Severity", "parse_invariants"]
 
-# Built from the registry so adding an invariant needs no edit here. pydantic's error for an
-# unknown `type` lists every valid tag.
-_BUILTIN = config_types()
-_Union = Annotated[Union[_BUILTIN], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa
+_BUILTIN = tuple(cls.Config for cls in REGISTRY.values())
+# The JSON schema shows the built-in types; pydantic's error for an unknown `type` lists every valid tag.
+_Union = Annotated[Union[_BUILTIN], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=32)
 def _adapter(types: tuple[type[InvariantConfigBase], ...]) -> TypeAdapter[Any]:
-    return TypeAdapter(Annotated[Union[types], Field(discriminator="type")])  # type: ignore[valid-type]  # noqa
+    return TypeAdapter(Annotated[Union[types], Field(discriminator="type")])  # type: ignore[valid-type]  # noqa: UP007
 
 
-def _by_registry(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    # Plugins (proxy.plugins) add types after import: validate against the registry as it is now.
-    types = config_types()
+def _by_catalogue(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    registry: Mapping[str, type[Invariant]] = context_value(info, "invariant_types", REGISTRY)
+    types = tuple(cls.Config for cls in registry.values())
     if types == _BUILTIN:
         return handler(value)
-    return _adapter(types).validate_python(value)
+    return _adapter(types).validate_python(value, context=info.context)
 
 
-# The JSON schema shows the built-in types; validation accepts plugin types too.
-InvariantConfig = Annotated[_Union, WrapValidator(_by_registry)]
+InvariantConfig = Annotated[_Union, WrapValidator(_by_catalogue)]
 
 
 def _unique_names(configs: list[InvariantConfigBase]) -> list[InvariantConfigBase]:
@@ -54,6 +64,6 @@ InvariantList = Annotated[list[InvariantConfig], AfterValidator(_unique_names)]
 _ADAPTER: TypeAdapter[list[InvariantConfigBase]] = TypeAdapter(InvariantList)
 
 
-def parse_invariants(data: object) -> list[InvariantConfigBase]:
+def parse_invariants(data: object, context: Mapping[str, Any] | None = None) -> list[InvariantConfigBase]:
     """Validate a raw `invariants:` list (pydantic.ValidationError on bad input)."""
-    return _ADAPTER.validate_python(data)
+    return _ADAPTER.validate_python(data, context=context)

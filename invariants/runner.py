@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
 from brownout.core.spans import ExchangeSpan
-from brownout.invariants import create
+from brownout.invariants import REGISTRY, create
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session, SessionStore
@@ -21,31 +22,30 @@ logger = logging.getLogger(__name__)
 
 
 class InvariantRunner:
-    """Runs configured invariants on exchange spans and on sessions; never raises into traffic."""
+    """Runs configured invariants on exchange spans and on sessions; its guard contains their errors."""
 
     def __init__(
         self,
         configs: Iterable[InvariantConfigBase],
         *,
+        guard: Guard | None = None,
+        types: Mapping[str, type[Invariant]] = REGISTRY,
         clock: Callable[[], float] = time.time,
         idle_s: float = 300.0,
         max_sessions: int = 10_000,
         on_violation: Callable[[Violation], None] | None = None,
-        on_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
-        self._on_error = on_error  # the proxy's fail-open guard (logs once, feeds the metrics)
+        self.guard = guard if guard is not None else Guard()
+        self._types = types
         self._clock = clock
         self._on_violation = on_violation
         self.sessions = SessionStore(idle_s=idle_s, max_sessions=max_sessions)
-        self.internal_errors: Counter[str] = Counter()
-        self._logged: set[str] = set()
         # Session-end violations of sessions evicted during check(): emitted at once, and also
         # handed out by the next sweep(); bounded in case sweep() is never called.
         self._orphans: deque[Violation] = deque(maxlen=10_000)
         self.invariants: tuple[Invariant, ...] = self._build(configs)
 
-    @staticmethod
-    def _build(configs: Iterable[InvariantConfigBase]) -> tuple[Invariant, ...]:
+    def _build(self, configs: Iterable[InvariantConfigBase]) -> tuple[Invariant, ...]:
         """Instantiate enabled invariants; ValueError on duplicate names or an unloadable one."""
         invariants: list[Invariant] = []
         names: set[str] = set()
@@ -54,21 +54,28 @@ class InvariantRunner:
                 raise ValueError(f"duplicate invariant name {config.key!r}")
             names.add(config.key)
             if config.enabled:
-                invariants.append(create(config))
+                invariants.append(create(config, self._types))
         return tuple(invariants)
 
     @property
     def sessions_active(self) -> int:
         return len(self.sessions)
 
-    def reload(self, configs: Iterable[InvariantConfigBase]) -> None:
-        """Swap the invariant set; on error the old set stays.
+    def reload(
+        self, configs: Iterable[InvariantConfigBase], types: Mapping[str, type[Invariant]] | None = None
+    ) -> None:
+        """Swap the invariant set (and the types it may use); on error the old set stays.
 
         Session state is keyed by invariant name: kept for unchanged invariants, dropped for
         changed or removed ones (their state may not fit the new config).
         """
         old = {inv.name: inv.config for inv in self.invariants}
-        self.invariants = self._build(configs)
+        previous_types, self._types = self._types, types if types is not None else self._types
+        try:
+            self.invariants = self._build(configs)
+        except Exception:
+            self._types = previous_types
+            raise
         keep = {inv.name for inv in self.invariants if old.get(inv.name) == inv.config}
         for session in self.sessions:
             for name in [n for n in session.state if n not in keep]:
@@ -79,13 +86,10 @@ class InvariantRunner:
         now = self._clock()
         if not self.invariants:
             return self.check_without_span(exchange)
-        try:
-            summary = ExchangeSummary.from_exchange(span, exchange)
-            session, evicted = self.sessions.touch(summary.session_id, now)
-            session.observe(summary)
-        except Exception as exc:
-            self._internal_error("runner", "building the exchange summary", exc)
+        observed = self.guard.call("invariants", self._observe, span, exchange, now, context="exchange summary")
+        if observed is None:
             return []
+        summary, session, evicted = observed
         for old in evicted:
             closed = self._close(old)
             self._emit(closed)
@@ -98,14 +102,20 @@ class InvariantRunner:
         self._emit(found)
         return found
 
+    def _observe(
+        self, span: ExchangeSpan, exchange: Exchange, now: float
+    ) -> tuple[ExchangeSummary, Session, list[Session]]:
+        summary = ExchangeSummary.from_exchange(span, exchange)
+        session, evicted = self.sessions.touch(summary.session_id, now)
+        session.observe(summary)
+        return summary, session, evicted
+
     def check_without_span(self, exchange: Exchange) -> list[Violation]:
         """With no invariants configured: only keep the session alive (sessions_active)."""
-        try:
-            _, evicted = self.sessions.touch(exchange.session, self._clock())
-        except Exception as exc:
-            self._internal_error("runner", "tracking the session", exc)
+        touched = self.guard.call("invariants", self.sessions.touch, exchange.session, self._clock())
+        if touched is None:
             return []
-        for old in evicted:
+        for old in touched[1]:
             closed = self._close(old)
             self._emit(closed)
             self._orphans.extend(closed)
@@ -145,35 +155,30 @@ class InvariantRunner:
     def _run(
         self, invariant: Invariant, method: Callable[..., list[Violation]], *args: object, **kwargs: object
     ) -> list[Violation]:
-        try:
-            result = method(*args, **kwargs)
-            if type(result) is list and not result:  # the common case, checked cheaply: no violations
-                return result
-            if not isinstance(result, Sequence) or not all(isinstance(v, Violation) for v in result):
-                raise TypeError(f"{method.__name__} must return a list of Violation")
-            return list(result)
-        except Exception as exc:
-            key = f"invariant:{invariant.name}"
-            self._internal_error(key, f"invariant {invariant.name!r} {method.__name__}", exc)
-            return []
-
-    def _internal_error(self, key: str, what: str, exc: BaseException | None = None) -> None:
-        self.internal_errors[key] += 1
-        if self._on_error is not None and exc is not None:
-            try:
-                self._on_error(key, exc)  # the guard logs and counts it
-                return
-            except Exception:
-                logger.debug("on_error callback failed", exc_info=True)
-        if key not in self._logged:  # once per key: a broken invariant must not flood the log
-            self._logged.add(key)
-            logger.error("%s failed; skipped (counted as %s)", what, key, exc_info=exc)
+        found = self.guard.call(
+            f"invariant:{invariant.name}",
+            _checked,
+            method,
+            args,
+            kwargs,
+            default=[],
+            context=f"invariant {invariant.name!r} {method.__name__}",
+        )
+        return found or []
 
     def _emit(self, violations: list[Violation]) -> None:
         if self._on_violation is None:
             return
         for violation in violations:
-            try:
-                self._on_violation(violation)
-            except Exception as exc:
-                self._internal_error("on_violation", "the on_violation callback", exc)
+            self.guard.call("on_violation", self._on_violation, violation)
+
+
+def _checked(
+    method: Callable[..., list[Violation]], args: tuple[object, ...], kwargs: dict[str, object]
+) -> list[Violation]:
+    result = method(*args, **kwargs)
+    if type(result) is list and not result:  # the common case, checked cheaply: no violations
+        return result
+    if not isinstance(result, Sequence) or not all(isinstance(v, Violation) for v in result):
+        raise TypeError(f"{method.__name__} must return a list of Violation")
+    return list(result)

@@ -28,7 +28,7 @@ class ToolArgumentsJsonConfig(InvariantConfigBase):
     # `schema` would shadow a BaseModel attribute, so the field is schema_ with the key `schema`.
     schema_: bool = Field(False, alias="schema")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(InvariantConfigBase.model_config, populate_by_name=True)
 
 
 class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):

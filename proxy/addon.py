@@ -19,17 +19,18 @@ from mitmproxy.utils import human
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.wire import detect
 from brownout.core.wire.base import WireFormat
 from brownout.core.wire.decoding import stream_decoder
 from brownout.core.wire.framing import framer_for
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
+from brownout.faults.engine import FaultEngine
+from brownout.faults.plan import Plan
 from brownout.proxy import effects, flowmodel
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.connkill import drop_client, is_multiplexed
 from brownout.proxy.control_link import start_control
-from brownout.proxy.engine_link import EngineLink
+from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.sessions import proxy_auth_user
@@ -55,7 +56,7 @@ class FlowState:
 
     exchange: Exchange
     wire: WireFormat
-    plan: Any = None  # faults.engine.Plan, or None when no rule fired
+    plan: Plan | None = None  # None when no rule fired
     timing: StreamTiming | None = None
     relay_token: str | None = None
     tap: StreamTap | None = None
@@ -74,9 +75,10 @@ class Brownout:
         self.pipeline = Pipeline(self.config, self.guard)
         if on_exchange is not None:
             self.pipeline.listeners.append(on_exchange)
-        self.faults = EngineLink(self.config, self.guard)
+        self.engine = FaultEngine(self.config.ruleset, guard=self.guard)
         # Decisions go to whichever exporters the pipeline has now (they are rebuilt before start).
-        self.faults.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
+        self.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
+        self.on_loop = LoopRunner()  # bound to mitmproxy's loop in running(); other threads go through it
         self.control: Any = None
         self.relay: Relay | None = None
         self.watcher: ConfigWatcher | None = None
@@ -117,13 +119,12 @@ class Brownout:
     async def running(self) -> None:
         self.relay = Relay(verify=self._upstream_verify())
         await self.relay.start()
-        self.pipeline.start(rules=self.faults.engine.active_rules)
-        self.control = self.guard.call(
-            "control", start_control, self, asyncio.get_running_loop(), context="control API"
-        )
+        self.pipeline.start(rules=self.engine.active_rules)
+        self.on_loop.loop = asyncio.get_running_loop()
+        self.control = self.guard.call("control", start_control, self, context="control API")
         path = ctx.options.brownout_config
         if path and not self._fixed and ctx.options.brownout_reload_s > 0:
-            self.watcher = ConfigWatcher(path, self._reload_from_file, interval_s=ctx.options.brownout_reload_s)
+            self.watcher = ConfigWatcher(path, self.reload_from_file, interval_s=ctx.options.brownout_reload_s)
             self.watcher.start()
 
     async def done(self) -> None:
@@ -140,7 +141,7 @@ class Brownout:
         """Switch to a validated config; new exchanges use it."""
         config = with_listen_overrides(config, _option("brownout_metrics_listen"), _option("brownout_control_listen"))
         self.config = config
-        self.faults.reload(config)
+        self.engine.reload(config.ruleset)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         if (
@@ -149,14 +150,18 @@ class Brownout:
         ):
             ctx.options.update(stream_large_bodies=config.proxy.buffer_max_bytes)
 
-    def _reload_from_file(self, path: str) -> None:
+    def reload_from_file(self, path: str) -> tuple[bool, str]:
+        """Parse and validate `path` here (call it off the loop: YAML, plugins), then apply it on the loop.
+
+        A bad file keeps the last good config; the result says which happened."""
         try:
             config = load_config(path)
         except ConfigError as e:
             log.error("brownout: config reload rejected, keeping the last good config: %s", e)
-            return
-        self.apply_config(config)
+            return False, f"rejected, keeping the last good config: {e}"
+        self.on_loop.call(self.apply_config, config)
         log.info("brownout: config reloaded from %s", path)
+        return True, f"reloaded {path}"
 
     def _upstream_verify(self) -> Any:
         import ssl
@@ -189,7 +194,7 @@ class Brownout:
         plan = state.plan
         if plan is None:
             return
-        action = await self.faults.before_upstream(plan)
+        action = await self.guard.acall("engine", plan.before_upstream)
         if isinstance(action, Respond):
             flow.response = http.Response.make(action.status, action.body, action.headers)
         elif isinstance(action, Reset):
@@ -197,7 +202,7 @@ class Brownout:
         elif isinstance(action, Hang):
             await effects.hang(flow, action.duration_s, self.guard)
         else:
-            state.timing = self.faults.stream_timing(plan)
+            state.timing = self.guard.call("engine", plan.stream_timing)
             timing = state.timing
             if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
                 state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
@@ -212,10 +217,12 @@ class Brownout:
         exchange, body, headers = flowmodel.new_exchange(flow, user, cap)
         # A format whose recognise() raises is skipped; the guard still logs and counts it.
         on_error = lambda fmt, e: self.guard.failed("wire", e, f"{fmt.provider} recognise {exchange.path}")
-        wire, operation = detect(flowmodel.request_info(flow, headers, body), on_error)
+        wire, operation = self.config.catalogue.wire.detect(flowmodel.request_info(flow, headers, body), on_error)
         exchange.provider, exchange.operation = wire.provider, operation
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
-        plan = self.faults.plan(exchange, wire)
+        plan = self.guard.call("engine", self.engine.plan, exchange, wire, context=f"exchange {exchange.id}")
+        if plan is not None and plan.empty:
+            plan = None
         return FlowState(exchange=exchange, wire=wire, plan=plan)
 
     # --- response --------------------------------------------------------------------
@@ -232,12 +239,12 @@ class Brownout:
         ex.content_type = resp.headers.get("content-type", "")
         if state.plan is not None:
             headers = dict(ex.response_headers)
-            await self.faults.on_response_headers(state.plan, ex.status, headers)
+            await self.guard.acall("engine", state.plan.on_response_headers, ex.status, headers)
             effects.sync_headers(resp, ex.response_headers, headers)
         framer = framer_for(ex.content_type)
         encoding = resp.headers.get("content-encoding", "")
         encoded = bool(encoding)
-        wants_body = state.plan is not None and self.faults.wants_body(state.plan)
+        wants_body = state.plan is not None and bool(self.guard.call("engine", state.plan.wants_body))
         # Bodies of unknown size (chunked, close-delimited) count as large: they may be any size.
         length = resp.headers.get("content-length", "")
         large = not length.isdigit() or int(length) > self._stream_above
@@ -248,7 +255,7 @@ class Brownout:
             or (framer is None and large and not wants_body)
         )
         if must_stream:
-            editor = self.faults.stream_editor(state.plan) if state.plan is not None else None
+            editor = self.guard.call("engine", state.plan.stream_editor) if state.plan is not None else None
             decoder = stream_decoder(encoding) if encoded else None
             state.tap = StreamTap(
                 ex,
@@ -291,9 +298,9 @@ class Brownout:
         # 1xx (a 101 hands the connection to WebSocket), 204, 304 and HEAD answers carry no body by
         # definition: giving them one (inject on an empty body) would corrupt the connection.
         bodiless = resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD"
-        if state.plan is not None and not bodiless and self.faults.wants_body(state.plan):
+        if state.plan is not None and not bodiless and self.guard.call("engine", state.plan.wants_body):
             headers = dict(ex.response_headers)
-            edited = self.faults.edit_body(state.plan, body, headers)
+            edited = self.guard.call("engine", state.plan.edit_body, body, headers, default=body)
             if edited is not None and edited != body:
                 resp.content = edited  # re-encodes with the response's content-encoding
                 body = edited
@@ -331,7 +338,7 @@ class Brownout:
         if state.relay_token and self.relay is not None:
             self.relay.discard(state.relay_token)
         if state.plan is not None:
-            self.faults.finish(state.plan)
+            self.guard.call("engine", state.plan.finish)
         # After this hook returns mitmproxy writes the response: spans, invariants and metrics
         # run right after that, on the same loop, so they never add to the agent's latency.
         try:

@@ -29,7 +29,6 @@ __all__ = [
     "connect_host",
     "default_confdir",
     "ensure_ca",
-    "parse_listen",
     "proxy_env",
     "proxy_url",
 ]
@@ -86,21 +85,6 @@ def connect_host(listen_host: str) -> str:
     if listen_host == "::":
         return "::1"
     return listen_host
-
-
-def parse_listen(spec: str, default_port: int = 8080) -> tuple[str, int]:
-    """`HOST:PORT`, `[v6]:PORT`, `HOST` or `:PORT` -> (host, port); raises ValueError."""
-    host, port = spec, str(default_port)
-    if spec.startswith("["):
-        h, sep, rest = spec[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            raise ValueError(f"bad listen address {spec!r}: expected [IPv6]:PORT")
-        host, port = h, rest[1:] or port
-    elif spec.count(":") == 1:
-        host, port = spec.split(":")
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"bad port in listen address {spec!r}")
-    return (host or "127.0.0.1", int(port))
 
 
 def proxy_url(host: str, port: int, session: str | None = None) -> str:

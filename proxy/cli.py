@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 # proxy.embed (mitmproxy) and proxy.configload (every config model) load late: `--help` stays fast
-from brownout.proxy.certs import ensure_ca, parse_listen, proxy_env
+from brownout.core.config import parse_listen
+from brownout.proxy.certs import ensure_ca, proxy_env
 
 if TYPE_CHECKING:
     from brownout.proxy.embed import ProxyHandle
@@ -62,7 +63,7 @@ def _check_config(path: str | None) -> None:
 
 def _listen(spec: str) -> tuple[str, int]:
     try:
-        return parse_listen(spec)
+        return parse_listen(spec, default_port=8080)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--listen") from e
 

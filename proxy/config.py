@@ -1,26 +1,28 @@
 """brownout's configuration: one YAML file, validated once at load by pydantic.
 
-Sections are owned by their packages (rules by faults/, invariants by invariants/,
-exporters by exporters/); this module assembles them.
+Sections are owned by their packages (rules by faults/, invariants by invariants/, exporters
+by exporters/); this module assembles them, with the proxy's own sections (`proxy:`,
+`control:`). A config is validated against its own catalogue (built-ins plus its `plugins:`),
+which it then carries (`config.catalogue`) for the engine, the invariants and the exporters.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from mitmproxy.utils import human
+from pydantic import Field, PrivateAttr, ValidationInfo, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from brownout.exporters.config import ControlConfig, ExportersConfig
+from brownout.core.config import Model
+from brownout.exporters.config import ExportersConfig, ListenConfig
 from brownout.faults.config import Rules
+from brownout.faults.engine import RuleSet
 from brownout.invariants.config import InvariantList
+from brownout.proxy.plugins import BUILTIN, Catalogue, catalogue_for
 
-__all__ = ["BrownoutConfig", "Model", "ProxySettings", "with_listen_overrides"]
-
-
-class Model(BaseModel):
-    """Base for every config model: unknown fields are errors, values are frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+__all__ = ["BrownoutConfig", "ControlConfig", "ProxySettings", "with_listen_overrides"]
 
 
 class ProxySettings(Model):
@@ -40,8 +42,6 @@ class ProxySettings(Model):
     @field_validator("stream_large_bodies", "buffer_max_bytes")
     @classmethod
     def _size(cls, value: str) -> str:
-        from mitmproxy.utils import human
-
         try:
             human.parse_size(value)
         except ValueError as e:
@@ -49,11 +49,25 @@ class ProxySettings(Model):
         return value
 
     capture_max_bytes: int = Field(
-        1_048_576, ge=0, description="Request/response text kept per exchange for spans and invariants."
+        1_048_576, ge=0, description="Text kept per exchange field (request body, messages, tool arguments, output)."
     )
     capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
     session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
+
+
+class ControlConfig(ListenConfig):
+    """The `control:` section: the runtime control API."""
+
+    enabled: bool = True
+    listen: str = Field("127.0.0.1:8081", description="Loopback by default: the API can pause chaos.")
+    token: str | None = Field(None, description="Bearer token; prefer token_env so it stays out of files.")
+    token_env: str = Field("BROWNOUT_TOKEN", description="Environment variable holding the token.")
+
+    def resolve_token(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The configured token, else the one in `token_env`; None means only /healthz answers."""
+        env = os.environ if environ is None else environ
+        return self.token or env.get(self.token_env) or None
 
 
 class BrownoutConfig(Model):
@@ -71,15 +85,41 @@ class BrownoutConfig(Model):
     exporters: ExportersConfig = ExportersConfig()
     control: ControlConfig = ControlConfig()
 
-    @model_validator(mode="before")
-    @classmethod
-    def _load_plugins_first(cls, data: Any) -> Any:
-        # Before any field is validated: rules and invariants may use the plugins' types.
-        if isinstance(data, dict) and "plugins" in data:
-            from brownout.proxy.plugins import load_plugins  # lazy: it imports every registry
+    _catalogue: Catalogue = PrivateAttr(default_factory=lambda: BUILTIN)
 
-            load_plugins(data["plugins"])
-        return data
+    def __init__(self, /, **data: Any) -> None:
+        # Keyword construction validates with the catalogue of its own plugins, like model_validate.
+        context = catalogue_for(data.get("plugins")).validation_context()
+        self.__pydantic_validator__.validate_python(data, self_instance=self, context=context)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_catalogue(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        # Plugins first: rules and invariants may use the types they add. The catalogue travels
+        # in the validation context to every section, then stays with the config.
+        context = info.context if isinstance(info.context, Mapping) else None
+        if isinstance(data, dict) and (context is None or "catalogue" not in context):
+            return cls.model_validate(data, context=catalogue_for(data.get("plugins")).validation_context())
+        config = handler(data)
+        if context is not None and isinstance(config, BrownoutConfig):
+            config._catalogue = context["catalogue"]
+        return config
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The fault and invariant types, exporter factories and wire formats this config knows."""
+        return self._catalogue
+
+    @property
+    def ruleset(self) -> RuleSet:
+        """What the fault engine runs."""
+        return RuleSet(
+            rules=self.rules,
+            seed=self.seed,
+            session_ttl_s=self.proxy.session_idle_s,
+            fault_types=self._catalogue.faults,
+            llm_providers=self._catalogue.wire.llm_providers,
+        )
 
 
 def with_listen_overrides(config: BrownoutConfig, metrics_listen: str = "", control_listen: str = "") -> BrownoutConfig:

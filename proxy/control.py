@@ -7,8 +7,6 @@ this API can switch chaos on and off in a shared environment.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import hmac
 import json
 import logging
@@ -20,9 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from brownout.exporters.config import ControlConfig, parse_listen
+from brownout.core.config import parse_listen
+from brownout.proxy.config import ControlConfig
 
-__all__ = ["ControlConfig", "ControlServer", "ControlTarget", "EngineControl"]
+__all__ = ["ControlServer", "ControlTarget", "EngineControl"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,11 +44,16 @@ class ControlTarget(Protocol):
     def violations(self, since: float | None) -> list[dict[str, Any]]: ...
 
 
+def _here[T](fn: Callable[..., T], *args: Any) -> T:
+    return fn(*args)
+
+
 class EngineControl:
     """A ControlTarget over a FaultEngine-like object, a violations source and a reload callable.
 
-    With `loop`, engine mutations (reload, rule toggles) run on that event loop, so they never
-    interleave with an exchange being planned there; pause/resume only flip a flag.
+    `run_on_loop` (the proxy's LoopRunner.call) runs engine mutations (rule toggles) on the
+    proxy's event loop, so they never interleave with an exchange being planned there;
+    pause/resume only flip a flag; `reload` hops onto the loop itself after parsing.
     """
 
     def __init__(
@@ -59,29 +63,13 @@ class EngineControl:
         reload: Callable[[], tuple[bool, str]],
         violations: Callable[[float | None], list[dict[str, Any]]] = lambda since: [],
         extra_status: Callable[[], Mapping[str, Any]] | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        timeout_s: float = 10.0,
+        run_on_loop: Callable[..., Any] = _here,
     ) -> None:
         self.engine = engine
         self._reload = reload
         self._violations = violations
         self._extra = extra_status
-        self._loop = loop
-        self._timeout_s = timeout_s
-
-    def _on_loop(self, fn: Callable[[], T]) -> T:
-        if self._loop is None or not self._loop.is_running():
-            return fn()
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                future.set_result(fn())
-            except BaseException as e:
-                future.set_exception(e)
-
-        self._loop.call_soon_threadsafe(run)
-        return future.result(timeout=self._timeout_s)
+        self._on_loop = run_on_loop
 
     def status(self) -> dict[str, Any]:
         out = dict(self.engine.status())
@@ -96,7 +84,7 @@ class EngineControl:
         self.engine.resume()
 
     def reload(self) -> tuple[bool, str]:
-        return self._on_loop(self._reload)
+        return self._reload()
 
     def set_rule_enabled(self, name: str, enabled: bool) -> bool:
         def flip() -> bool:
@@ -106,7 +94,8 @@ class EngineControl:
                 return False
             return True
 
-        return self._on_loop(flip)
+        result: bool = self._on_loop(flip)
+        return result
 
     def violations(self, since: float | None) -> list[dict[str, Any]]:
         return self._violations(since)

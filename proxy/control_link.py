@@ -8,7 +8,6 @@ from typing import Any
 
 from mitmproxy import ctx
 
-from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.control import ControlServer, EngineControl
 
 __all__ = ["start_control"]
@@ -26,24 +25,25 @@ def _task_count(loop: asyncio.AbstractEventLoop) -> int | None:
     return None
 
 
-def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer | None:
-    """Start the control API for `addon` when the config enables it; None otherwise."""
+def start_control(addon: Any) -> ControlServer | None:
+    """Start the control API for `addon` when the config enables it; None otherwise.
+
+    Requests are served on the control server's threads; everything that changes the proxy goes
+    through `addon.on_loop` (a reload parses the file on the request's thread first)."""
     config = addon.config.control
     if not config.enabled:
         return None
+    loop = addon.on_loop.loop
 
     def reload() -> tuple[bool, str]:
         path = ctx.options.brownout_config
         if not path:
             return False, "no config file to reload (brownout_config is empty)"
-        try:
-            addon.apply_config(load_config(path))
-        except ConfigError as e:
-            return False, f"rejected, keeping the last good config: {e}"
-        return True, f"reloaded {path}"
+        result: tuple[bool, str] = addon.reload_from_file(path)
+        return result
 
     target = EngineControl(
-        addon.faults.engine,
+        addon.engine,
         reload=reload,
         violations=lambda since: addon.pipeline.exporters.recent_violations(since),
         extra_status=lambda: {
@@ -52,7 +52,7 @@ def start_control(addon: Any, loop: asyncio.AbstractEventLoop) -> ControlServer 
             "in_flight": addon.in_flight,
             "tasks": _task_count(loop),
         },
-        loop=loop,
+        run_on_loop=addon.on_loop.call,
     )
     server = ControlServer.from_config(config, target, on_error=lambda e: addon.guard.failed("control", e))
     try:

@@ -14,24 +14,25 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mitmproxy import options as mitm_options
 from mitmproxy.tools.dump import DumpMaster
 
-from brownout.proxy.certs import CAFiles, connect_host, ensure_ca, parse_listen, proxy_env, proxy_url
+from brownout.core.config import parse_listen
+from brownout.proxy.certs import CAFiles, connect_host, ensure_ca, proxy_env, proxy_url
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import load_config
 
 __all__ = [
     "ProxyHandle",
     "ProxyStartError",
-    "parse_listen",
     "running_proxy",
     "running_proxy_async",
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STARTUP_TIMEOUT_S = 15.0
 # Defaults for an embedded brownout; callers override any of them with extra_options / --set.
@@ -84,6 +85,14 @@ class ProxyHandle:
 
     def proxy_url(self, session: str | None = None) -> str:
         return proxy_url(self.host, self.port, session)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args) on the proxy's event loop, from any thread; returns its result (or raises its error).
+
+        Everything that changes the running proxy from another thread (a new config, a listener,
+        pause/resume) goes through here."""
+        result: T = self.addon.on_loop.call(fn, *args)
+        return result
 
 
 def _make_addon(config: BrownoutConfig | None, on_exchange: Callable[[Any], None] | None) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from urllib.parse import urlsplit
 
 from mitmproxy import http
 
@@ -73,7 +72,7 @@ def new_exchange(
         tracestate=headers.get("tracestate"),
         retry_count=int(retry) if retry and retry.isdigit() else None,
         request_bytes=len(body),
-        request_body=body[:capture_max_bytes].decode("utf-8", "replace"),
+        capture_max_bytes=capture_max_bytes,
     )
     ex.timings.start = req.timestamp_start
     return ex, body, headers
@@ -83,10 +82,3 @@ def response_headers(flow: http.HTTPFlow) -> dict[str, str]:
     """The response headers, lower-cased, secrets dropped."""
     assert flow.response is not None
     return {k: v for k, v in _lower_headers(flow.response.headers).items() if k not in SECRET_HEADERS}
-
-
-def upstream_of(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) of a URL."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, parts.hostname or "", port

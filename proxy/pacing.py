@@ -61,7 +61,7 @@ class StallPoint:
         if self._decode is not None:
             try:
                 decoded = self._decode(chunk)
-            except Exception as e:  # corrupt or truncated encoding: count chunks from here on
+            except Exception as e:  # noqa: BLE001 - corrupt or truncated encoding: count chunks from here on
                 log.info("stall: cannot decode the event stream (%s); pausing after upstream chunks", e)
                 self._decode, self._by_chunk = None, True
                 return self._reached(len(chunk), 1)

@@ -39,12 +39,13 @@ class Pipeline:
         self._build(config)
 
     def _build(self, config: BrownoutConfig) -> None:
-        self.exporters = Exporters.from_config(config, guard=self.guard)
+        catalogue = config.catalogue
+        self.exporters = Exporters(
+            config.exporters, guard=self.guard, extra=catalogue.exporters, providers=catalogue.wire.providers
+        )
         self.spans = SpanBuilder(self.exporters.tracer_provider, capture_content=config.proxy.capture_content)
         self.invariants = InvariantRunner(
-            config.invariants,
-            idle_s=config.proxy.session_idle_s,
-            on_error=lambda component, exc: self.guard.failed(component, exc),
+            config.invariants, guard=self.guard, types=catalogue.invariants, idle_s=config.proxy.session_idle_s
         )
 
     def reload(self, config: BrownoutConfig) -> None:
@@ -54,7 +55,7 @@ class Pipeline:
             self.exporters.shutdown(timeout_s=0.1)
             self._build(config)
             return
-        self.invariants.reload(config.invariants)
+        self.invariants.reload(config.invariants, config.catalogue.invariants)
         self.spans.capture_content = config.proxy.capture_content
 
     @property

@@ -105,13 +105,13 @@ class BrownoutFixture:
 
     def apply(self, config: Any) -> None:
         """Switch the chaos config for the rest of the test."""
-        self.handle.addon.apply_config(_as_config(config, Path.cwd()))
+        self.handle.call(self.handle.addon.apply_config, _as_config(config, Path.cwd()))
 
     def pause(self) -> None:
-        self.handle.addon.faults.engine.pause()
+        self.handle.call(self.handle.addon.engine.pause)
 
     def resume(self) -> None:
-        self.handle.addon.faults.engine.resume()
+        self.handle.call(self.handle.addon.engine.resume)
 
 
 def _as_config(value: Any, base: Path) -> Any:

@@ -99,7 +99,7 @@ class StreamTap:
             return data
         try:
             return self.decoder(data)
-        except Exception as e:  # a corrupt body: stop parsing it, keep passing it through
+        except Exception as e:  # noqa: BLE001 - a corrupt body: stop parsing it, keep passing it through
             self.ex.parse_error = self.ex.parse_error or f"content decoding: {e}"
             self.decoder, self.framer, self.parser = None, None, None
             return b""
@@ -148,7 +148,7 @@ class StreamTap:
         for ev in events:
             try:
                 self.parser.feed(ev)  # counts events and spots the terminal one
-            except Exception as e:  # one bad parser stops parsing, never the stream
+            except Exception as e:  # noqa: BLE001 - contained through the guard; one bad parser stops parsing, never the stream
                 self.guard.failed("wire", e, f"{self.wire.provider} stream event")
                 self.parser = None
                 return
@@ -161,7 +161,7 @@ class StreamTap:
                 continue
             try:
                 result = self.editor.on_event(ev)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - contained through the guard; a broken editor drops out
                 self.guard.failed("fault", e, "stream editor")
                 self.editor = None
                 out.append(ev.raw)

@@ -1,4 +1,8 @@
-"""Polls the config file and hands changes to a callback (hot reload)."""
+"""Polls the config file and hands changes to a callback (hot reload).
+
+The poll (a stat) runs on the event loop; the callback runs in a worker thread, so parsing YAML,
+validating and importing plugins never holds up traffic (the addon applies the result on the loop).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ log = logging.getLogger(__name__)
 class ConfigWatcher:
     """Calls `on_change(path)` when the file's mtime or size changes; polling works everywhere (ConfigMaps too)."""
 
-    def __init__(self, path: str, on_change: Callable[[str], None], *, interval_s: float = 1.0) -> None:
+    def __init__(self, path: str, on_change: Callable[[str], object], *, interval_s: float = 1.0) -> None:
         self.path = path
         self.on_change = on_change
         self.interval_s = interval_s
@@ -37,19 +41,29 @@ class ConfigWatcher:
             self._task.cancel()
             self._task = None
 
-    def check(self) -> bool:
-        """One poll; True when a change was handed on."""
+    def changed(self) -> bool:
+        """One poll: True (once) when the file changed since the last poll."""
         sig = self._signature()
         if sig is None or sig == self._sig:
             return False
         self._sig = sig
+        return True
+
+    def check(self) -> bool:
+        """One poll, handing a change on in this thread; True when it did."""
+        if not self.changed():
+            return False
+        self._hand_on()
+        return True
+
+    def _hand_on(self) -> None:
         try:
             self.on_change(self.path)
-        except Exception:  # the watcher must outlive any reload bug
+        except Exception:
             log.exception("brownout: config reload failed")
-        return True
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
-            self.check()
+            if self.changed():
+                await asyncio.to_thread(self._hand_on)

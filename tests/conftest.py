@@ -61,8 +61,14 @@ def upstream_tls() -> Iterator[Any]:
 
 
 @pytest.fixture
-def brownout_proxy(tmp_path: Path, _ca_template: Path) -> Iterator[Callable[..., ProxyHandle]]:
+def brownout_proxy(
+    request: pytest.FixtureRequest, tmp_path: Path, _ca_template: Path
+) -> Iterator[Callable[..., ProxyHandle]]:
     """Factory starting brownout proxies (stopped at teardown), each with its own confdir.
+
+    At teardown, a proxy whose guard contained a failure fails the test: a component bug must
+    not hide behind fail-open. Tests that cause failures on purpose carry
+    `@pytest.mark.contained_errors`.
 
     `brownout_proxy(config=None, mode="regular", extra_options=None, *, upstream=None, on_exchange=None)`
     - `config`: YAML text, a path to a YAML file, or a `BrownoutConfig`; None = defaults. Text is
@@ -106,12 +112,16 @@ def brownout_proxy(tmp_path: Path, _ca_template: Path) -> Iterator[Callable[...,
             kwargs["config"] = config
         cm = running_proxy(mode=mode, confdir=confdir, extra_options=options, on_exchange=on_exchange, **kwargs)
         handle = cm.__enter__()
-        stack.append(cm)
+        stack.append((cm, handle))
         return handle
 
     yield start
-    for cm in reversed(stack):
+    contained = {}
+    for cm, handle in reversed(stack):
+        contained.update(handle.addon.guard.snapshot())
         cm.__exit__(None, None, None)
+    if contained and request.node.get_closest_marker("contained_errors") is None:
+        pytest.fail(f"brownout contained component failures during the test: {contained}", pytrace=False)
 
 
 def _proxied_http_client(proxy: ProxyHandle, module: Any, session: str | None = None) -> Any:

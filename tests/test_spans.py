@@ -14,6 +14,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, Usage
 from brownout.core.span_attributes import redact_url
 from brownout.core.spans import SpanBuilder, session_trace_context
+from brownout.core.wire import by_provider
 from brownout.invariants.records import Violation
 
 T0 = 1_750_000_000.0
@@ -54,6 +55,7 @@ def chat(**fields: object) -> Exchange:
     )
     for key, value in fields.items():
         setattr(ex, key, value)
+    ex.gen_ai_provider = by_provider(ex.provider).gen_ai_provider  # as the wire format stamps it
     return ex
 
 
@@ -133,6 +135,7 @@ def test_mcp_tools_call_is_an_execute_tool_span(otel) -> None:
         port=8000,
         path="/mcp",
         provider="mcp",
+        gen_ai_provider="mcp",
         operation="tools/call",
         mcp_method="tools/call",
         tool_name="get_weather",
@@ -239,7 +242,8 @@ def test_check_that_raises_still_ends_the_span(otel) -> None:
     def boom(span, exchange):
         raise RuntimeError("bug")
 
-    SpanBuilder(tp).build(chat(), check=boom)
+    with pytest.raises(RuntimeError, match="bug"):  # containing it is the invariant runner's job
+        SpanBuilder(tp).build(chat(), check=boom)
     assert len(exporter.get_finished_spans()) == 1
 
 

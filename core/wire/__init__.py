@@ -1,14 +1,15 @@
-"""Wire formats: one module per provider, an explicit registry, and request detection.
+"""Wire formats: one module per provider, and the set of formats one config knows.
 
 Typical use by the proxy addon::
 
-    fmt, operation = detect(RequestInfo(...))
-    exchange.provider, exchange.operation = fmt.provider, operation
-    fmt.parse_request(exchange, body)
-    parser = fmt.stream_parser(exchange)   # streamed response: feed() each framed event, then finish()
-    fmt.parse_response(exchange, body)     # or a whole response body
+    fmt, operation = formats.detect(RequestInfo(...))   # formats: a WireFormats (built-ins + plugins)
+    fmt.parse_request(exchange, body)                   # stamps provider, fills model, tools, messages
+    parser = fmt.stream_parser(exchange)                # streamed response: feed() each event, then finish()
+    fmt.parse_response(exchange, body)                  # or a whole response body
 
-None of these raise: a parser that gives up records `exchange.parse_error`.
+None of these raise: a parser that gives up records `exchange.parse_error`. Formats hold no
+state, so one instance of each built-in serves every config; text is capped per exchange
+(`exchange.capture_max_bytes`).
 """
 
 from __future__ import annotations
@@ -21,112 +22,87 @@ from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, Wire
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.gemini import GeminiFormat
 from brownout.core.wire.generic import GenericFormat
-from brownout.core.wire.jsonutil import DEFAULT_CAPTURE_MAX_BYTES
 from brownout.core.wire.mcp import McpFormat
 from brownout.core.wire.ollama import OllamaFormat
 from brownout.core.wire.openai import OpenAIFormat
 
 __all__ = [
-    "DEFAULT_CAPTURE_MAX_BYTES",
-    "FORMATS",
+    "BUILTIN",
     "GENERIC",
     "ProviderFormat",
     "RequestInfo",
     "StreamEvent",
     "StreamParser",
     "WireFormat",
+    "WireFormats",
     "by_provider",
-    "check_formats",
     "detect",
-    "register_format",
-    "set_capture_max_bytes",
-    "unregister_format",
 ]
 
 log = logging.getLogger(__name__)
 
 GENERIC = GenericFormat()
-
-# Detection order: MCP first (it claims by body, wherever it is mounted), the generic
-# fallback last (it claims everything).
-FORMATS: tuple[ProviderFormat, ...] = (
+# Detection order: MCP first (it claims by body, wherever it is mounted); plugins come after
+# these, and the generic fallback (which claims everything) last.
+_BUILTIN_FORMATS: tuple[WireFormat, ...] = (
     McpFormat(),
     OpenAIFormat(),
     AnthropicFormat(),
     GeminiFormat(),
     OllamaFormat(),
-    GENERIC,
 )
 
 
-def _index(formats: tuple[ProviderFormat, ...]) -> dict[str, ProviderFormat]:
-    index: dict[str, ProviderFormat] = {}
-    for fmt in formats:
-        if fmt.provider in index:
-            raise ValueError(f"duplicate wire format provider {fmt.provider!r}")
-        index[fmt.provider] = fmt
-    return index
+class WireFormats:
+    """The wire formats of one config, in detection order: built-ins, then `extra`, then generic."""
 
+    __slots__ = ("_by_provider", "formats", "llm_providers", "providers")
 
-_BY_PROVIDER = _index(FORMATS)
-_BUILTIN = FORMATS
+    def __init__(self, extra: Iterable[WireFormat] = ()) -> None:
+        extra = tuple(extra)
+        for fmt in extra:
+            if not isinstance(fmt, WireFormat):
+                raise ValueError(f"{fmt!r} is not a brownout.core.wire.base.WireFormat instance")
+        self.formats: tuple[WireFormat, ...] = (*_BUILTIN_FORMATS, *extra, GENERIC)
+        index: dict[str, WireFormat] = {}
+        for fmt in self.formats:
+            if fmt.provider in index:
+                raise ValueError(f"duplicate wire format provider {fmt.provider!r}")
+            index[fmt.provider] = fmt
+        self._by_provider = index
+        self.providers: tuple[str, ...] = tuple(index)  # what `match.provider` may name
+        self.llm_providers: frozenset[str] = frozenset(f.provider for f in self.formats if f.calls_tools)
 
+    def with_extra(self, extra: Iterable[WireFormat]) -> WireFormats:
+        """These formats plus `extra` (ValueError when a provider name would be ambiguous)."""
+        return WireFormats((*self.formats[len(_BUILTIN_FORMATS) : -1], *extra))
 
-def detect(
-    req: RequestInfo, on_error: Callable[[ProviderFormat, Exception], None] | None = None
-) -> tuple[ProviderFormat, str]:
-    """The first format that claims the request, and its operation; the generic format always does.
+    def detect(
+        self, req: RequestInfo, on_error: Callable[[WireFormat, Exception], None] | None = None
+    ) -> tuple[WireFormat, str]:
+        """The first format that claims the request, and its operation; the generic format always does.
 
-    `on_error` hears of a format whose recognise() raised (the proxy's guard counts it)."""
-    for fmt in FORMATS:
+        `on_error` hears of a format whose recognise() raised (the proxy's guard counts it)."""
+        for fmt in self.formats:
+            try:
+                op = fmt.recognise(req)
+            except Exception as e:  # recognition must never break traffic; fall through to the next format
+                log.debug("wire format %s failed to recognise %s", fmt.provider, req.path, exc_info=True)
+                if on_error is not None:
+                    on_error(fmt, e)
+                continue
+            if op is not None:
+                return fmt, op
+        return GENERIC, "http"
+
+    def by_provider(self, name: str) -> WireFormat:
+        """The format registered under `name` (e.g. exchange.provider); KeyError when there is none."""
         try:
-            op = fmt.recognise(req)
-        except Exception as e:  # recognition must never break traffic; fall through to the next format
-            log.debug("wire format %s failed to recognise %s", fmt.provider, req.path, exc_info=True)
-            if on_error is not None:
-                on_error(fmt, e)
-            continue
-        if op is not None:
-            return fmt, op
-    return GENERIC, "http"
+            return self._by_provider[name]
+        except KeyError:
+            raise KeyError(f"no wire format {name!r}; known: {', '.join(self._by_provider)}") from None
 
 
-def by_provider(name: str) -> ProviderFormat:
-    """The format registered under `name` (e.g. exchange.provider); KeyError when there is none."""
-    try:
-        return _BY_PROVIDER[name]
-    except KeyError:
-        raise KeyError(f"no wire format {name!r}; known: {', '.join(_BY_PROVIDER)}") from None
-
-
-def check_formats(formats: Iterable[WireFormat]) -> None:
-    """ValueError when adding these formats would make a provider name ambiguous."""
-    _index((*FORMATS, *formats))  # type: ignore[arg-type]
-
-
-def register_format(fmt: WireFormat) -> None:
-    """Add a format (a plugin's): tried after the built-in ones, before the generic fallback.
-
-    Rebinds FORMATS (read at call time by detect): the hot path keeps iterating one tuple."""
-    global FORMATS, _BY_PROVIDER
-    if fmt in FORMATS:
-        return
-    formats = (*FORMATS[:-1], fmt, GENERIC)
-    _BY_PROVIDER = _index(formats)  # type: ignore[arg-type]
-    FORMATS = formats  # type: ignore[assignment]
-
-
-def unregister_format(fmt: WireFormat) -> None:
-    """Remove a format added by register_format (built-in formats stay)."""
-    global FORMATS, _BY_PROVIDER
-    if fmt in FORMATS and fmt not in _BUILTIN:
-        FORMATS = tuple(f for f in FORMATS if f is not fmt)
-        _BY_PROVIDER = _index(FORMATS)
-
-
-def set_capture_max_bytes(max_bytes: int) -> None:
-    """Cap captured text (request_body, output_text) for every registered format."""
-    if max_bytes < 0:
-        raise ValueError(f"capture_max_bytes must be >= 0, got {max_bytes}")
-    for fmt in FORMATS:
-        fmt.capture_max_bytes = max_bytes
+BUILTIN = WireFormats()
+detect = BUILTIN.detect
+by_provider = BUILTIN.by_provider

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from brownout.core.wire import anthropic_faults as faults
+from brownout.core.wire import anthropic_faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
@@ -42,6 +42,8 @@ class AnthropicFormat(ProviderFormat):
     """Claude's Messages API: content blocks, tool_use, and named SSE events."""
 
     provider = "anthropic"
+    gen_ai_provider = "anthropic"
+    calls_tools = True
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":
@@ -123,10 +125,10 @@ class AnthropicFormat(ProviderFormat):
                     )
                 )
         if texts:
-            exchange.output_text = cap_text("".join(texts), self.capture_max_bytes)
+            exchange.output_text = cap_text("".join(texts), exchange.capture_max_bytes)
 
     def stream_parser(self, exchange: Exchange) -> StreamParser:
-        return AnthropicStreamParser(exchange, self.capture_max_bytes)
+        return AnthropicStreamParser(exchange)
 
     def is_terminal(self, event: StreamEvent) -> bool:
         if event.event is not None:
@@ -141,7 +143,7 @@ class AnthropicFormat(ProviderFormat):
         retry_after_s: float | None = None,
         exchange: Exchange | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        return faults.error_response(status, error_type, message, retry_after_s)
+        return anthropic_faults.error_response(status, error_type, message, retry_after_s)
 
     def stream_error_event(
         self,
@@ -149,20 +151,20 @@ class AnthropicFormat(ProviderFormat):
         message: str | None = None,
         exchange: Exchange | None = None,
     ) -> bytes:
-        return faults.stream_error_event(error_type, message)
+        return anthropic_faults.stream_error_event(error_type, message)
 
     def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
-        return faults.empty_response(exchange)
+        return anthropic_faults.empty_response(exchange)
 
     def terminal_bytes(self, exchange: Exchange | None = None) -> bytes:
-        return faults.MESSAGE_STOP
+        return anthropic_faults.MESSAGE_STOP
 
 
 class AnthropicStreamParser(BaseStreamParser):
     """message_start ... message_stop, with input_json_delta fragments joined per block index."""
 
-    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
-        super().__init__(exchange, capture_max_bytes)
+    def __init__(self, exchange: Exchange) -> None:
+        super().__init__(exchange)
         self._blocks: dict[int, tuple[ToolCall, list[str]]] = {}  # content block index -> tool call
 
     def _feed(self, event: StreamEvent) -> None:

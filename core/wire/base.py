@@ -64,7 +64,9 @@ class StreamParser(ABC):
 class WireFormat(ABC):
     """Provider knowledge: recognition, parsing, and the provider's real bytes."""
 
-    provider: ClassVar[str]
+    provider: ClassVar[str]  # brownout's id: what `match.provider` names and exchanges record
+    gen_ai_provider: ClassVar[str | None] = None  # gen_ai.provider.name on spans; None: not a GenAI provider
+    calls_tools: ClassVar[bool] = False  # responses carry model tool calls (a `tool` match waits for them)
 
     @abstractmethod
     def recognise(self, req: RequestInfo) -> str | None:

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 from brownout.core.exchange import Exchange
 from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
 from brownout.core.wire.jsonutil import (
-    DEFAULT_CAPTURE_MAX_BYTES,
     TextBuffer,
     decode_capped,
     dumps,
@@ -67,9 +66,9 @@ def default_message(status: int) -> str:
 class BaseStreamParser(StreamParser):
     """Counts events, catches parser exceptions, and collects assistant text under a cap."""
 
-    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
+    def __init__(self, exchange: Exchange) -> None:
         super().__init__(exchange)
-        self.text = TextBuffer(capture_max_bytes)
+        self.text = TextBuffer(exchange.capture_max_bytes)
         exchange.streamed = True
         exchange.stream_complete = False
 
@@ -78,16 +77,17 @@ class BaseStreamParser(StreamParser):
         exchange.stream_events += 1
         try:
             self._feed(event)
-        except Exception as exc:  # a parser bug or hostile bytes must never reach traffic
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(exchange, "stream", exc)
 
     def finish(self) -> None:
         try:
             self._finish()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(self.exchange, "stream end", exc)
         if self.text:
             self.exchange.output_text = self.text.value()
+        self.exchange.cap_captured()
 
     def _json(self, data: str, what: str = "stream event") -> Any:
         """The event's decoded JSON; None for an empty or undecodable one (recorded as a parse error)."""
@@ -111,19 +111,17 @@ class ProviderFormat(WireFormat):
     """A wire format with a capped capture and exception-safe parsing entry points."""
 
     provider: ClassVar[str]
-    # Instances are shared singletons; set this attribute (or use
-    # brownout.core.wire.set_capture_max_bytes) to change the cap for captured text.
-    capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
 
     def parse_request(self, exchange: Exchange, body: bytes) -> None:
         try:
-            exchange.provider = self.provider
-            exchange.request_body = decode_capped(body, self.capture_max_bytes)
+            exchange.provider, exchange.gen_ai_provider = self.provider, self.gen_ai_provider
+            exchange.request_body = decode_capped(body, exchange.capture_max_bytes)
             if not body or body.isspace():
                 return
             self._request(exchange, self._load_request(body))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(exchange, "request", exc)
+        exchange.cap_captured()
 
     def _load_request(self, body: bytes) -> Any:
         """Decode a request body; a format whose recognise() decoded it already may reuse that."""
@@ -134,8 +132,9 @@ class ProviderFormat(WireFormat):
             if not body or body.isspace():
                 return
             self._response(exchange, loads(body))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(exchange, "response", exc)
+        exchange.cap_captured()
 
     @abstractmethod
     def _request(self, exchange: Exchange, data: Any) -> None:

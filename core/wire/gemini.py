@@ -91,6 +91,8 @@ class GeminiFormat(ProviderFormat):
     """Gemini's REST wire format: contents/parts, functionCall, usageMetadata."""
 
     provider = "gemini"
+    gen_ai_provider = "gcp.gemini"
+    calls_tools = True
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST" or ":" not in req.path:
@@ -135,24 +137,24 @@ class GeminiFormat(ProviderFormat):
             return
         # A stream without alt=sse is one JSON array of chunks: read chunk by chunk, so a
         # truncated stream still yields what arrived and reads as incomplete.
-        text = TextBuffer(self.capture_max_bytes)
+        text = TextBuffer(exchange.capture_max_bytes)
         exchange.stream_complete = False
         try:
             for chunk in _iter_array(body.decode("utf-8", "replace")):
                 _chunk(exchange, chunk, text)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(exchange, "response", exc)
         if text:
             exchange.output_text = text.value()
 
     def _response(self, exchange: Exchange, data: Any) -> None:
-        text = TextBuffer(self.capture_max_bytes)
+        text = TextBuffer(exchange.capture_max_bytes)
         _chunk(exchange, data, text)
         if text:
             exchange.output_text = text.value()
 
     def stream_parser(self, exchange: Exchange) -> StreamParser:
-        return GeminiStreamParser(exchange, self.capture_max_bytes)
+        return GeminiStreamParser(exchange)
 
     def is_terminal(self, event: StreamEvent) -> bool:
         return '"finishReason"' in event.data

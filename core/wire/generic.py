@@ -46,8 +46,8 @@ class GenericFormat(ProviderFormat):
 
     def parse_request(self, exchange: Exchange, body: bytes) -> None:
         try:
-            exchange.provider = self.provider
-            exchange.request_body = decode_capped(body, self.capture_max_bytes)
+            exchange.provider, exchange.gen_ai_provider = self.provider, None
+            exchange.request_body = decode_capped(body, exchange.capture_max_bytes)
             # The tool is named by the path whatever the body: `match: {tool: weather}` must act
             # on GET /tools/weather at request time, before its response says it was JSON.
             exchange.tool_name = exchange.tool_name or tool_name_from_path(exchange.path)
@@ -55,8 +55,9 @@ class GenericFormat(ProviderFormat):
                 self._as_tool(exchange)
                 if _looks_json(body):
                     # The JSON body is the tool's arguments: record it so loop and schema checks see it.
-                    exchange.tool_calls.append(ToolCall(exchange.tool_name or "", exchange.request_body))
-        except Exception as exc:
+                    capped = len(body) > exchange.capture_max_bytes
+                    exchange.tool_calls.append(ToolCall(exchange.tool_name or "", exchange.request_body, capped=capped))
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(exchange, "request", exc)
 
     def parse_response(self, exchange: Exchange, body: bytes) -> None:
@@ -65,8 +66,8 @@ class GenericFormat(ProviderFormat):
             if exchange.operation == "http" and ("json" in ct.lower() or (not ct and _looks_json(body))):
                 self._as_tool(exchange)
             if body and _textual(ct):
-                exchange.output_text = decode_capped(body, self.capture_max_bytes)
-        except Exception as exc:
+                exchange.output_text = decode_capped(body, exchange.capture_max_bytes)
+        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
             note_parse_error(exchange, "response", exc)
 
     def _as_tool(self, exchange: Exchange) -> None:
@@ -81,7 +82,7 @@ class GenericFormat(ProviderFormat):
         pass
 
     def stream_parser(self, exchange: Exchange) -> StreamParser:
-        return GenericStreamParser(exchange, self.capture_max_bytes)
+        return GenericStreamParser(exchange)
 
 
 class GenericStreamParser(BaseStreamParser):

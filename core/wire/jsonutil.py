@@ -8,6 +8,8 @@ import math
 import uuid
 from typing import Any
 
+from brownout.core.exchange import DEFAULT_CAPTURE_MAX_BYTES, cap_text
+
 __all__ = [
     "DEFAULT_CAPTURE_MAX_BYTES",
     "TextBuffer",
@@ -23,7 +25,6 @@ __all__ = [
     "text_of",
 ]
 
-DEFAULT_CAPTURE_MAX_BYTES = 1 << 20  # 1 MiB of captured text per exchange field
 
 _utf8_decoder = codecs.getincrementaldecoder("utf-8")
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -33,17 +34,6 @@ loads = json.loads  # raises ValueError (including UnicodeDecodeError) on bad in
 def dumps(obj: Any) -> str:
     """Compact JSON, as providers put it on the wire."""
     return _dumps(obj)
-
-
-def cap_text(text: str, max_bytes: int) -> str:
-    """`text` cut to at most `max_bytes` UTF-8 bytes, never splitting a character."""
-    # A character is at most 4 bytes, so short strings need no encoding at all.
-    if len(text) * 4 <= max_bytes:
-        return text
-    raw = text.encode("utf-8", "surrogatepass")
-    if len(raw) <= max_bytes:
-        return text
-    return raw[:max_bytes].decode("utf-8", "ignore")
 
 
 def decode_capped(body: bytes, max_bytes: int) -> str:

@@ -57,6 +57,7 @@ class McpFormat(ProviderFormat):
     """Model Context Protocol over streamable HTTP: operation = the JSON-RPC method."""
 
     provider = "mcp"
+    gen_ai_provider = "mcp"
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":
@@ -107,14 +108,14 @@ class McpFormat(ProviderFormat):
             exchange.notes["jsonrpc_ids"] = ids
 
     def _response(self, exchange: Exchange, data: Any) -> None:
-        text = TextBuffer(self.capture_max_bytes)
+        text = TextBuffer(exchange.capture_max_bytes)
         for msg in _messages(data):
             reply(exchange, msg, text)
         if text:
             exchange.output_text = text.value()
 
     def stream_parser(self, exchange: Exchange) -> StreamParser:
-        return McpStreamParser(exchange, self.capture_max_bytes)
+        return McpStreamParser(exchange)
 
     def is_terminal(self, event: StreamEvent) -> bool:
         data = event.data
@@ -230,8 +231,8 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
 class McpStreamParser(BaseStreamParser):
     """SSE `event: message` frames, each one JSON-RPC message; complete once every request is answered."""
 
-    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
-        super().__init__(exchange, capture_max_bytes)
+    def __init__(self, exchange: Exchange) -> None:
+        super().__init__(exchange)
         self._pending = max(1, len(exchange.notes.get("jsonrpc_methods") or ()))
 
     def _feed(self, event: StreamEvent) -> None:

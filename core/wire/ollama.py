@@ -75,6 +75,8 @@ class OllamaFormat(ProviderFormat):
     """Ollama's native REST API; streams unless the request says `"stream": false`."""
 
     provider = "ollama"
+    gen_ai_provider = "ollama"
+    calls_tools = True
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":
@@ -112,7 +114,7 @@ class OllamaFormat(ProviderFormat):
                 exchange.tool_results.append(ToolResult(call_id, text, name if isinstance(name, str) else None))
 
     def _response(self, exchange: Exchange, data: Any) -> None:
-        text = TextBuffer(self.capture_max_bytes)
+        text = TextBuffer(exchange.capture_max_bytes)
         _line(exchange, data, text)
         if text:
             exchange.output_text = text.value()
@@ -133,7 +135,7 @@ class OllamaFormat(ProviderFormat):
         super().parse_response(exchange, body)
 
     def stream_parser(self, exchange: Exchange) -> StreamParser:
-        return OllamaStreamParser(exchange, self.capture_max_bytes)
+        return OllamaStreamParser(exchange)
 
     def is_terminal(self, event: StreamEvent) -> bool:
         data = event.data

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from brownout.core.wire import openai_faults as faults
+from brownout.core.wire import openai_faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
@@ -52,6 +52,8 @@ class OpenAIFormat(ProviderFormat):
     """OpenAI's REST wire format, also spoken by most self-hosted inference servers."""
 
     provider = "openai"
+    gen_ai_provider = "openai"
+    calls_tools = True
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":
@@ -98,14 +100,14 @@ class OpenAIFormat(ProviderFormat):
         if isinstance(usage, dict):
             set_usage(exchange, usage)
         if data.get("object") == "response" or "output" in data:
-            _responses_response(exchange, data, self.capture_max_bytes)
+            _responses_response(exchange, data, exchange.capture_max_bytes)
         elif isinstance(data.get("choices"), list):
-            _choices_response(exchange, data["choices"], self.capture_max_bytes)
+            _choices_response(exchange, data["choices"], exchange.capture_max_bytes)
 
     def stream_parser(self, exchange: Exchange) -> StreamParser:
         if exchange.operation == "responses":
-            return ResponsesStreamParser(exchange, self.capture_max_bytes)
-        return ChatStreamParser(exchange, self.capture_max_bytes)
+            return ResponsesStreamParser(exchange)
+        return ChatStreamParser(exchange)
 
     def is_terminal(self, event: StreamEvent) -> bool:
         data = event.data
@@ -126,7 +128,7 @@ class OpenAIFormat(ProviderFormat):
         retry_after_s: float | None = None,
         exchange: Exchange | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        return faults.error_response(status, error_type, message, retry_after_s, exchange)
+        return openai_faults.error_response(status, error_type, message, retry_after_s, exchange)
 
     def stream_error_event(
         self,
@@ -134,14 +136,14 @@ class OpenAIFormat(ProviderFormat):
         message: str | None = None,
         exchange: Exchange | None = None,
     ) -> bytes:
-        return faults.stream_error_event(error_type, message, exchange)
+        return openai_faults.stream_error_event(error_type, message, exchange)
 
     def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
-        return faults.empty_response(exchange)
+        return openai_faults.empty_response(exchange)
 
     def terminal_bytes(self, exchange: Exchange | None = None) -> bytes:
         if exchange is not None and exchange.operation == "responses":
-            return faults.responses_completed_event(exchange)
+            return openai_faults.responses_completed_event(exchange)
         return b"data: [DONE]\n\n"
 
 

@@ -38,8 +38,8 @@ def set_error(exchange: Exchange, err: Any) -> None:
 class ChatStreamParser(BaseStreamParser):
     """`data: {chunk}` ... `data: [DONE]`, reassembling tool-call fragments by index."""
 
-    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
-        super().__init__(exchange, capture_max_bytes)
+    def __init__(self, exchange: Exchange) -> None:
+        super().__init__(exchange)
         # (choice index, tool-call index) -> the call and its argument fragments
         self._calls: dict[tuple[int, int], tuple[ToolCall, list[str]]] = {}
         self._last: dict[int, int] = {}  # choice index -> last tool-call index seen
@@ -120,8 +120,8 @@ class ChatStreamParser(BaseStreamParser):
 class ResponsesStreamParser(BaseStreamParser):
     """Responses API `response.*` events, with function-call arguments reassembled per item."""
 
-    def __init__(self, exchange: Exchange, capture_max_bytes: int) -> None:
-        super().__init__(exchange, capture_max_bytes)
+    def __init__(self, exchange: Exchange) -> None:
+        super().__init__(exchange)
         self._calls: dict[str, tuple[ToolCall, list[str]]] = {}  # item id (or output index) -> call
 
     def _feed(self, event: StreamEvent) -> None:

@@ -160,7 +160,7 @@ class HttpServer:
             self._tasks.discard(task)  # type: ignore[arg-type]
             try:
                 writer.close()
-            except Exception:  # the transport may already be gone
+            except Exception:  # noqa: BLE001 - the transport may already be gone
                 pass
 
     @staticmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -73,28 +74,13 @@ class Collector:
             return sorted(set(self._exchanges) | set(self._violations))
 
     def attach(self, addon: Any) -> None:
-        """Subscribe to the addon's violations and decision log, where those hooks exist."""
-        listeners = getattr(getattr(addon, "pipeline", None), "violation_listeners", None)
-        if isinstance(listeners, list):
-            listeners.append(self.on_violation)
-        else:
-            logger.info("this brownout build has no violation listener hook; violations are not collected")
-        log = _decision_log(addon)
-        if log is not None and hasattr(log, "add_sink"):
-            log.add_sink(self.on_decision)
+        """Subscribe to the addon's violations and fault decisions (call it on the proxy's loop)."""
+        addon.pipeline.violation_listeners.append(self.on_violation)
+        addon.engine.decisions.add_sink(self.on_decision)
 
     def detach(self, addon: Any) -> None:
-        listeners = getattr(getattr(addon, "pipeline", None), "violation_listeners", None)
-        if isinstance(listeners, list) and self.on_violation in listeners:
-            listeners.remove(self.on_violation)
-        log = _decision_log(addon)
-        if log is not None and hasattr(log, "remove_sink"):
-            try:
-                log.remove_sink(self.on_decision)
-            except ValueError:
-                pass
-
-
-def _decision_log(addon: Any) -> Any:
-    engine = getattr(getattr(addon, "faults", None), "engine", None)
-    return getattr(engine, "decision_log", None) or getattr(engine, "decisions", None)
+        """Unsubscribe (call it on the proxy's loop); detaching twice is harmless."""
+        if self.on_violation in addon.pipeline.violation_listeners:
+            addon.pipeline.violation_listeners.remove(self.on_violation)
+        with contextlib.suppress(ValueError):  # not subscribed (any more)
+            addon.engine.decisions.remove_sink(self.on_decision)

@@ -11,7 +11,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from brownout.core.config import Model
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -71,12 +73,6 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 class ExperimentError(ValueError):
     """An experiment file that cannot be used; the message names the field (and line when known)."""
-
-
-class Model(BaseModel):
-    """Base: unknown fields are errors, values are frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SuccessConfig(Model):

@@ -90,7 +90,7 @@ class ExperimentRunner:
         try:
             with self._factory()(config=first, confdir=self.confdir, on_exchange=self.collector.on_exchange) as handle:
                 self._handle = handle
-                self.collector.attach(handle.addon)
+                handle.call(self.collector.attach, handle.addon)
                 try:
                     with self.progress:
                         self._run_phases(handle, result)
@@ -99,7 +99,7 @@ class ExperimentRunner:
                     result.interrupted = True
                 finally:
                     time.sleep(DRAIN_S)
-                    self.collector.detach(handle.addon)
+                    handle.call(self.collector.detach, handle.addon)
         except KeyboardInterrupt:
             self._halt(None, "interrupted (Ctrl-C)", result)
             result.interrupted = True
@@ -122,7 +122,7 @@ class ExperimentRunner:
                     return
             for rep in range(1, rp.phase.repeat + 1):
                 label = rp.phase.name if rp.phase.repeat == 1 else f"{rp.phase.name}.r{rep}"
-                handle.addon.apply_config(rp.config)
+                handle.call(handle.addon.apply_config, rp.config)
                 pr = PhaseRun(rp.phase.name, label, rep, rp.phase.is_chaos, rp.digest, started_at=time.time())
                 result.phases.append(pr)
                 try:
@@ -142,9 +142,8 @@ class ExperimentRunner:
 
     def _stop_all(self, handle: Any) -> None:
         self._stop.set()
-        engine = getattr(getattr(getattr(handle, "addon", None), "faults", None), "engine", None)
-        if engine is not None and not getattr(engine, "paused", False):
-            engine.pause()  # stop injecting at once, before the agents are killed
+        if handle is not None:
+            handle.call(handle.addon.engine.pause)  # stop injecting at once, before the agents are killed
         with self._procs_lock:
             for proc in list(self._procs):
                 kill_process(proc)

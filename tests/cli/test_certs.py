@@ -13,7 +13,6 @@ from brownout.proxy.certs import (
     CA_CERT_NAME,
     default_confdir,
     ensure_ca,
-    parse_listen,
     proxy_env,
     proxy_url,
 )
@@ -83,23 +82,3 @@ def test_proxy_env(tmp_path: Path) -> None:
 )
 def test_proxy_url_dials_loopback_for_wildcards(host: str, expected: str) -> None:
     assert proxy_url(host, 9) == expected
-
-
-@pytest.mark.parametrize(
-    ("spec", "expected"),
-    [
-        ("127.0.0.1:8081", ("127.0.0.1", 8081)),
-        (":9000", ("127.0.0.1", 9000)),
-        ("0.0.0.0", ("0.0.0.0", 8080)),
-        ("[::1]:7000", ("::1", 7000)),
-        ("localhost:0", ("localhost", 0)),
-    ],
-)
-def test_parse_listen(spec: str, expected: tuple[str, int]) -> None:
-    assert parse_listen(spec) == expected
-
-
-@pytest.mark.parametrize("spec", ["h:port", "h:70000", "[::1", "[::1]x"])
-def test_parse_listen_rejects(spec: str) -> None:
-    with pytest.raises(ValueError):
-        parse_listen(spec)

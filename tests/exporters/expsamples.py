@@ -6,6 +6,7 @@ import itertools
 import time
 from typing import Any
 
+from brownout.core import wire
 from brownout.core.exchange import Exchange, FaultRecord, Timings, Usage
 from brownout.faults.decisions import Decision
 from brownout.invariants.records import Violation
@@ -34,6 +35,9 @@ def exchange(**overrides: Any) -> Exchange:
         "timings": Timings(start=now - 1.2, first_upstream_byte=now - 1.12, end=now),
     }
     fields.update(overrides)
+    # As the wire format would stamp it on a recognised request.
+    if fields["provider"] in wire.BUILTIN.providers:
+        fields.setdefault("gen_ai_provider", wire.BUILTIN.by_provider(fields["provider"]).gen_ai_provider)
     return Exchange(**fields)
 
 

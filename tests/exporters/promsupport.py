@@ -81,6 +81,4 @@ def feed(metrics: Metrics, rounds: int = 1) -> None:
             metrics.observe_decision(decision(outcome=outcome))
         metrics.internal_error("exporter:otlp")
         metrics.export_dropped("otlp", 3)
-    metrics.set_sessions_active(4)
-    metrics.set_rule_active("slow-openai", True)
-    metrics.set_rule_active("anthropic-overload", False)
+    metrics.watch(sessions=lambda: 4, rules=lambda: {"slow-openai": True, "anthropic-overload": False})

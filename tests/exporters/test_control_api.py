@@ -201,7 +201,7 @@ def test_pause_over_http_stops_injection_on_the_next_exchange() -> None:
     cfg = BrownoutConfig.model_validate(
         {"rules": [{"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 5}}]}
     )
-    engine = FaultEngine(cfg)
+    engine = FaultEngine(cfg.ruleset)
     wire = OpenAIFormat()
     assert not engine.plan(exchange(), wire).empty
     server = ControlServer(EngineControl(engine, reload=lambda: (True, "")), listen="127.0.0.1:0", token=TOKEN).start()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from brownout.exporters.config import ControlConfig, ExportersConfig, OtlpConfig, PrometheusConfig, parse_listen
-from brownout.proxy.config import BrownoutConfig
+from brownout.exporters.config import ExportersConfig, OtlpConfig, PrometheusConfig
+from brownout.proxy.config import BrownoutConfig, ControlConfig
 
 
 def test_defaults_and_issue_example() -> None:
@@ -35,14 +35,6 @@ def test_models_forbid_unknown_fields_and_are_frozen() -> None:
         OtlpConfig(protocol="http/json")  # type: ignore[arg-type]
     with pytest.raises(pydantic.ValidationError):
         ExportersConfig().prometheus.listen = "0.0.0.0:1"  # type: ignore[misc]
-
-
-def test_parse_listen() -> None:
-    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
-    assert parse_listen("[::1]:9464") == ("::1", 9464)
-    for bad in ("9464", ":9464", "host:99999", "host:http"):
-        with pytest.raises(ValueError):
-            parse_listen(bad)
 
 
 def test_otlp_off_unless_an_endpoint_is_configured() -> None:

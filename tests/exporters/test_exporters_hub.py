@@ -98,9 +98,9 @@ def test_busy_metrics_port_is_counted_not_fatal(tmp_path: Path) -> None:
     second.shutdown()
 
 
-def test_from_config_accepts_brownout_config() -> None:
+def test_a_hub_from_a_brownout_config_section() -> None:
     cfg = BrownoutConfig.model_validate({"exporters": {"prometheus": {"enabled": False}}})
-    hub = Exporters.from_config(cfg, Guard(), registry=CollectorRegistry(), environ={})
+    hub = Exporters(cfg.exporters, guard=Guard(), registry=CollectorRegistry(), environ={})
     hub.start()
     assert hub.metrics_port is None and hub.otlp is None
     assert hub.tracer_provider.get_tracer("t").start_span("x").is_recording()

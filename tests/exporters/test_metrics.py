@@ -106,9 +106,7 @@ def test_genai_semconv_histograms(metrics: Metrics) -> None:
 
 
 def test_gauges_errors_drops_build_info(metrics: Metrics) -> None:
-    metrics.set_sessions_active(3)
-    metrics.set_rule_active("slow", True)
-    metrics.set_rule_active("cut", False)
+    metrics.watch(sessions=lambda: 3, rules=lambda: {"slow": True, "cut": False})
     metrics.internal_error("exporter:otlp")
     metrics.export_dropped("otlp", 5)
     metrics.export_dropped("jsonl", 0)

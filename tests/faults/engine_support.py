@@ -1,22 +1,23 @@
 """Stand-ins for the engine tests: a fake clock, sleep and wire, two test-only fault types
-(registered by the autouse `standins` fixture, which the engine test modules import), and
-builders for configs, engines and exchanges."""
+(known to the rule sets built here, as a config's plugins would be), and builders for rule
+sets, engines and exchanges."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any, Literal
 
-import pytest
+from pydantic import TypeAdapter
 
 from brownout import faults
 from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.registry import build_registry
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
 from brownout.faults.base import CLOSE, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
-from brownout.faults.engine import FaultEngine
-from brownout.proxy.config import BrownoutConfig
+from brownout.faults.config import Rules
+from brownout.faults.engine import FaultEngine, RuleSet
 
 T0 = 1_700_000_000.0
 
@@ -139,20 +140,20 @@ class BoomFault(Fault):
         raise RuntimeError("boom")
 
 
-@pytest.fixture(autouse=True)
-def standins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setitem(faults.REGISTRY, "tag", TagFault)
-    monkeypatch.setitem(faults.REGISTRY, "boom", BoomFault)
-    yield
+TYPES = build_registry("fault", [*faults.FAULTS, TagFault, BoomFault], "Params")
+_RULES: TypeAdapter[Any] = TypeAdapter(Rules)
 
 
-def config(*rules: dict[str, Any], seed: int = 42) -> BrownoutConfig:
-    return BrownoutConfig.model_validate({"seed": seed, "rules": list(rules)})
+def config(*rules: dict[str, Any], seed: int = 42) -> RuleSet:
+    """The rule set of these rules, validated as a config with the stand-in faults would be."""
+    validated = _RULES.validate_python(list(rules), context={"fault_types": TYPES})
+    return RuleSet(rules=validated, seed=seed, fault_types=TYPES)
 
 
 def engine(*rules: dict[str, Any], seed: int = 42, **kw: Any) -> FaultEngine:
     kw.setdefault("clock", Clock())
     kw.setdefault("sleep", Sleeps())
+    kw.setdefault("guard", Guard(strict=True))  # a fault bug fails the test; containment tests pass their own
     return FaultEngine(config(*rules, seed=seed), **kw)
 
 

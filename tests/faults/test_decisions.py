@@ -1,13 +1,12 @@
-"""The decision log: bounded ring, sinks that may fail, JSONL written line by line."""
+"""The decision log: bounded ring, sinks that may fail (contained by the guard)."""
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 import pytest
 
+from brownout.core.guard import Guard
 from brownout.faults.decisions import Decision, DecisionLog
 
 
@@ -39,33 +38,30 @@ def test_sinks_get_every_decision_and_a_failing_one_is_contained(caplog: pytest.
     def broken(d: Decision) -> None:
         raise RuntimeError("disk full")
 
-    log = DecisionLog()
+    guard = Guard()
+    log = DecisionLog(guard=guard)
     log.add_sink(broken)
     log.add_sink(seen.append)
-    with caplog.at_level(logging.DEBUG, logger="brownout.faults.decisions"):
+    with caplog.at_level(logging.DEBUG, logger="brownout.core.guard"):
         for i in range(3):
             log.record(decision(i))
     assert [d.counter for d in seen] == [0, 1, 2]  # the sink after the broken one still runs
-    [(name, count)] = log.sink_errors.items()
-    assert "broken" in name and count == 3
-    assert sum(r.levelno == logging.ERROR for r in caplog.records) == 1  # logged once
+    assert guard.snapshot() == {"decisions": 3}
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "broken" in errors[0].getMessage()  # logged once, naming the sink
     log.remove_sink(broken)
     log.record(decision(9))
-    assert sum(log.sink_errors.values()) == 3
+    assert guard.snapshot() == {"decisions": 3}
 
 
-def test_jsonl_file_is_flushed_per_line(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "decisions.jsonl"
-    log = DecisionLog(path=path)
-    log.record(decision(1))
-    log.record(decision(2, "skipped_probability"))
-    lines = path.read_text().splitlines()  # readable before close
-    assert [json.loads(line)["outcome"] for line in lines] == ["fired", "skipped_probability"]
-    assert json.loads(lines[0]) == decision(1).to_dict()
-    log.close()
-    log.close()
-    log.record(decision(3))  # after close: kept in memory, not written
-    assert len(path.read_text().splitlines()) == 2
+def test_a_strict_guard_raises_the_sink_error() -> None:
+    def broken(d: Decision) -> None:
+        raise RuntimeError("disk full")
+
+    log = DecisionLog(guard=Guard(strict=True))
+    log.add_sink(broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        log.record(decision(1))
 
 
 def test_decision_record() -> None:

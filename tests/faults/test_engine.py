@@ -8,6 +8,7 @@ import json
 import pytest
 
 from brownout.core.exchange import Usage
+from brownout.core.guard import Guard
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.framing import SSEFramer
 from brownout.faults.base import CLOSE, FaultParams, Respond, StreamTiming
@@ -22,7 +23,6 @@ from tests.faults.engine_support import (
     engine,
     ex,
     run,
-    standins,  # noqa: F401  (autouse fixture)
 )
 
 
@@ -194,7 +194,10 @@ def test_quota_with_a_custom_fault() -> None:
 
 
 def test_a_fault_that_raises_is_contained_and_counted() -> None:
-    e = engine({"name": "bad", "fault": {"type": "boom"}}, {"name": "good", "fault": {"type": "tag", "text": "+"}})
+    guard = Guard()
+    e = engine(
+        {"name": "bad", "fault": {"type": "boom"}}, {"name": "good", "fault": {"type": "tag", "text": "+"}}, guard=guard
+    )
     plan = e.plan(ex(), WIRE)
     assert run(plan.before_upstream()) is None
     run(plan.on_response_headers(200, {}))
@@ -205,7 +208,13 @@ def test_a_fault_that_raises_is_contained_and_counted() -> None:
     assert editor is not None
     assert editor.on_event(StreamEvent(raw=b"data: a\n\n", data="a")) == [b"data: a+\n\n"]
     assert editor.on_event(StreamEvent(raw=b"data: b\n\n", data="b")) == [b"data: b+\n\n"]
-    assert e.internal_errors["fault:boom"] == 6  # one per phase; the broken editor dropped out after one
+    assert guard.snapshot() == {"fault:boom": 6}  # one per phase; the broken editor dropped out after one
+
+
+def test_a_strict_guard_raises_a_faults_error() -> None:
+    e = engine({"name": "bad", "fault": {"type": "boom"}})  # the strict guard of the tests
+    with pytest.raises(RuntimeError, match="boom"):
+        run(e.plan(ex(), WIRE).before_upstream())
 
 
 def test_fault_construction_errors_are_contained(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,11 +222,12 @@ def test_fault_construction_errors_are_contained(monkeypatch: pytest.MonkeyPatch
         def __init__(self, params: FaultParams) -> None:
             raise ValueError("bad init")
 
-    e = engine({"name": "r", "fault": {"type": "tag"}})
+    guard = Guard()
+    e = engine({"name": "r", "fault": {"type": "tag"}}, guard=guard)
     monkeypatch.setattr(e.rules[0], "fault_cls", Fragile)
     exchange = ex()
     assert e.plan(exchange, WIRE).fired == [] and exchange.faults == []
-    assert e.internal_errors["fault:tag"] == 1
+    assert guard.snapshot() == {"fault:tag": 1}
 
 
 def test_stream_editors_chain_in_rule_order_and_close() -> None:

@@ -16,7 +16,6 @@ from tests.faults.engine_support import (
     engine,
     ex,
     run,
-    standins,  # noqa: F401  (autouse fixture)
 )
 
 
@@ -130,14 +129,22 @@ def test_same_seed_same_decisions_however_sessions_interleave() -> None:
 
 
 def test_same_order_gives_a_byte_identical_jsonl_log(tmp_path: Any) -> None:
+    # The decision log file as production writes it: the exporters' JSONL sink on the engine's log.
+    from brownout.exporters.config import ExportersConfig
+    from brownout.exporters.hub import Exporters
+
     texts = []
     for run_no in range(2):
         path = tmp_path / f"run{run_no}.jsonl"
-        log = DecisionLog(path=path)
-        e = engine(*REPRO_RULES, decision_log=log)
+        config = ExportersConfig.model_validate(
+            {"prometheus": {"enabled": False}, "jsonl": {"decisions_path": str(path)}}
+        )
+        hub = Exporters(config)
+        e = engine(*REPRO_RULES)
+        e.decisions.add_sink(hub.on_decision)
         for exchange in traffic(7):
             e.plan(exchange, WIRE).finish()
-        log.close()
+        hub.shutdown()
         texts.append(path.read_text())
     assert texts[0] == texts[1] and len(texts[0].splitlines()) == 3500
 

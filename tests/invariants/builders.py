@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
+from brownout.core.guard import Guard
 from brownout.core.spans import SpanBuilder
 from brownout.invariants.config import parse_invariants
 from brownout.invariants.records import Violation
@@ -62,6 +63,7 @@ def llm(
         port=443,
         path="/v1/chat/completions",
         provider="openai",
+        gen_ai_provider="openai",
         operation="chat",
         model="gpt-4o",
         messages=msgs,
@@ -109,6 +111,7 @@ def tool(
         port=8000,
         path="/mcp",
         provider="mcp",
+        gen_ai_provider="mcp",
         operation="tools/call",
         mcp_method="tools/call",
         tool_name=name,
@@ -147,6 +150,8 @@ class Harness:
         self.clock = runner_kwargs.pop("clock", None) or Clock()
         self.builder = SpanBuilder(provider)
         self.emitted: list[Violation] = []
+        # Strict by default: an invariant bug fails the test; containment tests pass Guard().
+        runner_kwargs.setdefault("guard", Guard(strict=True))
         self.runner = InvariantRunner(
             parse_invariants(invariants), clock=self.clock, on_violation=self.emitted.append, **runner_kwargs
         )

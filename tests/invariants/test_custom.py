@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from brownout.core.guard import Guard
 from tests.invariants.builders import Harness, llm
 
 
@@ -41,10 +42,11 @@ def test_raising_custom_callable_is_counted_and_skipped() -> None:
         [
             {"type": "custom", "name": "flaky", "callable": "tests.invariants.custom_checks:broken"},
             {"type": "token_budget", "max_tokens": 1},
-        ]
+        ],
+        guard=Guard(),
     )
     found = h.run(llm(0))
     assert [v.invariant for v in found] == ["token_budget"]  # the others still ran
     h.run(llm(1))
-    assert h.runner.internal_errors["invariant:flaky"] == 2
+    assert h.runner.guard.snapshot() == {"invariant:flaky": 2}
     assert len(h.exporter.get_finished_spans()) == 2

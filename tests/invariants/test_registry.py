@@ -6,7 +6,8 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
-from brownout.invariants import INVARIANTS, REGISTRY, build_registry
+from brownout.core.registry import build_registry
+from brownout.invariants import INVARIANTS, REGISTRY
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.config import parse_invariants
 from brownout.invariants.latency_budget import LatencyBudget
@@ -31,7 +32,7 @@ def test_duplicate_types_fail_loudly() -> None:
         pass
 
     with pytest.raises(ValueError, match="duplicate invariant type 'latency_budget'"):
-        build_registry([LatencyBudget, Again])
+        build_registry("invariant", [LatencyBudget, Again], "Config")
 
 
 def test_config_type_must_match_the_registry_name() -> None:
@@ -43,7 +44,7 @@ def test_config_type_must_match_the_registry_name() -> None:
         Config = WrongConfig
 
     with pytest.raises(ValueError, match=r"Literal\['wrong'\]"):
-        build_registry([Wrong])
+        build_registry("invariant", [Wrong], "Config")
 
 
 def test_unknown_type_lists_the_valid_ones() -> None:

@@ -4,6 +4,7 @@ import logging
 
 import pytest
 
+from brownout.core.guard import Guard
 from brownout.invariants.base import Invariant
 from brownout.invariants.config import parse_invariants
 from brownout.invariants.records import Violation
@@ -12,26 +13,33 @@ from tests.invariants.builders import T0, Clock, Harness, llm
 
 
 def test_an_invariant_that_raises_is_logged_once_counted_and_skipped(monkeypatch, caplog) -> None:
-    h = Harness([{"type": "token_budget", "max_tokens": 1}, {"type": "no_loop"}])
+    h = Harness([{"type": "token_budget", "max_tokens": 1}, {"type": "no_loop"}], guard=Guard())
     broken = h.runner.invariants[1]
 
     def boom(*args: object, **kwargs: object) -> list[Violation]:
         raise KeyError("bug")
 
     monkeypatch.setattr(broken, "check_span", boom)
-    with caplog.at_level(logging.ERROR, logger="brownout.invariants.runner"):
+    with caplog.at_level(logging.ERROR, logger="brownout.core.guard"):
         found = h.run(llm(0))
         h.run(llm(1, session="s2"))
     assert [v.invariant for v in found] == ["token_budget"]
-    assert h.runner.internal_errors == {"invariant:no_loop": 2}
+    assert h.runner.guard.snapshot() == {"invariant:no_loop": 2}
     assert len([r for r in caplog.records if "no_loop" in r.getMessage()]) == 1
     assert len(h.exporter.get_finished_spans()) == 2
 
 
 def test_a_non_list_result_counts_as_an_error(monkeypatch) -> None:
-    h = Harness([{"type": "no_loop"}])
+    h = Harness([{"type": "no_loop"}], guard=Guard())
     monkeypatch.setattr(h.runner.invariants[0], "check_span", lambda *a: None)
-    assert h.run(llm(0)) == [] and h.runner.internal_errors["invariant:no_loop"] == 1
+    assert h.run(llm(0)) == [] and h.runner.guard.snapshot() == {"invariant:no_loop": 1}
+
+
+def test_a_strict_guard_raises_an_invariants_error(monkeypatch) -> None:
+    h = Harness([{"type": "no_loop"}])  # strict, as every test harness is unless told otherwise
+    monkeypatch.setattr(h.runner.invariants[0], "check_span", lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        h.run(llm(0))
 
 
 def test_violation_record_and_span_event() -> None:
@@ -101,7 +109,7 @@ def test_ten_thousand_sessions_stay_bounded() -> None:
     for i in range(10_000):
         h.run(llm(i * 0.01, session=f"s{i}", calls=[("t", "{}")]))
         assert h.runner.sessions_active <= 1000
-    assert h.runner.internal_errors == {}
+    assert h.runner.guard.snapshot() == {}
     h.runner.sweep(now=clock.now + 61)
     assert h.runner.sessions_active == 0
     assert len(h.runner.sweep(now=clock.now + 62)) == 0
@@ -125,7 +133,7 @@ def test_on_violation_errors_are_contained() -> None:
     h = Harness([])
     h.runner = runner
     assert len(h.run(llm(0))) == 1
-    assert runner.internal_errors["on_violation"] == 1
+    assert runner.guard.snapshot() == {"on_violation": 1}
 
 
 def test_reload_drops_state_of_changed_invariants_only() -> None:
@@ -138,13 +146,14 @@ def test_reload_drops_state_of_changed_invariants_only() -> None:
     assert h.run(llm(1, calls=[("t", "{}")])) == []
 
 
-def test_on_error_receives_contained_failures(monkeypatch) -> None:
-    seen: list[tuple[str, str]] = []
-    h = Harness([{"type": "no_loop"}], on_error=lambda key, exc: seen.append((key, type(exc).__name__)))
+def test_the_guards_listeners_hear_contained_failures(monkeypatch) -> None:
+    seen: list[str] = []
+    guard = Guard()
+    guard.listeners.append(seen.append)  # how the Prometheus counter hears them
+    h = Harness([{"type": "no_loop"}], guard=guard)
     monkeypatch.setattr(h.runner.invariants[0], "check_span", lambda *a: 1 / 0)
     h.run(llm(0))
-    assert seen == [("invariant:no_loop", "ZeroDivisionError")]
-    assert h.runner.internal_errors["invariant:no_loop"] == 1
+    assert seen == ["invariant:no_loop"] and guard.snapshot() == {"invariant:no_loop": 1}
 
 
 def test_without_invariants_sessions_are_still_tracked() -> None:

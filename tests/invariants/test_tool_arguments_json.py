@@ -53,4 +53,4 @@ def test_schema_off_ignores_schema_and_bad_schema_is_skipped() -> None:
     h = Harness([{"type": "tool_arguments_json", "schema": True}])
     bad = ToolSpec("b", {"type": "no-such-type"})
     assert h.run(llm(0, tools=[bad], calls=[("b", '{"x": 1}')])) == []
-    assert h.runner.internal_errors == {}
+    assert h.runner.guard.snapshot() == {}

@@ -23,7 +23,7 @@ def test_example_config_validates_and_compiles(path: Path):
     assert result.exit_code == 0, result.output
     config = load_config(path)
     assert config.rules
-    engine = FaultEngine(config)
+    engine = FaultEngine(config.ruleset)
     assert [r["name"] for r in engine.status()["rules"]] == [r.name for r in config.rules]
     assert len(InvariantRunner(config.invariants).invariants) == len(config.invariants)
 

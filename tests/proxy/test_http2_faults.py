@@ -89,7 +89,7 @@ def test_hang_ends_when_an_http2_client_cancels_the_stream(upstream_tls, brownou
         conn.reset_stream(sid)  # the client's timeout: RST_STREAM, the connection stays open
         tls.sendall(conn.data_to_send())
         assert until(lambda: proxy.addon.in_flight == 0, 2.0), "the hang outlived its cancelled stream"
-        held = proxy.addon.faults.engine.status()["rules"][0]
+        held = proxy.addon.engine.status()["rules"][0]
         assert held["in_flight"] == 0  # the blast-radius slot is free again
     finally:
         tls.close()

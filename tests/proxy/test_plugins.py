@@ -1,8 +1,7 @@
-"""The plugin mechanism (proxy/plugins.py): loading from config, registry extension, errors."""
+"""Plugins (proxy/plugins.py): each config's own catalogue, loading from config, errors."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Literal
 
 import pytest
@@ -11,11 +10,12 @@ from brownout import faults, invariants
 from brownout.core import wire
 from brownout.core.guard import Guard
 from brownout.core.wire.base import RequestInfo
-from brownout.exporters.hub import EXTRA_EXPORTERS, Exporters
+from brownout.exporters.hub import Exporters
 from brownout.faults.base import FaultParams
+from brownout.faults.engine import FaultEngine
 from brownout.faults.latency import LatencyFault
-from brownout.proxy import plugins
 from brownout.proxy.configload import ConfigError, parse_config
+from brownout.proxy.plugins import BUILTIN
 
 FAILING = "tests.reliability.failing_plugin"
 
@@ -32,13 +32,6 @@ clashing_plugin = type("P", (), {"faults": [_LatencyAgain]})
 empty_plugin = object()
 
 
-@pytest.fixture(autouse=True)
-def _forget() -> Iterator[None]:
-    yield
-    for name in ("faults_plugin", "invariants_plugin", "exporter_plugin", "wire_plugin"):
-        plugins.unregister(f"{FAILING}:{name}")
-
-
 def test_plugin_types_are_valid_in_the_same_config() -> None:
     config = parse_config(
         f"plugins: ['{FAILING}:faults_plugin', '{FAILING}:invariants_plugin']\n"
@@ -47,7 +40,8 @@ def test_plugin_types_are_valid_in_the_same_config() -> None:
     )
     assert config.rules[0].fault_type == "explode"
     assert config.invariants[0].type == "explode"
-    assert "explode" in faults.REGISTRY and "explode" in invariants.REGISTRY
+    assert "explode" in config.catalogue.faults and "explode" in config.catalogue.invariants
+    assert "explode" not in faults.REGISTRY and "explode" not in invariants.REGISTRY  # nothing process-wide
 
 
 def test_without_the_plugin_its_types_are_unknown_and_valid_ones_listed() -> None:
@@ -75,30 +69,45 @@ def test_a_bad_plugin_is_a_config_error_naming_its_entry(spec: str, message: str
     assert faults.REGISTRY["latency"] is LatencyFault  # a rejected plugin changed nothing
 
 
-def test_loading_is_idempotent_and_unregister_restores_the_registries() -> None:
-    before = (dict(faults.REGISTRY), wire.FORMATS, list(EXTRA_EXPORTERS))
-    for _ in range(2):
-        for name in ("faults_plugin", "exporter_plugin", "wire_plugin"):
-            plugins.load_plugin(f"{FAILING}:{name}")
-    assert len(wire.FORMATS) == len(before[1]) + 1 and len(EXTRA_EXPORTERS) == len(before[2]) + 1
-    for name in ("faults_plugin", "exporter_plugin", "wire_plugin"):
-        plugins.unregister(f"{FAILING}:{name}")
-    assert (dict(faults.REGISTRY), wire.FORMATS, list(EXTRA_EXPORTERS)) == before
+def test_a_repeated_entry_adds_nothing_and_the_builtin_catalogue_never_changes() -> None:
+    before = (dict(faults.REGISTRY), wire.BUILTIN.providers, BUILTIN.exporters)
+    config = parse_config(f"plugins: ['{FAILING}:wire_plugin', '{FAILING}:wire_plugin', '{FAILING}:exporter_plugin']\n")
+    assert config.catalogue.plugins == (f"{FAILING}:wire_plugin", f"{FAILING}:exporter_plugin")
+    assert len(config.catalogue.exporters) == 1 and config.catalogue.wire.providers.count("garbage") == 1
+    assert (dict(faults.REGISTRY), wire.BUILTIN.providers, BUILTIN.exporters) == before
+
+
+def test_two_configs_in_one_process_never_see_each_others_plugins() -> None:
+    with_plugin = parse_config(
+        f"plugins: ['{FAILING}:faults_plugin', '{FAILING}:wire_plugin']\n"
+        "rules:\n  - {name: r, match: {provider: garbage}, fault: {type: explode}}\n"
+    )
+    plain = parse_config("rules:\n  - {name: r, fault: {type: latency, delay_ms: 1}}\n")
+    assert "explode" in with_plugin.catalogue.faults and "explode" not in plain.catalogue.faults
+    assert "garbage" in with_plugin.catalogue.wire.providers and "garbage" not in plain.catalogue.wire.providers
+    with pytest.raises(ConfigError, match="unknown provider 'garbage'"):
+        parse_config("rules:\n  - {name: r, match: {provider: garbage}, fault: {type: latency, delay_ms: 1}}\n")
+    # Each proxy's engine and detection use its own config's catalogue.
+    with_engine, plain_engine = FaultEngine(with_plugin.ruleset), FaultEngine(plain.ruleset)
+    assert with_engine.rules[0].fault_cls.type == "explode" and plain_engine.rules[0].fault_cls is LatencyFault
+    tool = RequestInfo("GET", "h", "/tools/x", "", {"x-garbage-wire": "request"}, b"")
+    assert with_plugin.catalogue.wire.detect(tool)[0].provider == "garbage"
+    assert plain.catalogue.wire.detect(tool)[0].provider == "http"
 
 
 def test_plugin_wire_format_comes_after_builtins_and_before_the_fallback() -> None:
-    plugins.load_plugin(f"{FAILING}:wire_plugin")
-    assert [f.provider for f in wire.FORMATS][-2:] == ["garbage", "http"]
+    formats = parse_config(f"plugins: ['{FAILING}:wire_plugin']\n").catalogue.wire
+    assert [f.provider for f in formats.formats][-2:] == ["garbage", "http"]
     req = RequestInfo("POST", "h", "/v1/chat/completions", "", {"x-garbage-wire": "request"}, b"{}")
-    assert wire.detect(req)[0].provider == "openai"  # built-ins keep their requests
+    assert formats.detect(req)[0].provider == "openai"  # built-ins keep their requests
     tool = RequestInfo("GET", "h", "/tools/x", "", {"x-garbage-wire": "request"}, b"")
-    assert wire.detect(tool) == (wire.by_provider("garbage"), "execute_tool")
+    assert formats.detect(tool) == (formats.by_provider("garbage"), "execute_tool")
 
 
 def test_each_hub_makes_its_own_plugin_exporters_and_contains_them() -> None:
-    plugins.load_plugin(f"{FAILING}:exporter_plugin")
+    factories = parse_config(f"plugins: ['{FAILING}:exporter_plugin']\n").catalogue.exporters
     guard = Guard()
-    first, second = Exporters(guard=guard), Exporters(guard=guard)
+    first, second = Exporters(guard=guard, extra=factories), Exporters(guard=guard, extra=factories)
     assert first.extra[0][1] is not second.extra[0][1]
     first.on_decision(type("D", (), {"rule": "r", "outcome": "fired", "to_dict": lambda self: {}})())
     first.shutdown(timeout_s=0.1)

@@ -58,7 +58,6 @@ class Collector:
 
 def internal_errors(handle: Any) -> dict[str, int]:
     errors = dict(handle.addon.guard.errors)
-    errors.update({f"engine:{k}": v for k, v in handle.addon.faults.engine.internal_errors.items() if v})
     return {k: v for k, v in errors.items() if v}
 
 

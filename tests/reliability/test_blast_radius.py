@@ -45,7 +45,7 @@ async def _burst(proxy: Any, url: str, n: int) -> list[httpx.Response]:
 
 
 def _rule(proxy: Any, name: str) -> dict[str, Any]:
-    return next(r for r in proxy.addon.faults.engine.status()["rules"] if r["name"] == name)
+    return next(r for r in proxy.addon.engine.status()["rules"] if r["name"] == name)
 
 
 class PeakSampler:
@@ -93,7 +93,7 @@ def test_max_concurrent_and_max_injections_hold_under_200_concurrent_requests(up
     faulted = [r for r in capped if r.headers.get("x-brownout-fault")]
     assert len(faulted) == 7 and all(r.status_code == 503 for r in faulted)
     assert sorted({r.status_code for r in capped}) == [200, 503]
-    decisions = proxy.addon.faults.engine.status()["decisions"]
+    decisions = proxy.addon.engine.status()["decisions"]
     assert decisions.get("skipped_blast_radius", 0) >= 193
 
 
@@ -141,7 +141,7 @@ def test_pause_stops_injection_on_the_next_exchange_even_mid_run(upstream, brown
     # every exchange sent after the pause was acknowledged went through untouched
     assert [(f, s) for _, f, s in during] == [(False, 200)] * len(during)
     assert all((s == 503) == f for _, f, s in calls)
-    assert proxy.addon.faults.engine.status()["decisions"].get("skipped_paused", 0) >= len(during) // 2
+    assert proxy.addon.engine.status()["decisions"].get("skipped_paused", 0) >= len(during) // 2
 
 
 def _wait(cond: Callable[[], bool], timeout_s: float = 15.0) -> None:
@@ -156,7 +156,7 @@ def test_engine_pause_is_immediate_without_the_control_api(upstream, brownout_pr
     url = f"{upstream.url}/tools/search?q=x"
     with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client:
         assert client.get(url).status_code == 503
-        proxy.addon.faults.engine.pause()
+        proxy.addon.engine.pause()
         assert [client.get(url).status_code for _ in range(5)] == [200] * 5
-        proxy.addon.faults.engine.resume()
+        proxy.addon.engine.resume()
         assert client.get(url).status_code == 503  # counters did not advance while paused

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brownout import faults
-from brownout.invariants import config_types
+from brownout.invariants import INVARIANTS
 from brownout.proxy.cli import main as cli_main
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import ConfigError, parse_config
@@ -147,7 +147,7 @@ def test_unknown_fault_type_lists_the_valid_ones(bad: str, seed: Any) -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.text(min_size=1, max_size=20))
 def test_unknown_invariant_type_lists_the_valid_ones(bad: str) -> None:
-    valid = [get_args(t.model_fields["type"].annotation)[0] for t in config_types()]
+    valid = [get_args(cls.Config.model_fields["type"].annotation)[0] for cls in INVARIANTS]
     if bad in valid:
         return
     data = copy.deepcopy(SEEDS[0])

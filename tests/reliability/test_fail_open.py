@@ -12,27 +12,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from brownout.proxy import plugins
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.reliability.failing_plugin import FAULT_PHASES, Planted
 
 PLUGIN = "tests.reliability.failing_plugin"
 MSG = [{"role": "user", "content": "weather in Paris?"}]
 SSE = "/sse?events=5&delay_ms=0"
-
-
-@pytest.fixture(autouse=True)
-def _forget_plugins() -> Iterator[None]:
-    """Plugins register process-wide: leave the registries as other tests expect them."""
-    yield
-    for name in ("faults_plugin", "invariants_plugin", "exporter_plugin", "span_plugin", "wire_plugin"):
-        plugins.unregister(f"{PLUGIN}:{name}")
 
 
 def config(plugin: str, body: str = "") -> str:

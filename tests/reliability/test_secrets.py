@@ -265,10 +265,10 @@ def test_control_api_refuses_without_the_token_and_compares_in_constant_time(
         ):
             assert httpx.get(f"{base}/status", headers=headers).status_code == 401
             assert httpx.post(f"{base}/faults/pause", headers=headers).status_code == 401
-        assert handle.addon.faults.engine.paused is False  # no unauthorised request had an effect
+        assert handle.addon.engine.paused is False  # no unauthorised request had an effect
         assert httpx.get(f"{base}/healthz").status_code == 200  # liveness only
         ok = httpx.post(f"{base}/faults/pause", headers={"Authorization": f"Bearer {TOKEN}"})
-        assert ok.status_code == 200 and handle.addon.faults.engine.paused is True
+        assert ok.status_code == 200 and handle.addon.engine.paused is True
     assert (b"nope", TOKEN.encode()) in calls and (TOKEN.encode(), TOKEN.encode()) in calls
 
 
@@ -288,9 +288,10 @@ def test_control_api_without_a_token_answers_only_healthz(
 def test_everything_binds_to_loopback_by_default() -> None:
     import inspect
 
-    from brownout.exporters.config import ControlConfig, PrometheusConfig
+    from brownout.exporters.config import PrometheusConfig
     from brownout.proxy import embed
     from brownout.proxy.cli import run
+    from brownout.proxy.config import ControlConfig
 
     assert ControlConfig().listen.startswith("127.0.0.1:")
     assert PrometheusConfig().listen.startswith("127.0.0.1:")

@@ -1,4 +1,4 @@
-"""The registry: detection order, provider lookup, duplicate names, capture cap."""
+"""Wire format sets: detection order, provider lookup, duplicate names, plugin formats, capture cap."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import inspect
 
 import pytest
 
-import brownout.core.wire as wire
-from brownout.core.wire import FORMATS, GENERIC, by_provider, detect, set_capture_max_bytes
+from brownout.core.exchange import Exchange
+from brownout.core.wire import BUILTIN, GENERIC, WireFormats, by_provider, detect
 from brownout.core.wire.base import RequestInfo
 from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.generic import GenericFormat
+
+FORMATS = BUILTIN.formats
 
 
 def info(path: str, body: bytes = b"{}", method: str = "POST", query: str = "") -> RequestInfo:
@@ -26,8 +29,24 @@ def test_order_and_names() -> None:
 
 
 def test_duplicates_fail() -> None:
-    with pytest.raises(ValueError, match="duplicate"):
-        wire._index((FORMATS[1], FORMATS[1]))
+    with pytest.raises(ValueError, match="duplicate wire format provider 'openai'"):
+        WireFormats([FORMATS[1]])
+
+
+class _Acme(GenericFormat):
+    provider = "acme"
+
+    def recognise(self, req: RequestInfo) -> str | None:
+        return "chat" if req.host == "acme" else None
+
+
+def test_a_plugin_format_is_tried_before_the_fallback_and_only_where_added() -> None:
+    formats = BUILTIN.with_extra([_Acme()])
+    assert [f.provider for f in formats.formats][-2:] == ["acme", "http"] and "acme" in formats.providers
+    req = RequestInfo(method="POST", host="acme", path="/x", query="", headers={}, body=b"{}")
+    assert formats.detect(req)[0].provider == "acme"
+    assert detect(req)[0].provider == "http" and "acme" not in BUILTIN.providers  # the built-in set is untouched
+    assert formats.llm_providers == BUILTIN.llm_providers == {"openai", "anthropic", "gemini", "ollama"}
 
 
 @pytest.mark.parametrize(
@@ -68,11 +87,10 @@ def test_every_format_implements_the_fault_api() -> None:
         assert list(inspect.signature(fmt.stream_error_event).parameters) == ["error_type", "message", "exchange"]
 
 
-def test_set_capture_max_bytes() -> None:
-    try:
-        set_capture_max_bytes(5)
-        assert all(f.capture_max_bytes == 5 for f in FORMATS)
-        with pytest.raises(ValueError):
-            set_capture_max_bytes(-1)
-    finally:
-        set_capture_max_bytes(wire.DEFAULT_CAPTURE_MAX_BYTES)
+def test_the_capture_cap_travels_with_the_exchange() -> None:
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "' + b"x" * 500 + b'"}]}'
+    small, large = Exchange(id="a", session="s", capture_max_bytes=10), Exchange(id="b", session="s")
+    for ex in (small, large):
+        by_provider("openai").parse_request(ex, body)
+    assert len(small.request_body) == 10 and len(small.messages[0].text) == 10
+    assert large.request_body == body.decode() and len(large.messages[0].text) == 500

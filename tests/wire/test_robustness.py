@@ -10,10 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brownout.core.exchange import Exchange
-from brownout.core.wire import FORMATS
+from brownout.core.wire import BUILTIN
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.framing import NDJSONFramer, SSEFramer
+
+FORMATS = BUILTIN.formats
 
 # Every key a parser looks at, so fuzzed JSON reaches the deep branches.
 KEYS = [

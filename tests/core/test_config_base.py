@@ -1,0 +1,39 @@
+"""The config base shared by every section: strict frozen models, one listen-address parser."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from brownout.core.config import Model, parse_listen
+
+
+@pytest.mark.parametrize(
+    ("spec", "default_port", "expected"),
+    [
+        ("127.0.0.1:8081", None, ("127.0.0.1", 8081)),
+        (":9000", None, ("127.0.0.1", 9000)),
+        ("0.0.0.0", 8080, ("0.0.0.0", 8080)),
+        ("[::1]:7000", None, ("::1", 7000)),
+        ("[::1]", 9464, ("::1", 9464)),
+        ("localhost:0", None, ("localhost", 0)),
+    ],
+)
+def test_parse_listen(spec: str, default_port: int | None, expected: tuple[str, int]) -> None:
+    assert parse_listen(spec, default_port) == expected
+
+
+@pytest.mark.parametrize("spec", ["9464", "h:port", "h:70000", "[::1", "[::1]x", "::1:80", "host:http"])
+def test_parse_listen_rejects_naming_the_value(spec: str) -> None:
+    with pytest.raises(ValueError, match="listen address"):
+        parse_listen(spec)
+
+
+def test_models_are_strict_and_frozen() -> None:
+    class Section(Model):
+        size: int = 1
+
+    with pytest.raises(pydantic.ValidationError, match="siz"):
+        Section.model_validate({"siz": 2})
+    with pytest.raises(pydantic.ValidationError):
+        Section().size = 3  # type: ignore[misc]
