@@ -20,6 +20,8 @@ import pytest
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.reliability.failing_plugin import FAULT_PHASES, Planted
 
+pytestmark = pytest.mark.contained_errors  # every test here makes a component fail on purpose
+
 PLUGIN = "tests.reliability.failing_plugin"
 MSG = [{"role": "user", "content": "weather in Paris?"}]
 SSE = "/sse?events=5&delay_ms=0"
