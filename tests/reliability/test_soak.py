@@ -1,7 +1,7 @@
 """Promise 6, load and soak, scaled down for CI: ~25 s of mixed traffic through a `brownout run`
 subprocess (OpenAI and Anthropic, JSON and SSE, ~20% faulted); the same verdict as bench/soak.py.
 
-The 10-minute run is `python bench/soak.py --duration 600 --rate N`; its figures are in the README.
+The 10-minute run is `python bench/soak.py --duration 600 --rate N`; docs/reliability.md describes its verdict.
 """
 
 from __future__ import annotations

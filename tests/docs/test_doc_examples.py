@@ -1,0 +1,44 @@
+"""Every YAML example in README.md and docs/ is a valid config: readers copy them.
+
+A block is a whole config file, a fragment of one (`rules:`, `exporters:` ...), or a list of
+invariant entries; each is validated the way `brownout validate` does. Blocks that load a plugin
+are run by tests/docs/test_plugin_example.py instead, since the plugin must be importable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from brownout.proxy.configload import parse_config
+from tests.docs.mdpages import MARKDOWN_FILES, ROOT, page
+
+BLOCKS = [
+    pytest.param(path, text, id=f"{path.relative_to(ROOT)}#{n}")
+    for path in MARKDOWN_FILES
+    for n, (_, language, text) in enumerate(page(path).code)
+    if language == "yaml"
+]
+
+
+def as_config(data: Any) -> dict[str, Any]:
+    """The config file a block stands for."""
+    if isinstance(data, list) and all(isinstance(entry, dict) and "type" in entry for entry in data):
+        return {"invariants": data}
+    assert isinstance(data, dict), f"a YAML block that is neither a config nor a list of invariants: {data!r}"
+    return data
+
+
+def test_there_are_examples() -> None:
+    assert len(BLOCKS) >= 30
+
+
+@pytest.mark.parametrize(("path", "text"), BLOCKS)
+def test_yaml_example_is_a_valid_config(path: Path, text: str) -> None:
+    config = as_config(yaml.safe_load(text))
+    if "plugins" in config:
+        pytest.skip("loads a plugin: run by test_plugin_example.py")
+    parse_config(yaml.safe_dump(config), source=f"{path.relative_to(ROOT)} example")
