@@ -26,16 +26,6 @@ LAYERS: dict[str, int] = {
     "brownout.proxy": 2,
 }
 
-# Upward imports that exist today, while the model moves to its floor. Each is (importer, imported).
-# Delete an entry when its import goes; test_known_upward_imports_still_exist fails until you do.
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # The fault engine is still built from the whole BrownoutConfig rather than its rules.
-        ("brownout.faults.engine", "brownout.proxy.config"),
-    }
-)
-
-
 def package_dirs() -> dict[str, Path]:
     """The installed packages and the folders they come from (pyproject's package-dir)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -99,13 +89,8 @@ def test_every_installed_package_has_a_layer() -> None:
 
 
 def test_no_module_imports_upward() -> None:
-    unexpected = sorted(all_upward_imports() - KNOWN_UPWARD)
+    unexpected = sorted(all_upward_imports())
     assert unexpected == [], "upward or sideways imports (see the layer drawing in README.md)"
-
-
-def test_known_upward_imports_still_exist() -> None:
-    gone = sorted(KNOWN_UPWARD - all_upward_imports())
-    assert gone == [], "these imports are gone: delete them from KNOWN_UPWARD"
 
 
 @pytest.mark.parametrize(

@@ -22,12 +22,12 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from brownout.exporters.config import ControlConfig, JsonlConfig, OtlpConfig, PrometheusConfig
+from brownout.exporters.config import JsonlConfig, OtlpConfig, PrometheusConfig
 from brownout.faults import FAULTS
 from brownout.faults.config import MatchConfig, QuotaConfig, ScheduleConfig
 from brownout.invariants import INVARIANTS
 from brownout.invariants.base import InvariantConfigBase
-from brownout.proxy.config import BrownoutConfig, ProxySettings
+from brownout.proxy.config import BrownoutConfig, ControlConfig, ProxySettings
 from tests.docs.mdpages import DOCS, Cell, Table, page
 
 # Fields every invariant takes, documented once at the top of docs/invariants.md. `severity` is not
