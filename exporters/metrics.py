@@ -56,6 +56,10 @@ OPERATIONS = frozenset(
         "resources/read",
         "prompts/list",
         "prompts/get",
+        "server_stream",
+        "session_end",
+        "jsonrpc_response",
+        "jsonrpc_invalid",
     }
 )
 # The Guard components brownout itself uses; pre-created so increase() sees the first error.
