@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from brownout.core.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
 from brownout.core.span_attributes import LLM_OPERATIONS, operation_name
 from brownout.core.spans import ExchangeSpan
+from brownout.core.wire.mcp import TRANSIENT_ERROR_TYPES as MCP_TRANSIENT_ERRORS
 
 __all__ = ["ExchangeSummary", "ToolCallView", "canonical_arguments", "parse_retry_after"]
 
@@ -52,7 +53,10 @@ class ExchangeSummary:
     method: str
     host: str
     url: str  # url.full, query secrets redacted
-    endpoint: str  # "METHOD host/path" without query: what a retry of this request targets
+    endpoint: str  # "METHOD host/path" without query
+    # What a retry of this request repeats: the endpoint, or for MCP (one endpoint for every method)
+    # the JSON-RPC method and tool at that endpoint.
+    retry_target: str
     status: int | None
     error_type: str | None
     start: float
@@ -82,12 +86,18 @@ class ExchangeSummary:
 
     @property
     def is_failure(self) -> bool:
-        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error."""
+        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error.
+
+        MCP carries answers in HTTP 200: a tool result with isError, or a JSON-RPC error such as
+        invalid_params, is the server's answer and asking again changes nothing; only internal and
+        server errors, and a dropped connection, are failures."""
         if self.status is None:
             return True
         if self.status in _RETRYABLE_STATUSES or self.status >= 500:
             return True
-        return self.status < 400 and self.error_type is not None
+        if self.status >= 400 or self.error_type is None:
+            return False
+        return self.provider != "mcp" or self.error_type in MCP_TRANSIENT_ERRORS
 
     @property
     def tool(self) -> str | None:
@@ -131,6 +141,7 @@ class ExchangeSummary:
             executed = _executed_call(exchange, calls)
             calls = ()
         start = exchange.timings.start or span.start_ns / 1e9
+        endpoint = f"{exchange.method} {exchange.host}{exchange.path.partition('?')[0]}"
         end = exchange.timings.end if exchange.timings.end is not None else span.end_ns / 1e9
         return cls(
             exchange_id=exchange.id,
@@ -143,7 +154,8 @@ class ExchangeSummary:
             method=exchange.method,
             host=exchange.host,
             url=str(span.attributes.get("url.full", "")),
-            endpoint=f"{exchange.method} {exchange.host}{exchange.path.partition('?')[0]}",
+            endpoint=endpoint,
+            retry_target=_retry_target(exchange, endpoint),
             status=exchange.status,
             error_type=exchange.error_type,
             start=start,
@@ -166,6 +178,15 @@ class ExchangeSummary:
             request_body=exchange.request_body,
             output_text=exchange.output_text,
         )
+
+
+def _retry_target(exchange: Exchange, endpoint: str) -> str:
+    if exchange.provider != "mcp":
+        return endpoint
+    what = exchange.mcp_method or exchange.operation
+    if exchange.tool_name and what == "tools/call":
+        what = f"{what} {exchange.tool_name}"
+    return f"{what} ({endpoint})"
 
 
 def _executed_call(exchange: Exchange, calls: tuple[ToolCallView, ...]) -> ToolCallView:

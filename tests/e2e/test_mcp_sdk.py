@@ -6,11 +6,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from brownout.core.exchange import Exchange
 from brownout.invariants.records import Violation
@@ -75,3 +77,38 @@ rules:
     stream, end = seen["GET", "server_stream"], seen["DELETE", "session_end"]
     assert (stream.tool_name, end.tool_name, end.status) == (None, None, 200)
     assert not [r for r in caplog.records if "termination failed" in r.getMessage()]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_retry_discipline_judges_mcp_calls_by_method_and_tool(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, mode: str
+) -> None:
+    config = """
+seed: 1
+invariants:
+  - {type: retry_discipline}
+rules:
+  - name: weather-backend-500
+    match: {tool: get_weather}
+    fault: {type: http_error, error_type: internal_error}
+    schedule: {first: 1}
+"""
+    proxy, exchanges, violations = _proxied(brownout_proxy, config)
+
+    async def agent() -> dict[str, Any]:
+        async with _client(proxy, mcp_url, f"retry-{mode}", mode) as client:
+            flaky = await client.call_tool("flaky_forecast", {"city": "Paris"})
+            await client.list_tools()  # right after a tool's error result: not a retry of anything
+            with pytest.raises(MCPError):
+                await client.call_tool("get_weather", {"city": "Paris"})  # the injected internal error
+            retried = await client.call_tool("get_weather", {"city": "Paris"})  # at once: no backoff
+            return {"flaky_error": flaky.is_error, "retried_error": retried.is_error}
+
+    assert asyncio.run(agent()) == {"flaky_error": True, "retried_error": False}
+    _wait_for(exchanges, lambda xs: sum(x.tool_name == "get_weather" for x in xs) == 2)
+    time.sleep(0.2)  # let the last exchanges through the invariants
+    flaky = next(x for x in exchanges if x.tool_name == "flaky_forecast")
+    assert flaky.error_type == "tool_error" and flaky.status == 200
+    (violation,) = [v for v in violations if v.invariant == "retry_discipline"]
+    assert violation.details["check"] == "backoff" and violation.rule == "weather-backend-500"
+    assert violation.message.startswith("retried tools/call get_weather (POST 127.0.0.1/mcp) ")
