@@ -314,7 +314,9 @@ class Brownout:
         if ex.error_type is None:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
-        if flow.response is not None and not ex.streamed and flow.client_conn.connected:
+        if flow.response is None and flow.client_conn.connected and flow.killable:
+            self._no_response(flow, ex)
+        elif flow.response is not None and not ex.streamed and flow.client_conn.connected:
             # The upstream died mid-body while mitmproxy buffered it. mitmproxy would now answer
             # its own 502 page; without brownout the client would see the connection drop, so
             # drop it (FIN, nothing written): a 200 cut short must not turn into a 502.
@@ -324,6 +326,16 @@ class Brownout:
                 self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
         self._close(state)
+
+    def _no_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        """Upstream gave no response at all; mitmproxy would now answer its own 502 page, which SDKs
+        retry as a server error. Without brownout the client's connection would fail instead."""
+        if self.config.proxy.upstream_error == "502":
+            ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
+        elif flow.server_conn.timestamp_tcp_setup is None:
+            effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
+        else:
+            self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
 
     def _close(self, state: FlowState) -> None:
         if state.tap is not None:

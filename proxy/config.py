@@ -54,6 +54,17 @@ class ProxySettings(Model):
     capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
     session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
+    upstream_error: Literal["drop", "502"] = Field(
+        "drop",
+        description="When upstream gives no response (refused, DNS or TLS failure, closed early): 'drop' fails "
+        "the client's connection as a direct connection would fail (HTTP/2: its stream); '502' answers "
+        "mitmproxy's own 502 page instead.",
+    )
+
+    @field_validator("upstream_error", mode="before")
+    @classmethod
+    def _status_as_text(cls, value: Any) -> Any:
+        return str(value) if value == 502 else value  # YAML reads an unquoted 502 as a number
 
 
 class BrownoutConfig(Model):

@@ -116,13 +116,9 @@ class Relay:
         try:
             resp = await self._client.send(req, stream=True)
         except httpx.TransportError as e:
-            # Refused, TLS verification, DNS: a 502, as mitmproxy answers when it cannot connect.
+            # Refused, TLS verification, DNS: hang up unanswered. mitmproxy then sees no response and
+            # the addon's error hook does what it does for any unreachable upstream (proxy.upstream_error).
             log.info("relay: cannot reach upstream %s: %r", httpx.URL(target.url).host, e)
-            msg = f"brownout relay: cannot reach upstream: {e!r}".encode("utf-8", "replace")
-            writer.write(
-                b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
-                b"connection: close\r\n\r\n%s" % (len(msg), msg)
-            )
             return
         try:
             await self._relay_response(resp, writer, target.timing)
