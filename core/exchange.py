@@ -32,6 +32,9 @@ class ToolCall:
     arguments: str = ""
     id: str | None = None
     index: int = 0
+    # The arguments arrived as a JSON object (Anthropic `input`, Gemini `args`, Ollama and MCP
+    # `arguments`) and were serialised here: they can be wrong for the tool's schema, never bad JSON.
+    from_object: bool = False
 
 
 @dataclass(slots=True)

@@ -37,6 +37,8 @@ class ToolCallView:
     # A GET-style tool API's query string, as a JSON object of strings: for telling calls apart,
     # not for schema checks (query values carry no JSON types).
     from_query: bool = False
+    # The arguments crossed the wire as a JSON object: only the tool's schema can find them wrong.
+    from_object: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +137,7 @@ class ExchangeSummary:
     def from_exchange(cls, span: ExchangeSpan, exchange: Exchange) -> ExchangeSummary:
         """Derive the summary from a started span and its exchange."""
         op = operation_name(exchange)
-        calls = tuple(ToolCallView(c.name, c.arguments, c.id) for c in exchange.tool_calls)
+        calls = tuple(ToolCallView(c.name, c.arguments, c.id, from_object=c.from_object) for c in exchange.tool_calls)
         executed: ToolCallView | None = None
         if op == "execute_tool":
             executed = _executed_call(exchange, calls)
@@ -192,7 +194,12 @@ def _retry_target(exchange: Exchange, endpoint: str) -> str:
 def _executed_call(exchange: Exchange, calls: tuple[ToolCallView, ...]) -> ToolCallView:
     if calls:
         call = calls[0]
-        return ToolCallView(exchange.tool_name or call.name, call.arguments, exchange.tool_call_id or call.id)
+        return ToolCallView(
+            exchange.tool_name or call.name,
+            call.arguments,
+            exchange.tool_call_id or call.id,
+            from_object=call.from_object,
+        )
     arguments = exchange.request_body
     if not arguments.strip():
         # A GET-style tool API (/tools/weather?city=Paris): the query is the arguments, so calls

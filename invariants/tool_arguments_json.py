@@ -22,11 +22,12 @@ logger = logging.getLogger(__name__)
 
 
 class ToolArgumentsJsonConfig(InvariantConfigBase):
-    """`schema: true` validates against the tool's schema declared earlier in the same session."""
+    """`schema`: validate against the tool's schema declared earlier in the same session: true for every
+    call, false never, unset for arguments that arrived as JSON objects (they cannot be bad JSON)."""
 
     type: Literal["tool_arguments_json"]
     # `schema` would shadow a BaseModel attribute, so the field is schema_ with the key `schema`.
-    schema_: bool = Field(False, alias="schema")
+    schema_: bool | None = Field(None, alias="schema")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -65,7 +66,8 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
             return f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
         if not isinstance(value, dict):
             return f"arguments are JSON {type(value).__name__}, not an object"
-        if not self.config.schema_:
+        check_schema = self.config.schema_
+        if not (call.from_object if check_schema is None else check_schema):
             return None
         validator = self._validator(call.name, session)
         if validator is None:

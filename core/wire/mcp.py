@@ -126,7 +126,13 @@ class McpFormat(ProviderFormat):
                     exchange.tool_name, exchange.tool_call_id = name, call_id
                 args = params.get("arguments")
                 exchange.tool_calls.append(
-                    ToolCall(name, dumps(args if args is not None else {}), call_id, len(exchange.tool_calls))
+                    ToolCall(
+                        name,
+                        dumps(args if args is not None else {}),
+                        call_id,
+                        len(exchange.tool_calls),
+                        from_object=args is None or isinstance(args, dict),
+                    )
                 )
         exchange.notes["jsonrpc_methods"] = methods
         if isinstance(data, list):
