@@ -39,7 +39,10 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
     Config = ToolArgumentsJsonConfig
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
-        calls = list(exchange.requested_calls)
+        # A stream cut before its finish reason holds half-sent tool calls: their arguments are cut,
+        # not malformed. Whether the agent went on to use them is stream_complete's judgement.
+        cut = exchange.stream and exchange.stream_complete is False and not exchange.finish_reasons
+        calls = [] if cut else list(exchange.requested_calls)
         executed = exchange.executed_call
         if executed is not None and executed.arguments and not executed.from_query:
             calls.append(executed)

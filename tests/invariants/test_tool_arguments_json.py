@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from brownout.core.exchange import Exchange, ToolCall, ToolSpec
+from brownout.core.exchange import Exchange, ToolCall, ToolResult, ToolSpec
 from tests.invariants.builders import Harness, llm, tool, weather_tool
 
 
@@ -67,3 +67,17 @@ def test_object_arguments_are_checked_against_the_schema_unless_turned_off() -> 
     (v,) = Harness([{"type": "tool_arguments_json"}]).run(anthropic_call(0))
     assert "'city' is a required property" in v.message
     assert Harness([{"type": "tool_arguments_json", "schema": False}]).run(anthropic_call(0)) == []
+
+
+def test_a_cut_streams_tool_call_is_left_to_stream_complete() -> None:
+    h = Harness([{"type": "tool_arguments_json"}, {"type": "stream_complete"}])
+    cut = llm(0, calls=[("get_weather", '{"city": "Pa', "call_cut")], stream=True, streamed=True)
+    cut.stream_complete, cut.finish_reasons = False, []
+    assert h.run(cut) == []  # half-sent arguments are not malformed ones
+    # The agent runs the half-sent call anyway: one cause, one violation, from stream_complete.
+    used = llm(1, tool_results=[ToolResult("call_cut", "18 C")])
+    assert [v.invariant for v in h.run(used)] == ["stream_complete"]
+    # Cut after its finish reason, the call was whole: broken arguments are the model's.
+    late = llm(2, calls=[("get_weather", '{"city": "Pa', "call_late")], stream=True, streamed=True)
+    late.stream_complete = False
+    assert [v.invariant for v in h.run(late)] == ["tool_arguments_json"]
