@@ -188,6 +188,9 @@ class Metrics:
         self.dropped = Counter(
             "brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r
         )
+        self.ignored = Counter(
+            "brownout_ignored_requests", "Requests to proxy.ignore_hosts, passed through untouched.", registry=r
+        )
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
             "GenAI operation duration (OTel semconv).",

@@ -30,6 +30,7 @@ from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.connkill import drop_client, is_multiplexed
 from brownout.proxy.control_link import start_control
 from brownout.proxy.engine_link import EngineLink
+from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.sessions import proxy_auth_user
@@ -83,6 +84,7 @@ class Brownout:
         self._states: dict[str, FlowState] = {}
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
+        self._ignored = HostGlobs(self.config.proxy.ignore_hosts)
 
     @property
     def in_flight(self) -> int:
@@ -143,6 +145,7 @@ class Brownout:
         self.faults.reload(config)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
+        self._ignored = HostGlobs(config.proxy.ignore_hosts)
         if (
             getattr(ctx, "master", None) is not None
             and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
@@ -179,8 +182,19 @@ class Brownout:
 
     # --- request ---------------------------------------------------------------------
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if not self._ignored(flow.request.pretty_host):
+            return
+        # Not the agent's traffic: both bodies stream through, and no hook below looks at it again.
+        flow.metadata[IGNORED] = True
+        flow.request.stream = True
+        flow.request.headers.pop("proxy-authorization", None)  # brownout's credential, never forwarded
+        self.pipeline.exporters.on_ignored()
+
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or flow.error or not flow.live or RELAY_HEADER in flow.request.headers:
+            return
+        if flow.metadata.get(IGNORED):  # proxy.ignore_hosts
             return
         state = self.guard.call("exchange", self._begin, flow, context=flow.request.pretty_url)
         if state is None:
@@ -223,6 +237,8 @@ class Brownout:
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         state = self._states.get(flow.id)
         if state is None or flow.response is None:
+            if flow.response is not None and flow.metadata.get(IGNORED):
+                flow.response.stream = True
             return
         ex = state.exchange
         resp = flow.response

@@ -61,6 +61,21 @@ class ProxySettings(Model):
         "mitmproxy's own 502 page instead.",
     )
 
+    ignore_hosts: list[str] = Field(
+        default_factory=list,
+        description="Globs over host names (e.g. 'raw.githubusercontent.com', '*.internal') whose traffic passes "
+        "through untouched: no faults, sessions, spans, invariants, logs or experiment records; only counted in "
+        "brownout_ignored_requests_total.",
+    )
+
+    @field_validator("ignore_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for glob in value:
+            if not glob.strip() or any(c in glob for c in "/: "):
+                raise ValueError(f"a host name glob such as 'api.example.com' or '*.example.com', got {glob!r}")
+        return value
+
     @field_validator("upstream_error", mode="before")
     @classmethod
     def _status_as_text(cls, value: Any) -> Any:
