@@ -60,7 +60,6 @@ class ProxySettings(Model):
         "the client's connection as a direct connection would fail (HTTP/2: its stream); '502' answers "
         "mitmproxy's own 502 page instead.",
     )
-
     ignore_hosts: list[str] = Field(
         default_factory=list,
         description="Globs over host names (e.g. 'raw.githubusercontent.com', '*.internal') whose traffic passes "
@@ -72,7 +71,8 @@ class ProxySettings(Model):
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:
         for glob in value:
-            if not glob.strip() or any(c in glob for c in "/: "):
+            # A port or a URL would never match: hosts are compared without them (IPv6 has several colons).
+            if not glob.strip() or "/" in glob or " " in glob or glob.count(":") == 1:
                 raise ValueError(f"a host name glob such as 'api.example.com' or '*.example.com', got {glob!r}")
         return value
 

@@ -33,8 +33,10 @@ def test_host_globs() -> None:
     assert ignored("raw.githubusercontent.com") and ignored("RAW.githubusercontent.com")
     assert ignored("billing.internal") and not ignored("internal") and not ignored("githubusercontent.com")
     assert not HostGlobs()("anything")
-    with pytest.raises(ValidationError, match="ignore_hosts"):
-        ProxySettings(ignore_hosts=["https://example.com/"])
+    for bad in ("https://example.com/", "example.com:443", " "):
+        with pytest.raises(ValidationError, match="ignore_hosts"):
+            ProxySettings(ignore_hosts=[bad])
+    assert ProxySettings(ignore_hosts=["::1", "*.example.com"]).ignore_hosts == ["::1", "*.example.com"]
 
 
 @pytest.mark.parametrize("tls", [False, True])
