@@ -48,6 +48,9 @@ class ToolCall:
     id: str | None = None
     index: int = 0
     capped: bool = False  # `arguments` was cut at capture_max_bytes: not the whole text, not checkable
+    # The arguments arrived as a JSON object (Anthropic `input`, Gemini `args`, Ollama and MCP
+    # `arguments`) and were serialised here: they can be wrong for the tool's schema, never bad JSON.
+    from_object: bool = False
 
 
 @dataclass(slots=True)

@@ -226,6 +226,10 @@ class Exporters:
             with self._ring_lock:
                 self._ring.append(record)
 
+    def on_ignored(self) -> None:
+        """A request to an ignored host went by: counted, nothing else."""
+        self._contain("prometheus", self.metrics.ignored.inc)
+
     def on_decision(self, decision: DecisionLike) -> None:
         """A DecisionLog sink: per-rule outcome counter and the decision log file."""
         self._contain("prometheus", self.metrics.observe_decision, decision)

@@ -56,6 +56,10 @@ OPERATIONS = frozenset(
         "resources/read",
         "prompts/list",
         "prompts/get",
+        "server_stream",
+        "session_end",
+        "jsonrpc_response",
+        "jsonrpc_invalid",
     }
 )
 # The Guard components brownout itself uses; pre-created so increase() sees the first error.
@@ -184,6 +188,9 @@ class Metrics:
         )
         self.dropped = Counter(
             "brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r
+        )
+        self.ignored = Counter(
+            "brownout_ignored_requests", "Requests to proxy.ignore_hosts, passed through untouched.", registry=r
         )
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",

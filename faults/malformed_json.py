@@ -101,7 +101,8 @@ class MalformedJsonFault(Fault):
         if p.target in ("body", "sse_event"):
             return corrupt_json_text(body.decode("utf-8", "replace"), ctx.rng).encode()
         if p.target == "tool_arguments":
-            changed = corrupt_tool_args(doc, lambda s: corrupt_json_text(s, ctx.rng))
+            schemas = {t.name: t.schema for t in ctx.exchange.tools_declared}
+            changed = corrupt_tool_args(doc, lambda s: corrupt_json_text(s, ctx.rng), schemas)
         else:
             changed = apply_drift(doc, p.field, p.action, p.rename_to)
         if not changed:

@@ -13,20 +13,23 @@ compatible servers and proxies that relabel the provider still match.
 - Gemini `functionCall.args` and Ollama `message.tool_calls[].function.arguments` are
   objects, sent whole even in streams.
 
-Object-valued arguments cannot hold broken JSON while staying objects; they become a
-string with the corrupted serialisation, which is what a client that re-serialises and
-parses them, or validates them against the tool schema, trips over.
+Anthropic's API always returns `input` as an object, so a whole response cannot carry
+broken JSON there: the input becomes an object that breaks the tool's `input_schema` the
+way models do (a required key left out, a value of the wrong type), which is what a client
+that validates tool inputs meets. Gemini and Ollama arguments become a string with the
+corrupted serialisation.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["StreamArgsCorrupter", "break_fragment", "corrupt_tool_args"]
+__all__ = ["StreamArgsCorrupter", "break_fragment", "break_schema", "corrupt_tool_args"]
 
 Corrupt = Callable[[str], str]
+Schemas = Mapping[str, Any]  # tool name -> its declared JSON Schema (or None)
 
 
 def break_fragment(fragment: str) -> str:
@@ -66,8 +69,27 @@ def _stringify(holder: dict[str, Any], key: str, corrupt: Corrupt) -> int:
     return 1
 
 
-def corrupt_tool_args(doc: Any, corrupt: Corrupt) -> int:
-    """Corrupt every tool call's arguments in a whole response document; returns how many."""
+def break_schema(arguments: dict[str, Any], schema: Any) -> bool:
+    """Make an arguments object violate its tool's schema; False when it has nothing to break.
+
+    The first of the schema's `required` keys that is present is left out; without one, the
+    first value gets the wrong type (a string becomes a one-item array, anything else its JSON text).
+    """
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    for key in required if isinstance(required, list) else ():
+        if isinstance(key, str) and key in arguments:
+            del arguments[key]
+            return True
+    for key, value in arguments.items():
+        arguments[key] = [value] if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return True
+    return False
+
+
+def corrupt_tool_args(doc: Any, corrupt: Corrupt, schemas: Schemas | None = None) -> int:
+    """Corrupt every tool call's arguments in a whole response document; returns how many.
+
+    `schemas` are the tools the request declared, for arguments that must stay objects."""
     n = 0
     for choice in _objects(doc, "choices"):  # OpenAI chat (and every OpenAI-compatible server)
         msg = _dict(choice, "message")
@@ -81,8 +103,8 @@ def corrupt_tool_args(doc: Any, corrupt: Corrupt) -> int:
             item["arguments"] = corrupt(item["arguments"])
             n += 1
     for block in _objects(doc, "content"):  # Anthropic
-        if block.get("type") in ("tool_use", "server_tool_use"):
-            n += _stringify(block, "input", corrupt)
+        if block.get("type") in ("tool_use", "server_tool_use") and isinstance(block.get("input"), dict):
+            n += break_schema(block["input"], (schemas or {}).get(str(block.get("name"))))
     for cand in _objects(doc, "candidates"):  # Gemini
         for part in _objects(_dict(cand, "content"), "parts"):
             n += _stringify(_dict(part, "functionCall"), "args", corrupt)

@@ -16,12 +16,13 @@ from brownout.invariants.summary import ExchangeSummary
 
 __all__ = ["RetryDiscipline", "RetryDisciplineConfig"]
 
-_ENDPOINTS_MAX = 64  # endpoints tracked per session
+_ENDPOINTS_MAX = 64  # retry targets tracked per session
 _CONCURRENT_SLACK_S = 0.001  # a request that started before the failure ended is not its retry
 
 
 class RetryDisciplineConfig(InvariantConfigBase):
-    """Times in seconds; a retry is the session's next request to the same endpoint after a failure."""
+    """Times in seconds; a retry is the session's next request for the same thing after a failure: the same
+    endpoint (METHOD host/path), and for MCP the same JSON-RPC method (and tool) at that endpoint."""
 
     type: Literal["retry_discipline"]
     max_retries: int = Field(3, ge=0, description="Retries allowed after one failure before giving up.")
@@ -37,7 +38,7 @@ class RetryDisciplineConfig(InvariantConfigBase):
 
 @dataclass
 class _Chain:
-    """Consecutive failed attempts at one endpoint."""
+    """Consecutive failed attempts at one retry target."""
 
     failure: ExchangeSummary  # the latest failed answer
     first: ExchangeSummary  # the failure that started the chain (its faults are the cause)
@@ -54,11 +55,11 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
         chains: OrderedDict[str, _Chain] = session.state_for(self.name, OrderedDict)
-        chain = chains.get(exchange.endpoint)
+        chain = chains.get(exchange.retry_target)
         found: list[Violation] = []
         if chain is not None and exchange.start - chain.failure.end > self.config.chain_reset_s:
             chain = None
-            del chains[exchange.endpoint]
+            del chains[exchange.retry_target]
         is_retry = chain is not None and exchange.start >= chain.failure.end - _CONCURRENT_SLACK_S
         if chain is not None and is_retry:
             found += self._judge(chain, exchange, session)
@@ -68,14 +69,14 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
         if exchange.is_failure:
             if chain is None:
                 chain = _Chain(failure=exchange, first=exchange)
-                chains[exchange.endpoint] = chain
+                chains[exchange.retry_target] = chain
                 while len(chains) > _ENDPOINTS_MAX:
                     chains.popitem(last=False)
             elif is_retry:
                 chain.failure = exchange
-            chains.move_to_end(exchange.endpoint)
+            chains.move_to_end(exchange.retry_target)
         elif is_retry:
-            del chains[exchange.endpoint]  # the retry succeeded: the chain is over
+            del chains[exchange.retry_target]  # the retry succeeded: the chain is over
         return found
 
     def _judge(self, chain: _Chain, exchange: ExchangeSummary, session: Session) -> list[Violation]:
@@ -90,7 +91,7 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
                 chain.reported.add("retry_after")
                 found.append(
                     self.violation(
-                        f"retried {exchange.endpoint} after {gap:.3f} s; the {chain.failure.status or 'failed'} "
+                        f"retried {exchange.retry_target} after {gap:.3f} s; the {chain.failure.status or 'failed'} "
                         f"answer asked for retry-after {retry_after:g} s",
                         session,
                         exchange,
@@ -102,7 +103,7 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             chain.reported.add("backoff")
             found.append(
                 self.violation(
-                    f"retried {exchange.endpoint} {gap:.3f} s after a failure without backing off "
+                    f"retried {exchange.retry_target} {gap:.3f} s after a failure without backing off "
                     f"(min {cfg.min_backoff_s:g} s)",
                     session,
                     exchange,
@@ -119,7 +120,7 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             chain.reported.add("storm")
             found.append(
                 self.violation(
-                    f"retry storm: {recent} retries of {exchange.endpoint} within {cfg.storm_window_s:g} s",
+                    f"retry storm: {recent} retries of {exchange.retry_target} within {cfg.storm_window_s:g} s",
                     session,
                     exchange,
                     cause=chain.first,
@@ -130,7 +131,7 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
 
     def _too_many(self, retries: int, exchange: ExchangeSummary, cause: ExchangeSummary, session: Session) -> Violation:
         return self.violation(
-            f"{retries} retries of {exchange.endpoint}, more than max_retries {self.config.max_retries}",
+            f"{retries} retries of {exchange.retry_target}, more than max_retries {self.config.max_retries}",
             session,
             exchange,
             cause=cause,

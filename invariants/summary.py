@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from brownout.core.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
 from brownout.core.span_attributes import LLM_OPERATIONS, operation_name
 from brownout.core.spans import ExchangeSpan
+from brownout.core.wire.mcp import TRANSIENT_ERROR_TYPES as MCP_TRANSIENT_ERRORS
 
 __all__ = ["ExchangeSummary", "ToolCallView", "canonical_arguments", "parse_retry_after"]
 
@@ -36,6 +37,8 @@ class ToolCallView:
     # A GET-style tool API's query string, as a JSON object of strings: for telling calls apart,
     # not for schema checks (query values carry no JSON types).
     from_query: bool = False
+    # The arguments crossed the wire as a JSON object: only the tool's schema can find them wrong.
+    from_object: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,10 @@ class ExchangeSummary:
     method: str
     host: str
     url: str  # url.full, query secrets redacted
-    endpoint: str  # "METHOD host/path" without query: what a retry of this request targets
+    endpoint: str  # "METHOD host/path" without query
+    # What a retry of this request repeats: the endpoint, or for MCP (one endpoint for every method)
+    # the JSON-RPC method and tool at that endpoint.
+    retry_target: str
     status: int | None
     error_type: str | None
     start: float
@@ -82,12 +88,18 @@ class ExchangeSummary:
 
     @property
     def is_failure(self) -> bool:
-        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error."""
+        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error.
+
+        MCP carries answers in HTTP 200: a tool result with isError, or a JSON-RPC error such as
+        invalid_params, is the server's answer and asking again changes nothing; only internal and
+        server errors, and a dropped connection, are failures."""
         if self.status is None:
             return True
         if self.status in _RETRYABLE_STATUSES or self.status >= 500:
             return True
-        return self.status < 400 and self.error_type is not None
+        if self.status >= 400 or self.error_type is None:
+            return False
+        return self.provider != "mcp" or self.error_type in MCP_TRANSIENT_ERRORS
 
     @property
     def tool(self) -> str | None:
@@ -125,12 +137,13 @@ class ExchangeSummary:
     def from_exchange(cls, span: ExchangeSpan, exchange: Exchange) -> ExchangeSummary:
         """Derive the summary from a started span and its exchange."""
         op = operation_name(exchange)
-        calls = tuple(ToolCallView(c.name, c.arguments, c.id) for c in exchange.tool_calls)
+        calls = tuple(ToolCallView(c.name, c.arguments, c.id, from_object=c.from_object) for c in exchange.tool_calls)
         executed: ToolCallView | None = None
         if op == "execute_tool":
             executed = _executed_call(exchange, calls)
             calls = ()
         start = exchange.timings.start or span.start_ns / 1e9
+        endpoint = f"{exchange.method} {exchange.host}{exchange.path.partition('?')[0]}"
         end = exchange.timings.end if exchange.timings.end is not None else span.end_ns / 1e9
         return cls(
             exchange_id=exchange.id,
@@ -143,7 +156,8 @@ class ExchangeSummary:
             method=exchange.method,
             host=exchange.host,
             url=str(span.attributes.get("url.full", "")),
-            endpoint=f"{exchange.method} {exchange.host}{exchange.path.partition('?')[0]}",
+            endpoint=endpoint,
+            retry_target=_retry_target(exchange, endpoint),
             status=exchange.status,
             error_type=exchange.error_type,
             start=start,
@@ -168,10 +182,24 @@ class ExchangeSummary:
         )
 
 
+def _retry_target(exchange: Exchange, endpoint: str) -> str:
+    if exchange.provider != "mcp":
+        return endpoint
+    what = exchange.mcp_method or exchange.operation
+    if exchange.tool_name and what == "tools/call":
+        what = f"{what} {exchange.tool_name}"
+    return f"{what} ({endpoint})"
+
+
 def _executed_call(exchange: Exchange, calls: tuple[ToolCallView, ...]) -> ToolCallView:
     if calls:
         call = calls[0]
-        return ToolCallView(exchange.tool_name or call.name, call.arguments, exchange.tool_call_id or call.id)
+        return ToolCallView(
+            exchange.tool_name or call.name,
+            call.arguments,
+            exchange.tool_call_id or call.id,
+            from_object=call.from_object,
+        )
     arguments = exchange.request_body
     if not arguments.strip():
         # A GET-style tool API (/tools/weather?city=Paris): the query is the arguments, so calls

@@ -22,11 +22,12 @@ logger = logging.getLogger(__name__)
 
 
 class ToolArgumentsJsonConfig(InvariantConfigBase):
-    """`schema: true` validates against the tool's schema declared earlier in the same session."""
+    """`schema`: validate against the tool's schema declared earlier in the same session: true for every
+    call, false never, unset for arguments that arrived as JSON objects (they cannot be bad JSON)."""
 
     type: Literal["tool_arguments_json"]
     # `schema` would shadow a BaseModel attribute, so the field is schema_ with the key `schema`.
-    schema_: bool = Field(False, alias="schema")
+    schema_: bool | None = Field(None, alias="schema")
 
     model_config = ConfigDict(InvariantConfigBase.model_config, populate_by_name=True)
 
@@ -38,7 +39,10 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
     Config = ToolArgumentsJsonConfig
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
-        calls = list(exchange.requested_calls)
+        # A stream cut before its finish reason holds half-sent tool calls: their arguments are cut,
+        # not malformed. Whether the agent went on to use them is stream_complete's judgement.
+        cut = exchange.stream and exchange.stream_complete is False and not exchange.finish_reasons
+        calls = [] if cut else list(exchange.requested_calls)
         executed = exchange.executed_call
         if executed is not None and executed.arguments and not executed.from_query:
             calls.append(executed)
@@ -65,7 +69,8 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
             return f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
         if not isinstance(value, dict):
             return f"arguments are JSON {type(value).__name__}, not an object"
-        if not self.config.schema_:
+        check_schema = self.config.schema_
+        if not (call.from_object if check_schema is None else check_schema):
             return None
         validator = self._validator(call.name, session)
         if validator is None:

@@ -30,6 +30,7 @@ from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.connkill import drop_client, is_multiplexed
 from brownout.proxy.control_link import start_control
+from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.relay import RELAY_HEADER, Relay
@@ -85,6 +86,7 @@ class Brownout:
         self._states: dict[str, FlowState] = {}
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
+        self._ignored = HostGlobs(self.config.proxy.ignore_hosts)
 
     @property
     def in_flight(self) -> int:
@@ -144,6 +146,7 @@ class Brownout:
         self.engine.reload(config.ruleset)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
+        self._ignored = HostGlobs(config.proxy.ignore_hosts)
         if (
             getattr(ctx, "master", None) is not None
             and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
@@ -184,8 +187,19 @@ class Brownout:
 
     # --- request ---------------------------------------------------------------------
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if not self._ignored(flow.request.pretty_host):
+            return
+        # Not the agent's traffic: both bodies stream through, and no hook below looks at it again.
+        flow.metadata[IGNORED] = True
+        flow.request.stream = True
+        flow.request.headers.pop("proxy-authorization", None)  # brownout's credential, never forwarded
+        self.pipeline.exporters.on_ignored()
+
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or flow.error or not flow.live or RELAY_HEADER in flow.request.headers:
+            return
+        if flow.metadata.get(IGNORED):  # proxy.ignore_hosts
             return
         state = self.guard.call("exchange", self._begin, flow, context=flow.request.pretty_url)
         if state is None:
@@ -230,6 +244,8 @@ class Brownout:
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         state = self._states.get(flow.id)
         if state is None or flow.response is None:
+            if flow.response is not None and flow.metadata.get(IGNORED):
+                flow.response.stream = True
             return
         ex = state.exchange
         resp = flow.response
@@ -321,7 +337,9 @@ class Brownout:
         if ex.error_type is None:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
-        if flow.response is not None and not ex.streamed and flow.client_conn.connected:
+        if flow.response is None and flow.client_conn.connected and flow.killable:
+            self._no_response(flow, ex)
+        elif flow.response is not None and not ex.streamed and flow.client_conn.connected:
             # The upstream died mid-body while mitmproxy buffered it. mitmproxy would now answer
             # its own 502 page; without brownout the client would see the connection drop, so
             # drop it (FIN, nothing written): a 200 cut short must not turn into a 502.
@@ -331,6 +349,16 @@ class Brownout:
                 self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
         self._close(state)
+
+    def _no_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        """Upstream gave no response at all; mitmproxy would now answer its own 502 page, which SDKs
+        retry as a server error. Without brownout the client's connection would fail instead."""
+        if self.config.proxy.upstream_error == "502":
+            ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
+        elif flow.server_conn.timestamp_tcp_setup is None:
+            effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
+        else:
+            self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
 
     def _close(self, state: FlowState) -> None:
         if state.tap is not None:

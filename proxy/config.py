@@ -54,6 +54,32 @@ class ProxySettings(Model):
     capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
     session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
+    upstream_error: Literal["drop", "502"] = Field(
+        "drop",
+        description="When upstream gives no response (refused, DNS or TLS failure, closed early): 'drop' fails "
+        "the client's connection as a direct connection would fail (HTTP/2: its stream); '502' answers "
+        "mitmproxy's own 502 page instead.",
+    )
+    ignore_hosts: list[str] = Field(
+        default_factory=list,
+        description="Globs over host names (e.g. 'raw.githubusercontent.com', '*.internal') whose traffic passes "
+        "through untouched: no faults, sessions, spans, invariants, logs or experiment records; only counted in "
+        "brownout_ignored_requests_total.",
+    )
+
+    @field_validator("ignore_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for glob in value:
+            # A port or a URL would never match: hosts are compared without them (IPv6 has several colons).
+            if not glob.strip() or "/" in glob or " " in glob or glob.count(":") == 1:
+                raise ValueError(f"a host name glob such as 'api.example.com' or '*.example.com', got {glob!r}")
+        return value
+
+    @field_validator("upstream_error", mode="before")
+    @classmethod
+    def _status_as_text(cls, value: Any) -> Any:
+        return str(value) if value == 502 else value  # YAML reads an unquoted 502 as a number
 
 
 class ControlConfig(ListenConfig):

@@ -30,7 +30,19 @@ __all__ = ["Relay", "RelayTarget"]
 log = logging.getLogger(__name__)
 
 RELAY_HEADER = "x-brownout-relay"
-_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", RELAY_HEADER}
+# Hop-by-hop and framing headers stay behind: httpx (to upstream) and h11 (back to mitmproxy) frame bodies.
+_NOT_FORWARDED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "upgrade",
+        "content-length",
+        RELAY_HEADER,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -105,37 +117,38 @@ class Relay:
             elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
                 break
         assert request is not None
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers]
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw_items()]
         token = next((v for k, v in headers if k.lower() == RELAY_HEADER), "")
         target = self._targets.pop(token, None)
         if target is None or self._client is None:
-            writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            _write(
+                writer, conn, h11.Response(status_code=502, headers=[("content-length", "0"), ("connection", "close")])
+            )
+            _write(writer, conn, h11.EndOfMessage())
             return
-        fwd = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length"]
+        fwd = [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED]
         req = self._client.build_request(request.method.decode(), target.url, headers=fwd, content=bytes(body))
         try:
             resp = await self._client.send(req, stream=True)
         except httpx.TransportError as e:
-            # Refused, TLS verification, DNS: a 502, as mitmproxy answers when it cannot connect.
+            # Refused, TLS verification, DNS: hang up unanswered. mitmproxy then sees no response and
+            # the addon's error hook does what it does for any unreachable upstream (proxy.upstream_error).
             log.info("relay: cannot reach upstream %s: %r", httpx.URL(target.url).host, e)
-            msg = f"brownout relay: cannot reach upstream: {e!r}".encode("utf-8", "replace")
-            writer.write(
-                b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
-                b"connection: close\r\n\r\n%s" % (len(msg), msg)
-            )
             return
         try:
-            await self._relay_response(resp, writer, target.timing)
+            await self._relay_response(resp, conn, writer, target.timing)
         finally:
             await resp.aclose()
 
-    async def _relay_response(self, resp: httpx.Response, writer: asyncio.StreamWriter, timing: StreamTiming) -> None:
-        head = [f"HTTP/1.1 {resp.status_code} {resp.reason_phrase}\r\n"]
-        for k, v in resp.headers.multi_items():
-            if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length":
-                head.append(f"{k}: {v}\r\n")
-        head.append("transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
-        writer.write("".join(head).encode("latin-1"))
+    async def _relay_response(
+        self, resp: httpx.Response, conn: h11.Connection, writer: asyncio.StreamWriter, timing: StreamTiming
+    ) -> None:
+        # Body framing is h11's: with no content-length it chunks the body for mitmproxy's HTTP/1.1,
+        # and sends none at all where the status or method allows no body.
+        headers = [(k, v) for k, v in resp.headers.raw if k.lower().decode("latin-1") not in _NOT_FORWARDED]
+        headers.append((b"connection", b"close"))
+        reason = resp.extensions.get("reason_phrase", b"")  # upstream's own bytes, whatever their charset
+        _write(writer, conn, h11.Response(status_code=resp.status_code, reason=reason, headers=headers))
         await writer.drain()
         stall: StallPoint | None = None
         if timing.pause_after_events is not None:
@@ -150,26 +163,34 @@ class Relay:
         async for chunk in resp.aiter_raw():
             cut = stall.feed(chunk) if stall is not None and not stall.done else None
             if cut is None:
-                await self._send(writer, chunk, timing)
+                await self._send(writer, conn, chunk, timing)
                 continue
-            await self._send(writer, chunk[:cut], timing)
+            await self._send(writer, conn, chunk[:cut], timing)
             await self._sleep(timing.pause_s)
-            await self._send(writer, chunk[cut:], timing)
-        writer.write(b"0\r\n\r\n")
+            await self._send(writer, conn, chunk[cut:], timing)
+        _write(writer, conn, h11.EndOfMessage())
         await writer.drain()
 
-    async def _send(self, writer: asyncio.StreamWriter, data: bytes, timing: StreamTiming) -> None:
+    async def _send(
+        self, writer: asyncio.StreamWriter, conn: h11.Connection, data: bytes, timing: StreamTiming
+    ) -> None:
         if not data:
             return
         rate = timing.bytes_per_s
         if not rate:
-            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+            _write(writer, conn, h11.Data(data=data))
             await writer.drain()
             return
         # Throttle in slices of ~50 ms worth of bytes so delivery is smooth, not bursty.
         step = max(1, int(rate / 20))
         for i in range(0, len(data), step):
             piece = data[i : i + step]
-            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            _write(writer, conn, h11.Data(data=piece))
             await writer.drain()
             await self._sleep(len(piece) / rate)
+
+
+def _write(writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event) -> None:
+    data = conn.send(event)
+    if data:
+        writer.write(data)

@@ -122,6 +122,7 @@ class AnthropicFormat(ProviderFormat):
                         arguments=dumps(block.get("input", {})),
                         id=block.get("id") if isinstance(block.get("id"), str) else None,
                         index=len(exchange.tool_calls),
+                        from_object=isinstance(block.get("input", {}), dict),
                     )
                 )
         if texts:

@@ -79,6 +79,7 @@ def _chunk(exchange: Exchange, data: Any, text: TextBuffer) -> None:
                         arguments=dumps(fc.get("args", {})),
                         id=fc.get("id") if isinstance(fc.get("id"), str) else None,
                         index=len(exchange.tool_calls),
+                        from_object=isinstance(fc.get("args", {}), dict),
                     )
                 )
         if isinstance(cand.get("finishReason"), str):

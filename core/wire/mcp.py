@@ -1,4 +1,5 @@
-"""MCP streamable HTTP: JSON-RPC 2.0 POSTs, answered as application/json or as SSE."""
+"""MCP streamable HTTP: JSON-RPC 2.0 POSTs answered as application/json or as SSE, plus the transport's
+own requests (the GET that opens the server-to-client stream, the DELETE that ends a session)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
 from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
 
-__all__ = ["JSONRPC_ERROR_TYPES", "McpFormat", "McpStreamParser"]
+__all__ = [
+    "JSONRPC_ERROR_TYPES",
+    "JSONRPC_INVALID",
+    "JSONRPC_RESPONSE",
+    "SERVER_STREAM",
+    "SESSION_END",
+    "TRANSIENT_ERROR_TYPES",
+    "McpFormat",
+    "McpStreamParser",
+]
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +33,19 @@ JSONRPC_ERROR_TYPES: dict[int, str] = {
     -32002: "resource_not_found",  # MCP's own code
 }
 _CODES = {name: code for code, name in JSONRPC_ERROR_TYPES.items()}
+# Error types a client may meet again on a retry (the server or the network failed). The others
+# (tool_error, invalid_params, method_not_found, ...) are answers: asking again changes nothing.
+TRANSIENT_ERROR_TYPES = frozenset({"internal_error", "server_error", "connection"})
+
+# Operations of streamable-HTTP requests that carry no JSON-RPC method.
+SERVER_STREAM = "server_stream"  # GET: the stream of server-to-client requests and notifications
+SESSION_END = "session_end"  # DELETE: the client ends its session
+JSONRPC_RESPONSE = "jsonrpc_response"  # POST of JSON-RPC responses only (the client answering the server)
+JSONRPC_INVALID = "jsonrpc_invalid"  # POST from an MCP session whose body is no JSON-RPC message
+_BY_HTTP_METHOD = {"GET": SERVER_STREAM, "DELETE": SESSION_END}
+_NO_REQUEST = frozenset({SERVER_STREAM, SESSION_END, JSONRPC_RESPONSE, JSONRPC_INVALID})
+# Every request after initialize carries one of them (the spec's Mcp-Session-Id, MCP-Protocol-Version).
+_TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version")
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _SNIFF = b'"jsonrpc"'
 
@@ -60,20 +83,23 @@ class McpFormat(ProviderFormat):
     gen_ai_provider = "mcp"
 
     def recognise(self, req: RequestInfo) -> str | None:
+        in_session = any(h in req.headers for h in _TRANSPORT_HEADERS)
         if req.method != "POST":
-            return None
+            return _BY_HTTP_METHOD.get(req.method) if in_session else None
         body = req.body
         # Cheap sniff first: "jsonrpc" near the start, or anywhere for /mcp-like paths.
-        if _SNIFF not in body[:256] and ("mcp" not in req.path.lower() or _SNIFF not in body):
+        if not in_session and _SNIFF not in body[:256] and ("mcp" not in req.path.lower() or _SNIFF not in body):
             return None
         try:
             msgs = _messages(_decode(body))
         except (ValueError, RecursionError):
-            return None
+            msgs = []
         for msg in msgs:
             if isinstance(msg.get("method"), str):
                 return msg["method"]
-        return None
+        if msgs:
+            return JSONRPC_RESPONSE
+        return JSONRPC_INVALID if in_session else None
 
     def _load_request(self, body: bytes) -> Any:
         return _decode(body)
@@ -101,7 +127,13 @@ class McpFormat(ProviderFormat):
                     exchange.tool_name, exchange.tool_call_id = name, call_id
                 args = params.get("arguments")
                 exchange.tool_calls.append(
-                    ToolCall(name, dumps(args if args is not None else {}), call_id, len(exchange.tool_calls))
+                    ToolCall(
+                        name,
+                        dumps(args if args is not None else {}),
+                        call_id,
+                        len(exchange.tool_calls),
+                        from_object=args is None or isinstance(args, dict),
+                    )
                 )
         exchange.notes["jsonrpc_methods"] = methods
         if isinstance(data, list):
@@ -135,11 +167,14 @@ class McpFormat(ProviderFormat):
         retry_after_s: float | None = None,
         exchange: Exchange | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """JSON-RPC errors travel in HTTP 200; error_type "http" gives a transport-level `status`."""
+        """JSON-RPC errors travel in HTTP 200; error_type "http" gives a transport-level `status`.
+
+        A request with no JSON-RPC request to answer (the GET stream, the DELETE) always gets the
+        transport-level error: there is no id to put a JSON-RPC error under."""
         headers = dict(JSON_HEADERS)
         if retry_after_s is not None:
             headers["retry-after"] = str(max(0, round(retry_after_s)))
-        if error_type == "http":
+        if error_type == "http" or (exchange is not None and exchange.operation in _NO_REQUEST):
             # What the MCP SDK servers send when they reject at the transport (bad session, overload).
             err = {"code": -32000, "message": message or default_message(status)}
             body = {"jsonrpc": "2.0", "id": None, "error": err}
@@ -155,6 +190,10 @@ class McpFormat(ProviderFormat):
         return b"event: message\ndata: " + dumps(self._error_payload(error_type, message, exchange)).encode() + b"\n\n"
 
     def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
+        if exchange.operation == SERVER_STREAM:
+            return dict(_SSE), b""  # a stream on which the server never says anything
+        if exchange.operation in _NO_REQUEST:
+            return {}, b""
         method = exchange.mcp_method or ""
         result: dict[str, Any]
         if method == "tools/call":
@@ -234,6 +273,10 @@ class McpStreamParser(BaseStreamParser):
     def __init__(self, exchange: Exchange) -> None:
         super().__init__(exchange)
         self._pending = max(1, len(exchange.notes.get("jsonrpc_methods") or ()))
+        # The GET stream has no terminal event: it lasts until either side closes it.
+        self._open_ended = exchange.operation == SERVER_STREAM
+        if self._open_ended:
+            exchange.stream_complete = None
 
     def _feed(self, event: StreamEvent) -> None:
         decoded = self._json(event.data)
@@ -242,5 +285,5 @@ class McpStreamParser(BaseStreamParser):
         for msg in _messages(decoded):
             if reply(self.exchange, msg, self.text):
                 self._pending -= 1
-        if self._pending <= 0:
+        if self._pending <= 0 and not self._open_ended:
             self.exchange.stream_complete = True

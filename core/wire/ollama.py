@@ -55,6 +55,7 @@ def _line(exchange: Exchange, data: Any, text: TextBuffer) -> None:
                         arguments=args if isinstance(args, str) else dumps(args if args is not None else {}),
                         id=tc.get("id") if isinstance(tc.get("id"), str) else None,
                         index=len(exchange.tool_calls) if index is None else index,
+                        from_object=args is None or isinstance(args, dict),
                     )
                 )
     elif isinstance(data.get("response"), str):

@@ -83,6 +83,9 @@ rules:
   - name: cut-stream
     match: {{session: "trunc-*", provider: openai, stream: true}}
     fault: {{type: truncate, after_events: 3}}
+  - name: cut-stream-reset
+    match: {{session: "cut-reset-*", provider: openai, stream: true}}
+    fault: {{type: truncate, after_events: 3, close: reset}}
   - name: inject-weather
     match: {{session: "inject-*", path: "/tools/weather*"}}
     fault: {{type: inject, text: {json.dumps(INJECTED)}}}

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import openai
+import pytest
 
 from tests.e2e.invariant_scenarios import (  # noqa: F401  (fixtures)
     MODEL,
@@ -96,6 +98,49 @@ def test_stream_complete_passes_an_agent_that_discards_a_cut_stream(bo: Brownout
     assert partial and finish is None  # no finish_reason: the careful agent asks again instead
     oai.chat.completions.create(model=MODEL, messages=[user()])
     bo.none(session, "stream_complete", exchanges=2)
+
+
+def _streamed_tool_call(oai: Any) -> tuple[str | None, str]:
+    """Stream a tool call that the truncate rule cuts mid-arguments; the call id and argument text that arrived."""
+    call_id, args = None, ""
+    for chunk in oai.chat.completions.create(model=MODEL, messages=[user()], tools=[WEATHER], stream=True):
+        for call in chunk.choices[0].delta.tool_calls or []:
+            call_id = call.id or call_id
+            args += call.function.arguments or ""
+    return call_id, args
+
+
+def test_a_cut_tool_call_the_agent_drops_is_no_violation(bo: Brownout, client: Any) -> None:
+    session = "trunc-tool-dropped"
+    oai = client(session)
+    call_id, args = _streamed_tool_call(oai)  # no [DONE], no error: half the arguments
+    assert call_id and args and not args.endswith("}")
+    oai.chat.completions.create(model=MODEL, messages=[user()], tools=[WEATHER])  # asks again
+    bo.none(session, "tool_arguments_json", exchanges=2)
+    assert bo.violations.of(session) == []
+
+
+def test_a_cut_tool_call_the_sdk_raised_on_is_no_violation(bo: Brownout, client: Any) -> None:
+    session = "cut-reset-tool"
+    oai = client(session)
+    with pytest.raises(openai.APIConnectionError):
+        _streamed_tool_call(oai)
+    bo.settle(session, 1)
+    assert bo.violations.of(session) == []
+
+
+def test_a_cut_tool_call_the_agent_runs_is_reported_once(bo: Brownout, client: Any) -> None:
+    session = "trunc-tool-used"
+    oai = client(session)
+    call_id, args = _streamed_tool_call(oai)
+    call = {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    history = [user(), {"role": "assistant", "content": None, "tool_calls": [call]}]
+    history.append({"role": "tool", "tool_call_id": call_id, "content": "18 C"})  # as if the call had run
+    oai.chat.completions.create(model=MODEL, messages=history)
+    (v,) = bo.violations.wait(session, "stream_complete")
+    assert f"carries a result for its tool call {call_id!r}" in v.message
+    bo.settle(session, 2)
+    assert [x.invariant for x in bo.violations.of(session)] == ["stream_complete"]
 
 
 # --- injection_followed --------------------------------------------------------------------------------

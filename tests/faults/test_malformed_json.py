@@ -6,6 +6,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
+from brownout.core.exchange import ToolSpec
 from brownout.core.wire import by_provider
 from brownout.faults.jsonedit import corrupt_json_text
 from brownout.faults.malformed_json import MalformedJsonFault, MalformedJsonParams
@@ -80,10 +81,33 @@ def test_tool_arguments_openai_responses(make_ctx) -> None:
     assert unparseable(resp.output[1].arguments)
 
 
-def test_tool_arguments_anthropic_input_becomes_broken_json_text(make_ctx) -> None:
-    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(ANTHROPIC_MSG), dict(JSON))
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "units": {"type": "string"}},
+    "required": ["city"],
+}
+
+
+def anthropic_input(body: bytes) -> object:
     block = anthropic_sdk(200, JSON, body).messages.create(model="c", max_tokens=9, messages=[]).content[1]
-    assert block.type == "tool_use" and isinstance(block.input, str) and unparseable(block.input)
+    assert block.type == "tool_use"
+    return block.input
+
+
+def test_tool_arguments_anthropic_input_stays_an_object_that_breaks_the_schema(make_ctx) -> None:
+    # The API always returns `input` as an object: the realistic fault is one the tool's schema rejects.
+    ctx = make_ctx(tools_declared=[ToolSpec("get_weather", WEATHER_SCHEMA)])
+    doc = json.loads(dump(ANTHROPIC_MSG))
+    doc["content"][1]["input"] = {"units": "metric", "city": "Paris"}
+    assert anthropic_input(fault(target="tool_arguments").edit_body(ctx, dump(doc), dict(JSON))) == {"units": "metric"}
+    # No declared schema to go by: the first value gets the wrong type.
+    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(ANTHROPIC_MSG), dict(JSON))
+    assert anthropic_input(body) == {"city": ["Paris"]}
+    doc["content"][1]["input"] = {"days": 3}
+    assert anthropic_input(fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON))) == {"days": "3"}
+    # An empty input breaks no schema without a required key: left alone.
+    doc["content"][1]["input"] = {}
+    assert fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON)) == dump(doc)
 
 
 @pytest.mark.parametrize(

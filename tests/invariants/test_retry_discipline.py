@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from brownout.core.exchange import FaultRecord
-from tests.invariants.builders import Harness, llm
+from tests.invariants.builders import Harness, llm, tool
 
 RATE_LIMIT = FaultRecord("rl", "http_error", {"status": 429})
 
@@ -66,3 +66,29 @@ def test_retry_count_header_alone_signals_too_many_retries() -> None:
     h = Harness([{"type": "retry_discipline", "max_retries": 2}])
     (v,) = h.run(llm(0, retry_count=5))
     assert v.details["check"] == "max_retries" and "5 retries" in v.message
+
+
+def mcp_list(t: float):
+    ex = tool("unused", {}, t, operation="tools/list", mcp_method="tools/list", tool_name=None, tool_calls=[])
+    ex.request_body = '{"jsonrpc": "2.0", "id": 9, "method": "tools/list"}'
+    return ex
+
+
+def test_mcp_answers_in_http_200_are_not_failures() -> None:
+    h = Harness([{"type": "retry_discipline"}])
+    # A tool that reports an error (isError) and a JSON-RPC invalid_params are the server's answers.
+    assert h.run(tool("get_weather", {"city": "Paris"}, 0, error_type="tool_error")) == []
+    assert h.run(mcp_list(0.06)) == []
+    assert h.run(tool("get_weather", {"city": "Lyon"}, 0.12)) == []
+    assert h.run(tool("search", {"q": 1}, 0.2, error_type="invalid_params")) == []
+    assert h.run(tool("search", {"q": "x"}, 0.26)) == []
+
+
+def test_mcp_retries_are_keyed_by_method_and_tool() -> None:
+    h = Harness([{"type": "retry_discipline"}])
+    assert h.run(tool("get_weather", {"city": "Paris"}, 0, error_type="internal_error")) == []
+    assert h.run(mcp_list(0.06)) == []  # another method at the same URL: not a retry
+    assert h.run(tool("search", {"q": "x"}, 0.08)) == []  # another tool: not a retry
+    (v,) = h.run(tool("get_weather", {"city": "Paris"}, 0.1))
+    assert v.details["check"] == "backoff"
+    assert v.message.startswith("retried tools/call get_weather (POST tools.local/mcp) 0.050 s after a failure")

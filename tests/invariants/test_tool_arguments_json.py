@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from brownout.core.exchange import ToolSpec
+from brownout.core.exchange import Exchange, ToolCall, ToolResult, ToolSpec
 from tests.invariants.builders import Harness, llm, tool, weather_tool
 
 
@@ -54,3 +54,30 @@ def test_schema_off_ignores_schema_and_bad_schema_is_skipped() -> None:
     bad = ToolSpec("b", {"type": "no-such-type"})
     assert h.run(llm(0, tools=[bad], calls=[("b", '{"x": 1}')])) == []
     assert h.runner.guard.snapshot() == {}
+
+
+def test_object_arguments_are_checked_against_the_schema_unless_turned_off() -> None:
+    # Anthropic's tool_use.input (and Gemini, Ollama, MCP arguments) are objects on the wire: they
+    # cannot be bad JSON, so the declared schema is the check that can find them wrong.
+    def anthropic_call(t: float) -> Exchange:
+        ex = llm(t, tools=[weather_tool()], provider="anthropic", operation="chat")
+        ex.tool_calls = [ToolCall("get_weather", '{"days": 2}', "toolu_1", from_object=True)]
+        return ex
+
+    (v,) = Harness([{"type": "tool_arguments_json"}]).run(anthropic_call(0))
+    assert "'city' is a required property" in v.message
+    assert Harness([{"type": "tool_arguments_json", "schema": False}]).run(anthropic_call(0)) == []
+
+
+def test_a_cut_streams_tool_call_is_left_to_stream_complete() -> None:
+    h = Harness([{"type": "tool_arguments_json"}, {"type": "stream_complete"}])
+    cut = llm(0, calls=[("get_weather", '{"city": "Pa', "call_cut")], stream=True, streamed=True)
+    cut.stream_complete, cut.finish_reasons = False, []
+    assert h.run(cut) == []  # half-sent arguments are not malformed ones
+    # The agent runs the half-sent call anyway: one cause, one violation, from stream_complete.
+    used = llm(1, tool_results=[ToolResult("call_cut", "18 C")])
+    assert [v.invariant for v in h.run(used)] == ["stream_complete"]
+    # Cut after its finish reason, the call was whole: broken arguments are the model's.
+    late = llm(2, calls=[("get_weather", '{"city": "Pa', "call_late")], stream=True, streamed=True)
+    late.stream_complete = False
+    assert [v.invariant for v in h.run(late)] == ["tool_arguments_json"]

@@ -121,6 +121,23 @@ def test_anthropic_streamed_tool_input_no_longer_parses(upstream, brownout_proxy
         json.loads(partial)
 
 
+def test_anthropic_tool_input_stays_an_object_that_breaks_its_schema(upstream, brownout_proxy, anthropic_client):
+    # The API always sends tool_use.input as an object; what a client can meet is one its schema rejects.
+    cfg = rules(rule("bad-args", "{type: malformed_json, target: tool_arguments}", "{provider: anthropic}"))
+    proxy = brownout_proxy(cfg + "invariants:\n  - {type: tool_arguments_json}\n", upstream=upstream)
+    violations: list = []
+    proxy.addon.pipeline.violation_listeners.append(violations.append)
+    client = anthropic_client(proxy, upstream)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tools = [{"name": "get_weather", "input_schema": schema}]
+    reply = client.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=MSG, tools=tools)
+    (call,) = [b for b in reply.content if b.type == "tool_use"]
+    assert isinstance(call.input, dict) and "city" not in call.input
+    wait_for(violations, 1)
+    assert violations[0].invariant == "tool_arguments_json" and violations[0].rule == "bad-args"
+    assert "'city' is a required property" in violations[0].message
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_mid_stream_error_event_is_raised_by_sdk(upstream, brownout_proxy, openai_client, anthropic_client, provider):
     status = 500 if provider == "openai" else 529

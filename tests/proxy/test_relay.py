@@ -215,3 +215,22 @@ def test_relay_serves_an_http2_client(upstream_tls, brownout_proxy):
             t0 = time.perf_counter()
             times = [time.perf_counter() - t0 for line in r.iter_lines() if line.startswith("data:")]
     assert len(times) == 3 and times[1] - times[0] >= 0.35, times
+
+
+def test_relayed_response_keeps_the_upstreams_status_line_and_header_names(brownout_proxy):
+    from tests.reliability.rawupstream import RawUpstream, fixed
+
+    raw = (
+        b"HTTP/1.1 200 Quite OK\r\nContent-Type: application/json\r\nX-Request-ID: req-7\r\n"
+        b'Content-Length: 11\r\n\r\n{"ok": 1} \n'
+    )
+    proxy = brownout_proxy(rules(rule("slow", "{type: throttle, bytes_per_s: 100000}")))
+    with RawUpstream(fixed(raw)).running() as up:
+        with httpx.Client(trust_env=False) as direct_client:
+            direct = direct_client.get(f"{up.url}/x")
+        with httpx.Client(proxy=proxy.url, trust_env=False) as client:
+            relayed = client.get(f"{up.url}/x")
+    assert relayed.content == direct.content == b'{"ok": 1} \n'
+    assert relayed.extensions["reason_phrase"] == direct.extensions["reason_phrase"] == b"Quite OK"
+    names = [k for k, _ in relayed.headers.raw]
+    assert b"Content-Type" in names and b"X-Request-ID" in names, names

@@ -214,6 +214,15 @@ class RawUpstream:
             self._writers.discard(writer)
             writer.close()
 
+    def stop_listening(self) -> None:
+        """Refuse new connections from now on (the port is closed); open connections carry on."""
+        assert self.loop is not None and self._server is not None
+        asyncio.run_coroutine_threadsafe(self._close_listener(), self.loop).result(5)
+
+    async def _close_listener(self) -> None:
+        assert self._server is not None
+        self._server.close()  # closes the listening sockets only; serving connections go on
+
     @contextmanager
     def running(self) -> Iterator[RawUpstream]:
         loop = asyncio.new_event_loop()

@@ -145,3 +145,45 @@ def test_not_mcp() -> None:
     assert request("/mcp", {"jsonrpc": "1.0", "method": "x"})[1].provider == "http"
     assert request("/mcp", b'{"jsonrpc": broken', headers=ACCEPT)[1].provider == "http"
     assert request("/mcp", method="GET")[1].provider == "http"
+
+
+# What the MCP SDK's streamable HTTP client sends on every request after initialize.
+SESSION = {**ACCEPT, "mcp-session-id": "4f2a9c", "mcp-protocol-version": "2025-06-18"}
+
+
+def test_transport_requests_are_mcp() -> None:
+    cases = [
+        ("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}, ACCEPT, "initialize"),
+        ("POST", {"jsonrpc": "2.0", "method": "notifications/initialized"}, SESSION, "notifications/initialized"),
+        ("POST", CALL, SESSION, "tools/call"),
+        ("GET", b"", SESSION, "server_stream"),
+        ("GET", b"", {"mcp-protocol-version": "2025-06-18"}, "server_stream"),  # a server without sessions
+        ("DELETE", b"", SESSION, "session_end"),
+        ("POST", {"jsonrpc": "2.0", "id": "srv-1", "result": {"action": "accept"}}, SESSION, "jsonrpc_response"),
+        ("POST", b"", SESSION, "jsonrpc_invalid"),
+    ]
+    for method, body, headers, operation in cases:
+        fmt, ex = request("/mcp", body, method=method, headers=headers)
+        assert (fmt.provider, ex.provider, ex.operation) == ("mcp", "mcp", operation), (method, operation)
+        if operation in ("server_stream", "session_end", "jsonrpc_response", "jsonrpc_invalid"):
+            # Neither a JSON-RPC method nor a tool: the path's last segment names nothing here.
+            assert (ex.mcp_method, ex.tool_name, ex.tool_calls) == (None, None, []), operation
+
+
+def test_server_stream_has_no_terminal_event() -> None:
+    fmt, ex = request("/mcp", method="GET", headers=SESSION)
+    ex.content_type = "text/event-stream"
+    ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+    note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    stream_through(fmt, ex, sse(ping, note, event_names=["message", "message"]))
+    assert ex.stream_events == 2 and ex.stream_complete is None and ex.error_type is None
+
+
+def test_transport_requests_get_transport_errors() -> None:
+    _, get = request("/mcp", method="GET", headers=SESSION)
+    status, _, body = WIRE.error_response(503, exchange=get)
+    assert status == 503 and json.loads(body)["error"]["code"] == -32000
+    assert WIRE.empty_response(get) == ({"content-type": "text/event-stream", "cache-control": "no-cache"}, b"")
+    _, delete = request("/mcp", method="DELETE", headers=SESSION)
+    assert WIRE.error_response(500, "method_not_found", exchange=delete)[0] == 500
+    assert WIRE.empty_response(delete) == ({}, b"")
