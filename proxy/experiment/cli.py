@@ -136,7 +136,10 @@ def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confd
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
-    """Compare report A (before) with report B (after); exit 1 on a significant regression (p < 0.05)."""
+    """Compare report A (before) with report B (after); exit 1 on a significant regression.
+
+    Significant: a lower success rate with p < 0.05 in Fisher's exact test (two-sided).
+    """
     from brownout.proxy.experiment.compare import compare_reports
 
     console = Console()

@@ -52,7 +52,7 @@ def build_report(
 
 
 def _clean(value: Any) -> Any:
-    # JSON has no NaN/Infinity; a z of inf (perfect separation) becomes null rather than invalid JSON.
+    # JSON has no NaN/Infinity: a non-finite number becomes null rather than invalid JSON.
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
