@@ -38,6 +38,7 @@ SEVERITIES = ("info", "warning", "error", "critical")
 
 # Difficulty of surviving each fault type, for the robustness score. Latency only slows an agent
 # down; error answers need a retry; broken connections and corrupted content need real recovery.
+# Keys are the built-in fault types plus "quota" (a quota rule's own 429).
 DEFAULT_WEIGHTS: dict[str, float] = {
     "latency": 0.5,
     "throttle": 0.5,
@@ -48,10 +49,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "hang": 1.5,
     "reset": 1.5,
     "truncate": 1.5,
-    "malformed_json": 2.0,
-    "corrupt": 2.0,
-    "tool_args": 2.0,
-    "schema_drift": 2.0,
+    "malformed_json": 2.0,  # a body, an SSE frame or tool-call arguments that no longer parse
     "inject": 2.0,  # prompt injection into a tool output or completion
 }
 
