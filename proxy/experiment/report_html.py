@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,18 @@ import jinja2
 
 from brownout.proxy.experiment import charts
 from brownout.proxy.experiment.report_md import _num, _pct
+from brownout.proxy.experiment.services import command_text, outcome
 
 __all__ = ["render_html", "write_html"]
 
 logger = logging.getLogger(__name__)
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def _local_file(name: Any) -> bool:
+    # Only a plain file name beside the report becomes a link (never a javascript: or remote URL).
+    return bool(_FILE_NAME.fullmatch(str(name)))
 
 
 @functools.cache
@@ -27,6 +36,9 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["pct"] = _pct
     env.filters["num"] = _num
+    env.filters["shell"] = command_text
+    env.filters["service_outcome"] = outcome
+    env.tests["local_file"] = _local_file
     return env
 
 

@@ -46,6 +46,7 @@ def build_report(
         **analysis,
         "hypotheses": hypotheses,
         "gate": gate,
+        "services": result.services,
         "runs": [r.to_dict() for r in result.runs],
         "manifest": manifest,
     }

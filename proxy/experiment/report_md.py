@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from brownout.proxy.experiment.services import command_text, outcome
+
 __all__ = ["render_markdown", "write_markdown"]
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {_text(kind)} | {c['faulted_exchanges']} | {c['retried_exchanges']} | {c['retry_tokens']} | "
                 f"{_num(c['extra_calls_per_run'], '+.1f')} |"
+            )
+        lines.append("")
+    if report.get("services"):
+        lines += ["### Services", "", "| service | command | outcome | log |", "|---|---|---|---|"]
+        for svc in report["services"]:
+            lines.append(
+                f"| {_text(svc['name'])} | {_code(command_text(svc['command']))} | {_text(outcome(svc))} | "
+                f"{_text(svc['log'])} |"
             )
         lines.append("")
     return "\n".join(lines) + "\n"
