@@ -2,7 +2,7 @@
 
 Arguments: CITY. Talks to the OpenAI-compatible demo upstream at $DEMO_UPSTREAM. The experiment starts
 that upstream and sets the variable, so from the repository's root, under chaos:
-    brownout experiment run examples/experiment/exp.yaml
+    brownout experiment run examples/experiment/exp.yaml --out brownout-report
 or once, by hand, against the experiment's upstream without the proxy:
     brownout experiment services examples/experiment/exp.yaml -- python examples/experiment/agent.py Paris
 It streams completions, calls the weather tool API, and prints `ANSWER: ...` on success.

@@ -3,7 +3,7 @@
 Arguments: CITY. Same contract as agent.py: talks to the OpenAI-compatible demo upstream at
 $DEMO_UPSTREAM, prints `ANSWER: ...` and exits 0 on success, prints `error: ...` to stderr and exits
 non-zero otherwise. The experiment starts that upstream and sets the variable; from the repository's root:
-    brownout experiment run examples/experiment/exp-framework.yaml
+    brownout experiment run examples/experiment/exp-framework.yaml --out brownout-report-framework
     brownout experiment services examples/experiment/exp-framework.yaml -- python examples/experiment/framework_agent.py Tokyo
 
 The agent is an `agents.Agent` with one function tool, `get_weather`, that calls the demo weather
