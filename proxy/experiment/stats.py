@@ -10,10 +10,9 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist, quantiles
 
-__all__ = ["Z95", "fisher_exact", "percentile", "wilson_interval"]
+__all__ = ["fisher_exact", "percentile", "wilson_interval"]
 
 _NORMAL = NormalDist()
-Z95 = _NORMAL.inv_cdf(0.975)  # two-sided 95% quantile of the standard normal
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
