@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
@@ -61,8 +61,8 @@ class ServiceRecord:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now. Another process may take it before the service binds it; that is rare on
-    loopback (the kernel hands out ephemeral ports in turn) and shows up as a readiness error."""
+    """A port free right now. Another process may take it before the service binds it: rare, since the
+    kernel hands out ephemeral ports in turn, and then the service usually fails to bind and exits."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -102,7 +102,7 @@ def _tail(path: Path) -> str:
     return "\n".join(lines[-TAIL_LINES:])[-TAIL_CHARS:]
 
 
-def probe(check: ReadyCheck, port: int | None, timeout_s: float) -> str | None:
+def _probe(check: ReadyCheck, port: int | None, timeout_s: float) -> str | None:
     """None when the service is ready, else what the probe saw."""
     if check.tcp is not None:
         host, _, port_text = _fill(check.tcp, port).rpartition(":")
@@ -143,16 +143,12 @@ class Services:
         *,
         base_dir: Path,
         log_dir: Path | None = None,
-        env: dict[str, str] | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.configs = list(configs)
         self.base_dir = base_dir
         self.log_dir = log_dir
-        self.base_env = dict(os.environ if env is None else env)
         self.exports: dict[str, str] = {}
         self.records: list[ServiceRecord] = []
-        self._clock = clock
         self._procs: list[tuple[subprocess.Popen[bytes], ServiceRecord, ServiceConfig, IO[bytes]]] = []
 
     def __enter__(self) -> Services:
@@ -183,7 +179,7 @@ class Services:
         record = ServiceRecord(name=cfg.name, command=command, log=log_name(cfg.name), port=port)
         self.records.append(record)
         log_path = log_dir / record.log
-        env = {**self.base_env, **self.exports, **{k: _fill(v, port) for k, v in cfg.env.items()}}
+        env = {**os.environ, **self.exports, **{k: _fill(v, port) for k, v in cfg.env.items()}}
         cwd = self.base_dir / cfg.cwd if cfg.cwd else self.base_dir
         log = log_path.open("wb")
         try:
@@ -209,7 +205,7 @@ class Services:
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], record: ServiceRecord, cfg: ServiceConfig, log: Path) -> None:
         check = cfg.ready
-        started = self._clock()
+        started = time.monotonic()
         deadline = started + check.timeout_s
         seen = "no probe yet"
         while True:
@@ -218,12 +214,12 @@ class Services:
                 record.exit_code, record.exited_early = code, True
                 why = f"exited with code {code} before it was ready"
                 break
-            seen = probe(check, record.port, timeout_s=max(0.05, min(1.0, deadline - self._clock()))) or ""
+            seen = _probe(check, record.port, timeout_s=max(0.05, min(1.0, deadline - time.monotonic()))) or ""
             if not seen:
-                record.ready_after_s = round(self._clock() - started, 3)
+                record.ready_after_s = round(time.monotonic() - started, 3)
                 logger.info("service %s ready after %.2f s", cfg.name, record.ready_after_s)
                 return
-            if self._clock() >= deadline:
+            if time.monotonic() >= deadline:
                 why = f"did not become ready within {check.timeout_s:g} s (last probe: {seen})"
                 break
             time.sleep(check.interval_s)
