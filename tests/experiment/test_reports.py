@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -141,6 +142,20 @@ def _hostile_report() -> dict[str, Any]:
             "checks": [{"label": _bad("check-label"), "value": 0.5, "ok": False}],
         }
     ]
+    report["services"] = [
+        {
+            "name": _bad("service"),
+            "command": [_bad("argv"), "--port", "1"],
+            "log": "javascript:alert(1)",
+            "port": 1,
+            "pid": 1,
+            "ready_after_s": None,
+            "exit_code": 3,
+            "stopped_by": None,
+            "exited_early": True,
+            "error": _bad("service-error"),
+        }
+    ]
     report["gate"]["checks"].append(
         {"check": _bad("check"), "value": None, "threshold": 1, "ok": False, "note": _bad("note")}
     )
@@ -188,9 +203,11 @@ def test_html_escapes_every_user_string(tmp_path: Path) -> None:
     assert page.attrs <= ATTRS, page.attrs - ATTRS
     shown = "\n".join(page.text)
     fields = ["experiment", "abort", "error", "phase-baseline", "phase-chaos", "run", "task", "reason", "status"]
-    fields += ["fault", "cost", "hypothesis", "scope", "check-label", "check", "note"]
+    fields += ["fault", "cost", "hypothesis", "scope", "check-label", "check", "note", "service"]
     for field in fields:
         assert _bad(field) in shown, f"{field} is not shown as text"
+    assert "href" not in html  # a log name that is not a plain file name is not a link
+    assert shlex.join([_bad("argv"), "--port", "1"]) in shown
     row = report["fault_breakdown"][0]
     assert f"{row['fault']} · {row['target']}"[:34] in shown  # the chart label, cut to fit
     ET.fromstring(html.split("<body>", 1)[1].split("</body>")[0].join(["<div>", "</div>"]))
