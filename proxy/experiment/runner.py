@@ -111,7 +111,7 @@ class ExperimentRunner:
             self._halt(None, "interrupted (Ctrl-C)", result)
             result.interrupted = True
         except ServiceError as e:  # not a bug: the message names the service and quotes its log
-            logger.error("%s", e)
+            logger.info("%s", e)  # the result carries it; the CLI prints it once, in its summary
             result.error = str(e)
             result.status = "failed"
         except Exception as e:  # proxy failed to start, bad config at apply time: an errored experiment
