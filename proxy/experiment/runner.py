@@ -253,6 +253,10 @@ class ExperimentRunner:
             else:
                 proc._brownout_thread = me  # type: ignore[attr-defined]
                 self._procs.add(proc)
+                if self._stop.is_set():
+                    # Launched while an abort or Ctrl-C was killing the others (it passed the stop
+                    # check before): kill it too, or the experiment waits out its whole timeout.
+                    kill_process(proc)
 
     def _attribute(self, result: ExperimentResult) -> None:
         for run in result.runs:
