@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,6 +41,16 @@ def _exp(**over: Any) -> str:
     }
     doc.update(over)
     return yaml.safe_dump(doc)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # the command name (field 2) may hold spaces; the parent pid follows its closing parenthesis
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(stat.parent.name))
+    return kids
 
 
 @pytest.fixture
@@ -117,8 +128,10 @@ def test_ctrl_c_stops_the_services(tmp_path: Path, confdir: str) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 2
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # it hung: kill it and what it started (services run in their own sessions)
+            for pid in [proc.pid, *_children(proc.pid)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
     rep = json.loads((out / "report.json").read_text())
     assert rep["interrupted"] and rep["status"] == "aborted"
     (svc,) = rep["services"]
