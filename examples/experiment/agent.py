@@ -1,7 +1,10 @@
 """A small tool-using agent on the official openai SDK, for the brownout experiment example.
 
-Usage: python agent.py CITY. Talks to the OpenAI-compatible demo upstream at $DEMO_UPSTREAM
-(default http://127.0.0.1:8765; start it with `python -m brownout.proxy.demo.upstream --port 8765`).
+Arguments: CITY. Talks to the OpenAI-compatible demo upstream at $DEMO_UPSTREAM. The experiment starts
+that upstream and sets the variable, so from the repository's root, under chaos:
+    brownout experiment run examples/experiment/exp.yaml --out brownout-report
+or once, by hand, against the experiment's upstream without the proxy:
+    brownout experiment services examples/experiment/exp.yaml -- python examples/experiment/agent.py Paris
 It streams completions, calls the weather tool API, and prints `ANSWER: ...` on success.
 It recovers the way production agents do: the SDK retries 429/5xx/resets, and the agent itself
 re-asks once after a broken stream or tool arguments that do not parse.
@@ -17,7 +20,7 @@ from typing import Any
 import httpx
 import openai
 
-UPSTREAM = os.environ.get("DEMO_UPSTREAM", "http://127.0.0.1:8765")
+UPSTREAM = os.environ.get("DEMO_UPSTREAM", "")
 TOOLS = [
     {
         "type": "function",
@@ -105,6 +108,13 @@ def run(city: str) -> int:
 
 def main() -> int:
     city = " ".join(sys.argv[1:]) or os.environ.get("BROWNOUT_TASK") or "Paris"
+    if not UPSTREAM:
+        print(
+            "error: DEMO_UPSTREAM is not set; run me as "
+            f"`brownout experiment services examples/experiment/exp.yaml -- python {sys.argv[0]} {city}`",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return run(city)
     except openai.APIError as e:

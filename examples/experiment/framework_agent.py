@@ -1,9 +1,10 @@
 """A small tool-using agent on the OpenAI Agents SDK (`openai-agents`), for the brownout experiment example.
 
-Usage: python framework_agent.py CITY. Same contract as agent.py: talks to the OpenAI-compatible demo
-upstream at $DEMO_UPSTREAM (default http://127.0.0.1:8765; start it with
-`python -m brownout.proxy.demo.upstream --port 8765`), prints `ANSWER: ...` and exits 0 on success, prints
-`error: ...` to stderr and exits non-zero otherwise.
+Arguments: CITY. Same contract as agent.py: talks to the OpenAI-compatible demo upstream at
+$DEMO_UPSTREAM, prints `ANSWER: ...` and exits 0 on success, prints `error: ...` to stderr and exits
+non-zero otherwise. The experiment starts that upstream and sets the variable; from the repository's root:
+    brownout experiment run examples/experiment/exp-framework.yaml --out brownout-report-framework
+    brownout experiment services examples/experiment/exp-framework.yaml -- python examples/experiment/framework_agent.py Tokyo
 
 The agent is an `agents.Agent` with one function tool, `get_weather`, that calls the demo weather
 tool API over httpx; `Runner.run_sync` drives the loop. The model is `OpenAIChatCompletionsModel`
@@ -29,7 +30,7 @@ import openai
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 from agents.exceptions import AgentsException
 
-UPSTREAM = os.environ.get("DEMO_UPSTREAM", "http://127.0.0.1:8765")
+UPSTREAM = os.environ.get("DEMO_UPSTREAM", "")
 MAX_TURNS = 4
 
 
@@ -71,6 +72,13 @@ def run(city: str) -> int:
 def main() -> int:
     set_tracing_disabled(True)
     city = " ".join(sys.argv[1:]) or os.environ.get("BROWNOUT_TASK") or "Paris"
+    if not UPSTREAM:
+        print(
+            "error: DEMO_UPSTREAM is not set; run me as "
+            f"`brownout experiment services examples/experiment/exp-framework.yaml -- python {sys.argv[0]} {city}`",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return run(city)
     except openai.APIError as e:

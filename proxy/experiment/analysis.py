@@ -2,7 +2,8 @@
 
 Definitions (also in the README):
 - success rate: passed runs / runs, with a Wilson 95% interval;
-- success drop: baseline rate minus chaos rate, with a pooled two-proportion z-test (two-sided p);
+- success drop: baseline rate minus chaos rate, with Fisher's exact test (two-sided p): phases of 5-20
+  runs are too small for a z-test's normal approximation;
 - recovery rate: chaos runs that met at least one fault and still passed / chaos runs that met one;
 - cost of chaos: exchanges the client marked as retries (`x-stainless-retry-count` > 0), attributed
   to the fault type of the latest faulted exchange before them in the same run, with their tokens;
@@ -22,7 +23,7 @@ from typing import Any
 
 from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig
 from brownout.proxy.experiment.model import ExperimentResult, RunResult
-from brownout.proxy.experiment.stats import percentile, two_proportion_z, wilson_interval
+from brownout.proxy.experiment.stats import fisher_exact, percentile, wilson_interval
 
 __all__ = ["analyze", "phase_stats", "robustness", "success_comparison"]
 
@@ -87,10 +88,10 @@ def phase_stats(label: str, runs: list[RunResult]) -> dict[str, Any]:
 
 
 def success_comparison(base: Iterable[RunResult], other: Iterable[RunResult]) -> dict[str, Any]:
-    """Success drop of `other` vs `base` with the two-proportion z-test."""
+    """Success drop of `other` vs `base`, with the two-sided p-value of Fisher's exact test."""
     b, o = list(base), list(other)
     bk, ok = sum(r.passed for r in b), sum(r.passed for r in o)
-    z, p = two_proportion_z(bk, len(b), ok, len(o))
+    p = fisher_exact(bk, len(b), ok, len(o))
     brate = bk / len(b) if b else None
     orate = ok / len(o) if o else None
     drop = None if brate is None or orate is None else brate - orate
@@ -98,7 +99,7 @@ def success_comparison(base: Iterable[RunResult], other: Iterable[RunResult]) ->
         "baseline_rate": brate,
         "rate": orate,
         "drop": drop,
-        "z": z,
+        "test": "fisher_exact",
         "p_value": p,
         "significant": bool(drop is not None and drop > 0 and p < SIGNIFICANCE),
     }

@@ -82,6 +82,7 @@ def run_experiment(
         confdir=confdir,
         progress=progress,
         before_check=_before_check(config),
+        log_dir=out_dir,
     )
     result = runner.run()
     decisions = list(runner.collector.decisions)

@@ -1,20 +1,29 @@
-"""`brownout experiment run|replay|compare`: a click group the main CLI adds with `main.add_command(experiment)`."""
+"""`brownout experiment run|services|replay|compare`: a click group the main CLI adds with `main.add_command(experiment)`."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from brownout.proxy.experiment.config import ExperimentError
 from brownout.proxy.experiment.progress import RunProgress
 from brownout.proxy.experiment.report_json import load_report
+from brownout.proxy.experiment.services import outcome
 from brownout.proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
 
 __all__ = ["experiment"]
@@ -30,7 +39,7 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
         vs = p.get("vs_baseline")
         rate = p["success_rate"]
         table.add_row(
-            p["label"],
+            escape(p["label"]),
             str(p["runs"]),
             "n/a" if rate is None else f"{rate:.0%}",
             f"{p['success_ci95'][0]:.0%}..{p['success_ci95'][1]:.0%}",
@@ -47,15 +56,19 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
     )
     for c in report["gate"]["checks"]:
         if not c["ok"]:
-            console.print(f"  [red]✗[/] {c['check']}: {c['value']} vs {c['threshold']} {c.get('note', '')}")
+            console.print(
+                f"  [red]✗[/] {escape(c['check'])}: {c['value']} vs {c['threshold']} {escape(c.get('note', ''))}"
+            )
     for h in report["hypotheses"]:
         if h["ok"] is False:
-            console.print(f"  [yellow]steady state deviated:[/] {h['hypothesis']} ({h['scope']})")
+            console.print(f"  [yellow]steady state deviated:[/] {escape(h['hypothesis'])} ({escape(h['scope'])})")
+    for svc in report.get("services", []):
+        console.print(f"service {escape(svc['name'])}: {escape(outcome(svc))}; log {escape(str(out / svc['log']))}")
     if report.get("abort_reason"):
-        console.print(f"[red]aborted:[/] {report['abort_reason']}")
+        console.print(f"[red]aborted:[/] {escape(report['abort_reason'])}")
     if report.get("error"):
-        console.print(f"[red]error:[/] {report['error']}")
-    console.print(f"reports in {out}/ (report.json, junit.xml, report.md, report.html, manifest.json)")
+        console.print(f"[red]error:[/] {escape(report['error'])}")
+    console.print(f"reports in {escape(str(out))}/ (report.json, junit.xml, report.md, report.html, manifest.json)")
 
 
 @click.group("experiment")
@@ -92,10 +105,77 @@ def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | No
             confdir=confdir,
         )
     except ExperimentError as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         sys.exit(EXIT_ERROR)
     _summary(console, outcome.report, out_dir)
     sys.exit(outcome.exit_code)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@experiment.command("services", context_settings={"allow_interspersed_args": False})
+@click.argument("exp_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--logs",
+    "log_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for the service-NAME.log files (default: a temporary one).",
+)
+def services_cmd(exp_file: Path, command: tuple[str, ...], log_dir: Path | None) -> None:
+    """Start EXP_FILE's services and run COMMAND (after --) with the variables they export; then stop them.
+
+    Without COMMAND, print the exports as shell `export` lines and keep the services up until Ctrl-C.
+    No proxy, no faults: for running an agent by hand against what its experiment starts.
+    Exit: COMMAND's exit code; 2 when the file is invalid or a service does not become ready.
+    """
+    from brownout.proxy.experiment.config import load_experiment
+    from brownout.proxy.experiment.services import ServiceError, Services
+
+    console = Console(stderr=True)
+    try:
+        config = load_experiment(exp_file)
+    except ExperimentError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}")
+        sys.exit(EXIT_ERROR)
+    if not config.services:
+        console.print(f"[red]error:[/] {escape(str(exp_file))} has no services")
+        sys.exit(EXIT_ERROR)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop the services on SIGTERM too, not only on Ctrl-C
+    code = 0
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="brownout-services-") as scratch,
+            Services(config.services, base_dir=exp_file.resolve().parent, log_dir=log_dir or Path(scratch)) as services,
+        ):
+            for r in services.records:
+                port = f", port {r.port}" if r.port else ""
+                where = escape(str(services.log_dir / r.log)) if services.log_dir else ""
+                console.print(f"service {escape(r.name)} ready (pid {r.pid}{port}); log {where}", soft_wrap=True)
+            argv = list(command[1:] if command[:1] == ("--",) else command)
+            if argv:
+                try:
+                    code = subprocess.run(argv, env={**os.environ, **services.exports}, check=False).returncode
+                except OSError as e:
+                    console.print(f"[red]error:[/] cannot run {escape(argv[0])}: {escape(e.strerror or str(e))}")
+                    code = 127  # the shell's "command not found"
+                code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+            else:
+                for name, value in services.exports.items():
+                    click.echo(f"export {name}={shlex.quote(value)}", nl=True)
+                console.print("services up; Ctrl-C stops them")
+                threading.Event().wait()
+    except ServiceError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}")
+        sys.exit(EXIT_ERROR)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    sys.exit(code)
 
 
 @experiment.command("replay")
@@ -119,7 +199,7 @@ def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confd
             run_dir, out_dir=out_dir, progress=RunProgress(enabled=progress, console=console), confdir=confdir
         )
     except ExperimentError as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         sys.exit(EXIT_ERROR)
     _summary(console, outcome.report, out_dir or run_dir / "replay")
     if cmp["identical"]:
@@ -136,7 +216,10 @@ def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confd
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
-    """Compare report A (before) with report B (after); exit 1 on a significant regression (p < 0.05)."""
+    """Compare report A (before) with report B (after); exit 1 on a significant regression.
+
+    Significant: a lower success rate with p < 0.05 in Fisher's exact test (two-sided).
+    """
     from brownout.proxy.experiment.compare import compare_reports
 
     console = Console()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from brownout.proxy.experiment.stats import two_proportion_z
+from brownout.proxy.experiment.stats import fisher_exact
 
 __all__ = ["ALPHA", "compare_reports"]
 
@@ -16,7 +16,7 @@ ALPHA = 0.05
 
 def _row(label: str, a: tuple[int, int], b: tuple[int, int]) -> dict[str, Any]:
     (ak, an), (bk, bn) = a, b
-    z, p = two_proportion_z(ak, an, bk, bn)
+    p = fisher_exact(ak, an, bk, bn)
     ra = ak / an if an else None
     rb = bk / bn if bn else None
     delta = None if ra is None or rb is None else rb - ra
@@ -25,7 +25,6 @@ def _row(label: str, a: tuple[int, int], b: tuple[int, int]) -> dict[str, Any]:
         "a": {"k": ak, "n": an, "rate": ra},
         "b": {"k": bk, "n": bn, "rate": rb},
         "delta": delta,
-        "z": z,
         "p_value": p,
         "regression": bool(delta is not None and delta < 0 and p < ALPHA),
         "improvement": bool(delta is not None and delta > 0 and p < ALPHA),
@@ -33,7 +32,7 @@ def _row(label: str, a: tuple[int, int], b: tuple[int, int]) -> dict[str, Any]:
 
 
 def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Per phase label in both reports and for the pooled chaos phases: success rate A vs B, z-test."""
+    """Per phase label in both reports and for the pooled chaos phases: success rate A vs B, Fisher's exact test."""
     rows = []
     pa = {p["label"]: p for p in a["phases"]}
     for p in b["phases"]:
@@ -46,6 +45,7 @@ def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     ra, rb = a["robustness"]["score"], b["robustness"]["score"]
     return {
         "alpha": ALPHA,
+        "test": "fisher_exact",
         "phases": rows,
         "robustness": {"a": ra, "b": rb, "delta": None if ra is None or rb is None else rb - ra},
         "only_in_a": sorted(set(pa) - {p["label"] for p in b["phases"]}),

@@ -1,4 +1,4 @@
-"""The experiment file: agent, phases, steady-state hypotheses, abort conditions, gate, robustness weights.
+"""The experiment file: services, agent, phases, steady-state hypotheses, abort conditions, gate, weights.
 
 Validated once at load with pydantic (`extra="forbid"`); errors name the field and line through
 `proxy.configload`'s machinery when it is available.
@@ -26,6 +26,8 @@ __all__ = [
     "GateConfig",
     "Hypothesis",
     "PhaseConfig",
+    "ReadyCheck",
+    "ServiceConfig",
     "SuccessConfig",
     "TasksFile",
     "load_experiment",
@@ -38,6 +40,7 @@ SEVERITIES = ("info", "warning", "error", "critical")
 
 # Difficulty of surviving each fault type, for the robustness score. Latency only slows an agent
 # down; error answers need a retry; broken connections and corrupted content need real recovery.
+# Keys are the built-in fault types plus "quota" (a quota rule's own 429).
 DEFAULT_WEIGHTS: dict[str, float] = {
     "latency": 0.5,
     "throttle": 0.5,
@@ -48,10 +51,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "hang": 1.5,
     "reset": 1.5,
     "truncate": 1.5,
-    "malformed_json": 2.0,
-    "corrupt": 2.0,
-    "tool_args": 2.0,
-    "schema_drift": 2.0,
+    "malformed_json": 2.0,  # a body, an SSE frame or tool-call arguments that no longer parse
     "inject": 2.0,  # prompt injection into a tool output or completion
 }
 
@@ -69,6 +69,8 @@ METRICS = (
 )
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST_PORT = re.compile(r"^\[?[^\s/\]]+\]?:(\d{1,5}|\{port\})$")
 
 
 class ExperimentError(ValueError):
@@ -119,6 +121,80 @@ class AgentConfig(Model):
         if not v or (isinstance(v, str) and not v.strip()):
             raise ValueError("command must not be empty")
         return v
+
+
+class ReadyCheck(Model):
+    """When a service counts as ready: a TCP port accepts connections, or an HTTP URL answers 2xx/3xx."""
+
+    tcp: str | None = Field(None, description='"host:port" that must accept a connection, e.g. "127.0.0.1:{port}".')
+    http: str | None = Field(None, description="URL that must answer 2xx or 3xx, polled directly (no proxy).")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="Give up (and fail the experiment) after this long.")
+    interval_s: float = Field(0.1, gt=0, le=10, description="Pause between probes.")
+
+    @field_validator("tcp")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        if v is not None and not _HOST_PORT.match(v):
+            raise ValueError('tcp must be "host:port" (the port may be {port})')
+        return v
+
+    @field_validator("http")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("http must be an http:// or https:// URL")
+        return v
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ReadyCheck:
+        if (self.tcp is None) == (self.http is None):
+            raise ValueError("give exactly one of tcp or http")
+        return self
+
+
+class ServiceConfig(Model):
+    """A process the experiment needs (a mock upstream, a tool server), up from the first phase to the last."""
+
+    name: str = Field(description="Names the service in errors and reports, and its log file service-NAME.log.")
+    command: str | list[str] = Field(
+        description="argv list, or a shell string; placeholders {python} and {port} (a free port picked for it)."
+    )
+    ready: ReadyCheck
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment of the service; {port} filled.")
+    export: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables set for the agent runs and the services after this one; {port} filled.",
+    )
+    cwd: str | None = Field(None, description="Working directory (default: the experiment file's directory).")
+    stop_timeout_s: float = Field(5.0, ge=0, le=120, description="Wait after SIGTERM before SIGKILL.")
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("service names use letters, digits, '_', '.', '-' (at most 64)")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _non_empty(cls, v: str | list[str]) -> str | list[str]:
+        if not v or (isinstance(v, str) and not v.strip()):
+            raise ValueError("command must not be empty")
+        return v
+
+    @field_validator("env", "export")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in v if not _ENV_NAME.match(k)]
+        if bad:
+            raise ValueError(f"not environment variable names: {', '.join(map(repr, bad))}")
+        return v
+
+    @property
+    def uses_port(self) -> bool:
+        texts = [self.command] if isinstance(self.command, str) else list(self.command)
+        texts += [*self.env.values(), *self.export.values(), self.ready.tcp or "", self.ready.http or ""]
+        return any("{port}" in t for t in texts)
 
 
 class PhaseConfig(Model):
@@ -198,6 +274,10 @@ class ExperimentConfig(Model):
     version: Literal[1] = 1
     name: str = "experiment"
     seed: int = 0
+    services: list[ServiceConfig] = Field(
+        default_factory=list,
+        description="Processes started (in order, each waited for) before the first phase, stopped after the last.",
+    )
     baseline: str | None = Field(None, description="The baseline phase (default: the first phase without faults).")
     agent: AgentConfig
     phases: list[PhaseConfig] = Field(min_length=1)
@@ -218,6 +298,10 @@ class ExperimentConfig(Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"phase names must be unique; duplicated: {', '.join(dupes)}")
+        services = [s.name for s in self.services]
+        dupes = sorted({n for n in services if services.count(n) > 1})
+        if dupes:
+            raise ValueError(f"service names must be unique; duplicated: {', '.join(dupes)}")
         if self.baseline is not None and self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not a phase")
         for h in self.steady_state:

@@ -140,3 +140,4 @@ class ExperimentResult:
     runs: list[RunResult] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    services: list[dict[str, Any]] = field(default_factory=list)  # ServiceRecord.to_dict() of each

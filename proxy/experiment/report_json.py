@@ -46,13 +46,14 @@ def build_report(
         **analysis,
         "hypotheses": hypotheses,
         "gate": gate,
+        "services": result.services,
         "runs": [r.to_dict() for r in result.runs],
         "manifest": manifest,
     }
 
 
 def _clean(value: Any) -> Any:
-    # JSON has no NaN/Infinity; a z of inf (perfect separation) becomes null rather than invalid JSON.
+    # JSON has no NaN/Infinity: a non-finite number becomes null rather than invalid JSON.
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -19,6 +19,7 @@ from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, 
 from brownout.proxy.experiment.manifest import ResolvedPhase
 from brownout.proxy.experiment.model import ExperimentResult, PhaseRun, RunResult
 from brownout.proxy.experiment.progress import RunProgress
+from brownout.proxy.experiment.services import ServiceError, Services
 
 __all__ = ["ExperimentRunner", "load_tasks"]
 
@@ -60,6 +61,7 @@ class ExperimentRunner:
         confdir: str | None = None,
         progress: RunProgress | None = None,
         before_check: Callable[[ExperimentResult], bool] | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         self.config = config
         self.phases = phases
@@ -70,6 +72,9 @@ class ExperimentRunner:
         self.progress = progress or RunProgress(enabled=False)
         # Called once the phases before the first chaos phase are done; False skips the chaos.
         self.before_check = before_check
+        # Where the services' logs go (run_experiment passes the report directory).
+        self.log_dir = log_dir
+        self.services: Services | None = None
         self._proxy_factory = proxy_factory
         self._stop = threading.Event()
         self._procs: set[subprocess.Popen[str]] = set()
@@ -87,7 +92,9 @@ class ExperimentRunner:
         """Run every phase; never raises for agent failures, aborts or Ctrl-C (they end up in the result)."""
         result = ExperimentResult(name=self.config.name, seed=self.seed, started_at=time.time())
         first = self.phases[0].config
+        services = self.services = Services(self.config.services, base_dir=self.base_dir, log_dir=self.log_dir)
         try:
+            services.start()  # first, and stopped last: the proxy and the agents may need them throughout
             with self._factory()(config=first, confdir=self.confdir, on_exchange=self.collector.on_exchange) as handle:
                 self._handle = handle
                 handle.call(self.collector.attach, handle.addon)
@@ -103,10 +110,17 @@ class ExperimentRunner:
         except KeyboardInterrupt:
             self._halt(None, "interrupted (Ctrl-C)", result)
             result.interrupted = True
+        except ServiceError as e:  # not a bug: the message names the service and quotes its log
+            logger.info("%s", e)  # the result carries it; the CLI prints it once, in its summary
+            result.error = str(e)
+            result.status = "failed"
         except Exception as e:  # proxy failed to start, bad config at apply time: an errored experiment
             logger.exception("experiment errored")
             result.error = f"{type(e).__name__}: {e}"
             result.status = "failed"
+        finally:
+            services.stop()
+        result.services = [r.to_dict() for r in services.records]
         self._attribute(result)
         result.finished_at = time.time()
         return result
@@ -201,6 +215,7 @@ class ExperimentRunner:
             self.collector.alias(trace_id, session)
             env = {
                 **os.environ,
+                **(self.services.exports if self.services else {}),
                 **agent.env,
                 **self._handle.env_for(session),
                 "BROWNOUT_SESSION": session,
@@ -238,6 +253,10 @@ class ExperimentRunner:
             else:
                 proc._brownout_thread = me  # type: ignore[attr-defined]
                 self._procs.add(proc)
+                if self._stop.is_set():
+                    # Launched while an abort or Ctrl-C was killing the others (it passed the stop
+                    # check before): kill it too, or the experiment waits out its whole timeout.
+                    kill_process(proc)
 
     def _attribute(self, result: ExperimentResult) -> None:
         for run in result.runs:

@@ -27,11 +27,11 @@ def test_phase_stats(analysis: dict) -> None:
     assert chaos["faults_per_rule"] == {"r-http_error": 4, "r-reset": 2}
 
 
-def test_success_drop_and_z_test(analysis: dict) -> None:
+def test_success_drop_and_exact_test(analysis: dict) -> None:
     vs = analysis["phases"][1]["vs_baseline"]
     assert vs["drop"] == pytest.approx(0.2)
-    assert vs["z"] == pytest.approx(1.4907, abs=1e-4)
-    assert vs["p_value"] == pytest.approx(0.1360, abs=1e-4)
+    # 10/10 vs 8/10: the tables with 18 successes weigh 45, 100, 45 of C(20, 18) = 190; two-sided 90/190.
+    assert vs["test"] == "fisher_exact" and vs["p_value"] == pytest.approx(90 / 190)
     assert vs["significant"] is False
 
 

@@ -6,6 +6,7 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from brownout.proxy.experiment.cli import experiment
@@ -29,8 +30,8 @@ def test_compare_detects_injected_regression() -> None:
     a["chaos_pooled"].update(n=50, k=40)
     result = compare_reports(a, _regressed(a))
     chaos = next(r for r in result["phases"] if r["phase"] == "chaos")
-    # 40/50 vs 20/50: pooled 0.6, z = 0.4 / sqrt(.24 * .04) = 4.08
-    assert chaos["regression"] and chaos["p_value"] < 0.001
+    # 40/50 vs 20/50: Fisher's exact test gives p = 8.31e-5 (scipy.stats.fisher_exact)
+    assert chaos["regression"] and chaos["p_value"] == pytest.approx(8.3087e-5, rel=1e-4)
     assert result["regression"]
     assert not compare_reports(a, a)["regression"]
 
@@ -48,3 +49,20 @@ def test_compare_cli_exit_codes(tmp_path: Path) -> None:
     assert runner.invoke(experiment, ["compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]).exit_code == 0
     (tmp_path / "junk.json").write_text("{}")
     assert runner.invoke(experiment, ["compare", str(tmp_path / "a.json"), str(tmp_path / "junk.json")]).exit_code == 2
+
+
+def test_small_sample_drop_is_not_a_regression(tmp_path: Path) -> None:
+    # 10/10 -> 6/10: a pooled z-test says p = 0.025; the exact p is 0.0867, so compare exits 0.
+    a = make_report()
+    a["phases"][1]["runs"], a["phases"][1]["passed"] = 10, 10
+    a["chaos_pooled"].update(n=10, k=10)
+    b = copy.deepcopy(a)
+    b["phases"][1]["passed"] = 6
+    b["chaos_pooled"].update(k=6)
+    row = next(r for r in compare_reports(a, b)["phases"] if r["phase"] == "chaos")
+    assert row["delta"] == pytest.approx(-0.4) and row["p_value"] == pytest.approx(0.0867, abs=5e-5)
+    assert not row["regression"]
+    write_json(tmp_path / "a.json", a)
+    write_json(tmp_path / "b.json", b)
+    res = CliRunner().invoke(experiment, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert res.exit_code == 0, res.output

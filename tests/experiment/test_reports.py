@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +105,129 @@ def test_html_self_contained(tmp_path: Path) -> None:
     assert "://" not in html  # no external URL at all: renders offline
     assert "<script" not in html and "<link" not in html
     ET.fromstring(html.split("<body>", 1)[1].split("</body>")[0].join(["<div>", "</div>"]).replace("<br>", ""))
+
+
+def _bad(field: str) -> str:
+    """Markup, quotes, a pipe, a backtick and an entity-looking ampersand, tagged with the field it goes into."""
+    return f'<script>alert("{field}")</script>|`\'&amp;{field}'
+
+
+def _hostile_report() -> dict[str, Any]:
+    """A report whose every user-controlled string is markup."""
+    report = make_report()
+    report["experiment"] = _bad("experiment")
+    report["abort_reason"], report["error"] = _bad("abort"), _bad("error")
+    labels = {}
+    for p in report["phases"]:
+        labels[p["label"]] = p["label"] = _bad(f"phase-{p['label']}")
+    for r in report["runs"]:
+        r["label"] = labels[r["label"]]
+        r["run_id"], r["task"], r["reason"] = _bad("run"), _bad("task"), _bad("reason")
+        r["status"] = _bad("status")
+        r["faults"] = [{"rule": _bad("rule"), "fault": _bad("fault"), "tool": None, "provider": "openai"}]
+    for v in report["violation_timeline"]:
+        v["label"] = _bad("timeline")
+    for row in report["fault_breakdown"]:
+        row["fault"], row["target"] = _bad("kind"), _bad("target")
+    report["cost_of_chaos"] = {_bad("cost"): next(iter(report["cost_of_chaos"].values()))}
+    report["hypotheses"] = [
+        {
+            "hypothesis": _bad("hypothesis"),
+            "metric": "success_rate",
+            "op": ">=",
+            "threshold": 1.0,
+            "scope": _bad("scope"),
+            "phase": None,
+            "ok": False,
+            "checks": [{"label": _bad("check-label"), "value": 0.5, "ok": False}],
+        }
+    ]
+    report["services"] = [
+        {
+            "name": _bad("service"),
+            "command": [_bad("argv"), "--port", "1"],
+            "log": "javascript:alert(1)",
+            "port": 1,
+            "pid": 1,
+            "ready_after_s": None,
+            "exit_code": 3,
+            "stopped_by": None,
+            "exited_early": True,
+            "error": _bad("service-error"),
+        }
+    ]
+    report["gate"]["checks"].append(
+        {"check": _bad("check"), "value": None, "threshold": 1, "ok": False, "note": _bad("note")}
+    )
+    return report
+
+
+class _Page(HTMLParser):
+    """Every tag, attribute and piece of text of a page, as a browser would see them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attrs: set[str] = set()
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        for name, value in attrs:
+            self.attrs.add(name)
+            self.text.append(value or "")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+# What the template itself writes; anything else was injected.
+HTML_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b", "code", "span", "small", "div"}
+HTML_TAGS |= {"figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td"}
+SVG_TAGS = {"svg", "line", "text", "rect", "circle", "path", "tspan"}
+ATTRS = {"lang", "charset", "class", "role", "aria-label", "viewbox", "width", "height", "font-family", "font-size"}
+ATTRS |= {"x", "y", "x1", "x2", "y1", "y2", "cx", "cy", "r", "d", "fill", "stroke", "stroke-width", "text-anchor"}
+
+
+def test_html_escapes_every_user_string(tmp_path: Path) -> None:
+    report = _hostile_report()
+    write_reports(tmp_path, report, {}, [])
+    html = (tmp_path / "report.html").read_text()
+    assert "<script" not in html and 'alert("' not in html and "&amp;experiment" not in html
+    page = _Page()
+    page.feed(html)
+    assert page.tags <= HTML_TAGS | SVG_TAGS, page.tags - HTML_TAGS - SVG_TAGS
+    assert page.attrs <= ATTRS, page.attrs - ATTRS
+    shown = "\n".join(page.text)
+    fields = ["experiment", "abort", "error", "phase-baseline", "phase-chaos", "run", "task", "reason", "status"]
+    fields += ["fault", "cost", "hypothesis", "scope", "check-label", "check", "note", "service"]
+    for field in fields:
+        assert _bad(field) in shown, f"{field} is not shown as text"
+    assert "href" not in html  # a log name that is not a plain file name is not a link
+    assert shlex.join([_bad("argv"), "--port", "1"]) in shown
+    row = report["fault_breakdown"][0]
+    assert f"{row['fault']} · {row['target']}"[:34] in shown  # the chart label, cut to fit
+    ET.fromstring(html.split("<body>", 1)[1].split("</body>")[0].join(["<div>", "</div>"]))
+
+
+def test_markdown_shows_markup_as_text(tmp_path: Path) -> None:
+    write_reports(tmp_path, _hostile_report(), {}, [])
+    md = (tmp_path / "report.md").read_text()
+    prose = re.sub(r"\\[\\`*\[\]|]", "", md)  # backslash escapes are literal characters
+    prose = re.sub(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", "", prose)  # so are code spans
+    assert "<" not in prose, "raw markup in report.md"
+    assert "&amp;amp;abort" in md  # an ampersand that looks like an entity stays visible as typed
+    table: list[str] = []
+    for line in [*md.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            # An unescaped | in a value would add a column to its row.
+            widths = {len(re.findall(r"(?<!\\)\|", row)) for row in table}
+            assert len(widths) == 1, table
+            table = []
+    assert "alert" in md and "hypothesis" in md

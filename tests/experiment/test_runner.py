@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,3 +108,15 @@ def test_wall_clock_abort_and_timeout_status(
     rep = outcome.report
     assert rep["status"] == "aborted" and "wall-clock" in rep["abort_reason"]
     assert rep["runs"] and all(r["status"] == "timeout" for r in rep["runs"])
+
+
+def test_an_agent_launched_during_an_abort_is_killed(tmp_path: Path) -> None:
+    # A run thread may pass the stop check and start its agent just as an abort kills the others.
+    from brownout.proxy.experiment.config import parse_experiment
+    from brownout.proxy.experiment.runner import ExperimentRunner
+
+    runner = ExperimentRunner(parse_experiment(_exp(tmp_path)), [], base_dir=tmp_path, seed=0)
+    runner._stop_all(None)
+    late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True, text=True)
+    runner._track(late)
+    assert late.wait(timeout=10) == -signal.SIGKILL
