@@ -144,7 +144,10 @@ class Exporters:
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Bind the /metrics server (idempotent). A busy port is logged and counted, not fatal."""
+        """Bind the /metrics server (idempotent).
+
+        Raises OSError naming the address when it cannot bind: metrics that were asked for and
+        silently missing would leave dashboards and alerts blind, so the proxy does not start."""
         if self._started:
             return
         self._started = True
@@ -153,10 +156,7 @@ class Exporters:
             try:
                 self.metrics_server = self.metrics.serve(prom.listen)
             except OSError as e:
-                # Traffic and chaos work without /metrics: a busy port is a warning, not a failed start.
-                self.guard.failed(
-                    "exporter:prometheus", e, f"cannot listen on {prom.listen}", level=logging.WARNING, trace=False
-                )
+                raise OSError(e.errno, f"cannot serve /metrics on {prom.listen}: {e.strerror or e}") from e
 
     @property
     def metrics_port(self) -> int | None:

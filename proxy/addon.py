@@ -36,6 +36,7 @@ from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.sessions import proxy_auth_user
 from brownout.proxy.streaming import StreamTap
+from brownout.proxy.tokenshield import MISDIRECTED, TokenShield
 from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Brownout"]
@@ -80,6 +81,8 @@ class Brownout:
         # Decisions go to whichever exporters the pipeline has now (they are rebuilt before start).
         self.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
         self.on_loop = LoopRunner()  # bound to mitmproxy's loop in running(); other threads go through it
+        self.started = asyncio.Event()  # running() is done: endpoints bound, or start_error says why not
+        self.start_error: str | None = None
         self.control: Any = None
         self.relay: Relay | None = None
         self.watcher: ConfigWatcher | None = None
@@ -87,6 +90,7 @@ class Brownout:
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
         self._ignored = HostGlobs(self.config.proxy.ignore_hosts)
+        self._shield = TokenShield(self.config.control.resolve_token())
 
     @property
     def in_flight(self) -> int:
@@ -119,11 +123,21 @@ class Brownout:
             ctx.options.update(stream_large_bodies=self.config.proxy.buffer_max_bytes)
 
     async def running(self) -> None:
-        self.relay = Relay(verify=self._upstream_verify())
-        await self.relay.start()
-        self.pipeline.start(rules=self.engine.active_rules)
         self.on_loop.loop = asyncio.get_running_loop()
-        self.control = self.guard.call("control", start_control, self, context="control API")
+        try:
+            self.relay = Relay(verify=self._upstream_verify())
+            await self.relay.start()
+            self.pipeline.start(rules=self.engine.active_rules)
+            self.control = start_control(self)
+            self._shield.control_url = self.control.url if self.control is not None else ""
+        except OSError as e:
+            # An endpoint that was asked for and cannot bind: say which, and do not run without it.
+            self.start_error = str(e)
+            log.error("brownout cannot start: %s", e)
+            ctx.master.shutdown()
+            return
+        finally:
+            self.started.set()
         path = ctx.options.brownout_config
         if path and not self._fixed and ctx.options.brownout_reload_s > 0:
             self.watcher = ConfigWatcher(path, self.reload_from_file, interval_s=ctx.options.brownout_reload_s)
@@ -147,6 +161,7 @@ class Brownout:
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._ignored = HostGlobs(config.proxy.ignore_hosts)
+        self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
         if (
             getattr(ctx, "master", None) is not None
             and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
@@ -188,6 +203,8 @@ class Brownout:
     # --- request ---------------------------------------------------------------------
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self._shield.intercept(flow):  # the control token: dropped here, the request answered in request()
+            return
         if not self._ignored(flow.request.pretty_host):
             return
         # Not the agent's traffic: both bodies stream through, and no hook below looks at it again.
@@ -200,6 +217,9 @@ class Brownout:
         if flow.response or flow.error or not flow.live or RELAY_HEADER in flow.request.headers:
             return
         if flow.metadata.get(IGNORED):  # proxy.ignore_hosts
+            return
+        if flow.metadata.get(MISDIRECTED):
+            self._shield.answer(flow)
             return
         state = self.guard.call("exchange", self._begin, flow, context=flow.request.pretty_url)
         if state is None:

@@ -162,15 +162,25 @@ def exec(
 ) -> None:
     """Run COMMAND through brownout and exit with its status.
 
-    The proxy listens on a free port for the command's lifetime: brownout exec -c chaos.yaml -- python agent.py
+    The proxy, /metrics and the control API listen on free ports for the command's lifetime, so
+    several execs can run at once; the command gets their addresses (BROWNOUT_METRICS_URL,
+    BROWNOUT_CONTROL_URL) and the control API's token (BROWNOUT_TOKEN, generated unless set).
+    Example: brownout exec -c chaos.yaml -- python agent.py
     """
     from brownout.proxy.embed import ProxyStartError, running_proxy
+    from brownout.proxy.execenv import endpoint_env, exec_options
 
     _check_config(config_path)
     _setup_logging()
     try:
-        with running_proxy(config_path, mode=mode, confdir=confdir, extra_options=list(set_options)) as handle:
-            code = _run_child(list(command), {**os.environ, **handle.env_for(session)})
+        with running_proxy(
+            config_path, mode=mode, confdir=confdir, extra_options=exec_options(set_options, config_path)
+        ) as handle:
+            endpoints = endpoint_env(handle)
+            click.echo(
+                f"brownout: {', '.join(f'{k}={v}' for k, v in endpoints.items() if k != 'BROWNOUT_TOKEN')}", err=True
+            )
+            code = _run_child(list(command), {**os.environ, **handle.env_for(session), **endpoints})
     except ProxyStartError as e:
         _fail(f"cannot start the proxy: {e}")
     sys.exit(code)

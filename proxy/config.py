@@ -86,7 +86,7 @@ class ControlConfig(ListenConfig):
     """The `control:` section: the runtime control API."""
 
     enabled: bool = True
-    listen: str = Field("127.0.0.1:8081", description="Loopback by default: the API can pause chaos.")
+    listen: str = Field("127.0.0.1:9465", description="Loopback by default: the API can pause chaos.")
     token: str | None = Field(None, description="Bearer token; prefer token_env so it stays out of files.")
     token_env: str = Field("BROWNOUT_TOKEN", description="Environment variable holding the token.")
 

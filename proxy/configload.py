@@ -61,7 +61,8 @@ def load_config[M: pydantic.BaseModel](path: str | PathLike[str], *, model: type
 
 
 def parse_config[M: pydantic.BaseModel](text: str, source: str = "<string>", *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
-    """Validate YAML `text`; an empty document means all defaults."""
+    """Validate YAML `text`. An empty or comment-only document is an error: most likely a slip (the
+    wrong file, an unsaved editor); a proxy that only observes says so with `version: 1`."""
     try:
         # compose once and build the data from the same tree, so lines and values agree
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -74,7 +75,9 @@ def parse_config[M: pydantic.BaseModel](text: str, source: str = "<string>", *, 
     except yaml.YAMLError as e:
         raise ConfigError([ConfigProblem(source, None, "", f"YAML error: {e}")]) from e
     if data is None:
-        data = {}
+        raise ConfigError(
+            [ConfigProblem(source, None, "", "the config is empty; for a proxy that only observes, write `version: 1`")]
+        )
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as e:

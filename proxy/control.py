@@ -219,7 +219,7 @@ class ControlServer:
         self,
         target: ControlTarget,
         *,
-        listen: str = "127.0.0.1:8081",
+        listen: str = "127.0.0.1:9465",
         token: str | None = None,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:

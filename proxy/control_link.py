@@ -58,6 +58,5 @@ def start_control(addon: Any) -> ControlServer | None:
     try:
         return server.start()
     except OSError as e:
-        # A busy port must not stop the proxy: chaos and traffic work without the control API.
-        addon.guard.failed("control", e, f"cannot listen on {config.listen}", level=logging.WARNING, trace=False)
-        return None
+        # Asked for and not there: `brownout ctl` would reach whatever holds the port, so do not start.
+        raise OSError(e.errno, f"cannot serve the control API on {config.listen}: {e.strerror or e}") from e

@@ -13,7 +13,7 @@ import httpx
 
 __all__ = ["ctl"]
 
-_DEFAULT_URL = "http://127.0.0.1:8081"
+_DEFAULT_URL = "http://127.0.0.1:9465"
 
 
 class _Client:

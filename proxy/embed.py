@@ -156,6 +156,7 @@ async def running_proxy_async(
     started = False
     try:
         bound = await _wait_bound(master, task)
+        await _wait_running(addon, task)
         _deepen_backlog(master)
         started = True
         handle = ProxyHandle(
@@ -199,6 +200,17 @@ def _deepen_backlog(master: DumpMaster) -> None:
                         dup.listen(socket.SOMAXCONN)
                 except (OSError, AttributeError, ValueError) as e:
                     logger.debug("could not raise the listen backlog: %r", e)
+
+
+async def _wait_running(addon: Any, task: asyncio.Task[None]) -> None:
+    """Wait for the addon's own endpoints (metrics, control API); ProxyStartError naming one that cannot bind."""
+    started = asyncio.create_task(addon.started.wait())
+    await asyncio.wait([started, task], timeout=STARTUP_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+    started.cancel()
+    if addon.start_error:
+        raise ProxyStartError(addon.start_error)
+    if not addon.started.is_set():
+        raise ProxyStartError("proxy stopped during startup" if task.done() else "brownout did not start in time")
 
 
 async def _wait_bound(master: DumpMaster, task: asyncio.Task[None]) -> tuple[str, int]:

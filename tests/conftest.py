@@ -92,7 +92,7 @@ def brownout_proxy(
         confdir = tmp_path / f"proxy-confdir-{n}"
         shutil.copytree(_ca_template, confdir)
         options = dict(extra_options or {})
-        # Ephemeral ports: tests never collide with a brownout (or each other) on 9464/8081.
+        # Ephemeral ports: tests never collide with a brownout (or each other) on 9464/9465.
         options.setdefault("brownout_metrics_listen", "127.0.0.1:0")
         options.setdefault("brownout_control_listen", "127.0.0.1:0")
         if upstream is not None and getattr(upstream, "ca_pem_path", None):

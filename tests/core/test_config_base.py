@@ -11,7 +11,7 @@ from brownout.core.config import Model, parse_listen
 @pytest.mark.parametrize(
     ("spec", "default_port", "expected"),
     [
-        ("127.0.0.1:8081", None, ("127.0.0.1", 8081)),
+        ("127.0.0.1:9465", None, ("127.0.0.1", 9465)),
         (":9000", None, ("127.0.0.1", 9000)),
         ("0.0.0.0", 8080, ("0.0.0.0", 8080)),
         ("[::1]:7000", None, ("::1", 7000)),

@@ -17,12 +17,12 @@ def test_defaults_and_issue_example() -> None:
                 "otlp": {"endpoint": "http://127.0.0.1:4318", "protocol": "http/protobuf", "headers": {}},
                 "jsonl": {"path": "brownout-violations.jsonl", "decisions_path": "brownout-decisions.jsonl"},
             },
-            "control": {"listen": "127.0.0.1:8081", "token_env": "BROWNOUT_TOKEN"},
+            "control": {"listen": "127.0.0.1:9465", "token_env": "BROWNOUT_TOKEN"},
         }
     )
     assert cfg.exporters.prometheus.listen == "127.0.0.1:9464"
-    assert cfg.control.listen == "127.0.0.1:8081"
-    assert BrownoutConfig().control.listen == "127.0.0.1:8081"
+    assert cfg.control.listen == "127.0.0.1:9465"
+    assert BrownoutConfig().control.listen == "127.0.0.1:9465"
     assert ExportersConfig().prometheus.enabled and ExportersConfig().jsonl.path is None
 
 
@@ -30,7 +30,7 @@ def test_models_forbid_unknown_fields_and_are_frozen() -> None:
     with pytest.raises(pydantic.ValidationError, match="lisen"):
         PrometheusConfig.model_validate({"lisen": "x"})
     with pytest.raises(pydantic.ValidationError, match="listen"):
-        ControlConfig(listen="8081")
+        ControlConfig(listen="9465")
     with pytest.raises(pydantic.ValidationError):
         OtlpConfig(protocol="http/json")  # type: ignore[arg-type]
     with pytest.raises(pydantic.ValidationError):
