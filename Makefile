@@ -9,13 +9,23 @@ STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksu
 # Debian packages the tests use (a real Prometheus server and promtool).
 APT_PACKAGES ?= prometheus
 
-.PHONY: demo test bench setup system-deps lock clean
+.PHONY: demo test lint bench setup system-deps lock clean
 
 demo: setup
 	$(VENV)/bin/brownout demo
 
-test: setup system-deps
+test: setup system-deps lint
 	$(PY) -m pytest -q
+
+# ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
+# package-dir mapping, so it checks the brownout.* namespace through a tree of links to the folders.
+PACKAGE_DIRS = $(shell $(PY) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml','rb'))['tool']['setuptools']['package-dir'].values()))")
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	rm -rf build/typecheck && mkdir -p build/typecheck/brownout
+	for d in $(PACKAGE_DIRS); do ln -s ../../../$$d build/typecheck/brownout/$$d; done
+	cd build/typecheck && ../../$(PY) -m mypy -p brownout --config-file ../../pyproject.toml
 
 bench: setup
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || echo "wrk unavailable: the Python load generator is used"

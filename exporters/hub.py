@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry
 
+from brownout.core import wire
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.exporters.config import ExportersConfig
@@ -44,11 +45,14 @@ log = logging.getLogger(__name__)
 class ViolationRecord(Protocol):
     """What the hub needs from invariants.records.Violation."""
 
-    invariant: str
-    severity: str
-    trace_id: str | None
-    timestamp: float
-
+    @property
+    def invariant(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def trace_id(self) -> str | None: ...
+    @property
+    def timestamp(self) -> float: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 
@@ -76,7 +80,7 @@ class Exporters:
             registry=registry,
             model_allowlist=prom.model_allowlist,
             max_models=prom.max_models,
-            **({} if providers is None else {"providers": providers}),
+            providers=wire.BUILTIN.providers if providers is None else providers,
         )
         # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
         self.guard.listeners.append(self.metrics.internal_error)

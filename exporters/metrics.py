@@ -95,8 +95,10 @@ class ViolationLike(Protocol):
 class DecisionLike(Protocol):
     """What the metrics read from faults.decisions.Decision."""
 
-    rule: str
-    outcome: str
+    @property
+    def rule(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
 
 
 def _version() -> str:

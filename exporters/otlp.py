@@ -83,7 +83,7 @@ class OtlpTracing:
         # Resource.create merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins over
         # our default); only when neither names the service do we call it "brownout".
         resource = resource or Resource.create(attrs)
-        if resource.attributes.get(SERVICE_NAME, "unknown_service").startswith("unknown_service"):
+        if str(resource.attributes.get(SERVICE_NAME, "unknown_service")).startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: "brownout"}))
         self.exporter = CountingSpanExporter(exporter or make_span_exporter(settings), on_dropped)
         self.processor = BoundedBatchProcessor(

@@ -17,6 +17,7 @@ order, at four points and applies what they return:
 
 from __future__ import annotations
 
+import builtins
 import random
 from abc import ABC
 from collections.abc import Awaitable, Callable
@@ -109,7 +110,7 @@ class Fault(ABC):
     """One fault type. Subclasses set `type` and `Params` and override the phases they act in."""
 
     type: ClassVar[str]
-    Params: ClassVar[type[FaultParams]]
+    Params: ClassVar[builtins.type[FaultParams]]
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params

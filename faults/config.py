@@ -153,7 +153,8 @@ def _validate_fault(value: Any, info: ValidationInfo) -> FaultParams | None:
             "fault_type", "unknown fault type {kind}; valid types: {valid}", {"kind": repr(kind), "valid": valid}
         )
     # A nested ValidationError keeps its field locations under `fault`.
-    return cls.Params.model_validate(dict(value), context=info.context)
+    params: FaultParams = cls.Params.model_validate(dict(value), context=info.context)
+    return params
 
 
 class RuleConfig(Model):

@@ -37,7 +37,7 @@ def compile_glob(pattern: str, *, ignore_case: bool = False) -> Callable[[str], 
         if ignore_case:
             folded = pattern.casefold()
             return lambda s: s.casefold() == folded
-        return pattern.__eq__  # type: ignore[return-value]
+        return pattern.__eq__
     rx = re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
     return lambda s: rx.match(s) is not None
 

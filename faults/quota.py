@@ -84,9 +84,7 @@ class QuotaExceeded(Fault):
         retry = int(getattr(self.params, "retry_after_s", 1))
         wire = ctx.wire
         if wire is not None and hasattr(wire, "error_response"):
-            status, headers, body = wire.error_response(  # type: ignore[attr-defined]
-                429, retry_after_s=retry, exchange=ctx.exchange
-            )
+            status, headers, body = wire.error_response(429, retry_after_s=retry, exchange=ctx.exchange)
             return Respond(status, dict(headers), body)
         # No provider format: a plain JSON 429 still tells any client when to retry.
         body = json.dumps({"error": {"message": "Rate limit exceeded (brownout quota)", "type": "rate_limit"}})

@@ -7,6 +7,7 @@ so it is dropped with the session.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -41,7 +42,7 @@ class Invariant[C: InvariantConfigBase](ABC):
     """One configured invariant. Override check_span and/or check_session."""
 
     type: ClassVar[str]
-    Config: ClassVar[type[InvariantConfigBase]]
+    Config: ClassVar[builtins.type[InvariantConfigBase]]
 
     def __init__(self, config: C) -> None:
         self.config = config

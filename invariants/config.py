@@ -36,7 +36,8 @@ _Union = Annotated[Union[_BUILTIN], Field(discriminator="type")]  # type: ignore
 
 @lru_cache(maxsize=32)
 def _adapter(types: tuple[type[InvariantConfigBase], ...]) -> TypeAdapter[Any]:
-    return TypeAdapter(Annotated[Union[types], Field(discriminator="type")])  # type: ignore[valid-type]  # noqa: UP007
+    union: Any = Annotated[Union[types], Field(discriminator="type")]  # noqa: UP007
+    return TypeAdapter(union)
 
 
 def _by_catalogue(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:

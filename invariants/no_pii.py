@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -27,7 +27,7 @@ class NoPiiConfig(InvariantConfigBase):
     type: Literal["no_pii"]
     severity: Severity = "critical"
     direction: Literal["request", "response", "both"] = "request"
-    kinds: list[Category] = Field(default_factory=lambda: list(CATEGORIES))
+    kinds: list[Category] = Field(default_factory=lambda: cast(list[Category], list(CATEGORIES)))
     extra_patterns: dict[str, str] = Field(default_factory=dict)
     allowlist: list[str] = Field(default_factory=list)
 

@@ -155,15 +155,8 @@ class InvariantRunner:
     def _run(
         self, invariant: Invariant, method: Callable[..., list[Violation]], *args: object, **kwargs: object
     ) -> list[Violation]:
-        found = self.guard.call(
-            f"invariant:{invariant.name}",
-            _checked,
-            method,
-            args,
-            kwargs,
-            default=[],
-            context=f"invariant {invariant.name!r} {method.__name__}",
-        )
+        context = f"invariant {invariant.name!r} {method.__name__}"
+        found = self.guard.call(f"invariant:{invariant.name}", _checked, method, args, kwargs, context=context)
         return found or []
 
     def _emit(self, violations: list[Violation]) -> None:

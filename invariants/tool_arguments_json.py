@@ -29,7 +29,7 @@ class ToolArgumentsJsonConfig(InvariantConfigBase):
     # `schema` would shadow a BaseModel attribute, so the field is schema_ with the key `schema`.
     schema_: bool | None = Field(None, alias="schema")
 
-    model_config = ConfigDict(InvariantConfigBase.model_config, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
@@ -64,9 +64,11 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
     def _problem(self, call: ToolCallView, session: Session) -> str | None:
         try:
             value = json.loads(call.arguments)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             # Position only: the message must not echo the argument text.
             return f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+        except ValueError:  # not UTF-8 and the like: nothing positional to say
+            return "arguments are not valid JSON"
         if not isinstance(value, dict):
             return f"arguments are JSON {type(value).__name__}, not an object"
         check_schema = self.config.schema_

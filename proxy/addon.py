@@ -69,10 +69,17 @@ class Brownout:
     """Chaos proxy addon: faults, exchange model, spans, invariants, exporters."""
 
     def __init__(
-        self, *, config: BrownoutConfig | None = None, on_exchange: Callable[[Exchange], None] | None = None
+        self,
+        *,
+        config: BrownoutConfig | None = None,
+        config_path: str | None = None,
+        on_exchange: Callable[[Exchange], None] | None = None,
     ) -> None:
+        """`config` alone: a fixed config (no file, no hot reload). With `config_path`: `config` is that
+        file already loaded (off the event loop), and the file is watched."""
         self.guard = Guard()
-        self._fixed = config is not None
+        self._fixed = config is not None and config_path is None
+        self._loaded_path = config_path  # brownout_config pointing here needs no second parse
         self.config = config or BrownoutConfig()
         self.pipeline = Pipeline(self.config, self.guard)
         if on_exchange is not None:
@@ -110,7 +117,8 @@ class Brownout:
         loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
 
     def configure(self, updated: set[str]) -> None:
-        if "brownout_config" in updated and not self._fixed and ctx.options.brownout_config:
+        path = ctx.options.brownout_config
+        if "brownout_config" in updated and not self._fixed and path and path != self._loaded_path:
             try:
                 self.apply_config(load_config(ctx.options.brownout_config))
             except ConfigError as e:
@@ -173,7 +181,7 @@ class Brownout:
 
         A bad file keeps the last good config; the result says which happened."""
         try:
-            config = load_config(path)
+            config: BrownoutConfig = load_config(path)
         except ConfigError as e:
             log.error("brownout: config reload rejected, keeping the last good config: %s", e)
             return False, f"rejected, keeping the last good config: {e}"

@@ -20,6 +20,7 @@ from brownout.core.config import parse_listen
 from brownout.proxy.certs import ensure_ca, proxy_env
 
 if TYPE_CHECKING:
+    from brownout.proxy.config import BrownoutConfig
     from brownout.proxy.embed import ProxyHandle
 
 __all__ = ["main"]
@@ -50,15 +51,18 @@ def _fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
-def _check_config(path: str | None) -> None:
+def _check_config(path: str | None) -> BrownoutConfig:
+    """The config at `path` (defaults without one); exit 1 naming each bad field and line."""
+    from brownout.proxy.config import BrownoutConfig
     from brownout.proxy.configload import ConfigError, load_config
 
     if path is None:
-        return
+        return BrownoutConfig()
     try:
-        load_config(path)
+        config: BrownoutConfig = load_config(path)
     except ConfigError as e:
         _fail(str(e))
+    return config
 
 
 def _listen(spec: str) -> tuple[str, int]:
@@ -168,14 +172,14 @@ def exec(
     Example: brownout exec -c chaos.yaml -- python agent.py
     """
     from brownout.proxy.embed import ProxyStartError, running_proxy
-    from brownout.proxy.execenv import endpoint_env, exec_options
+    from brownout.proxy.endpoints import endpoint_env, ensure_control_token, free_endpoints
 
-    _check_config(config_path)
+    config = _check_config(config_path)
+    ensure_control_token(config)
+    options = [*set_options, *(f"{k}={v}" for k, v in free_endpoints(config, set_options).items())]
     _setup_logging()
     try:
-        with running_proxy(
-            config_path, mode=mode, confdir=confdir, extra_options=exec_options(set_options, config_path)
-        ) as handle:
+        with running_proxy(config_path, mode=mode, confdir=confdir, extra_options=options) as handle:
             endpoints = endpoint_env(handle)
             click.echo(
                 f"brownout: {', '.join(f'{k}={v}' for k, v in endpoints.items() if k != 'BROWNOUT_TOKEN')}", err=True
@@ -213,7 +217,7 @@ def validate(file: str) -> None:
     from brownout.proxy.configload import ConfigError, load_config
 
     try:
-        config = load_config(file)
+        config: BrownoutConfig = load_config(file)
     except ConfigError as e:
         _fail(str(e))
     click.echo(f"{file}: ok ({len(config.rules)} rules, seed {config.seed})")

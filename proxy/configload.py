@@ -49,7 +49,10 @@ class ConfigError(ValueError):
 
 
 def load_config[M: pydantic.BaseModel](path: str | PathLike[str], *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
-    """Read and validate the config file at `path` (as `model`: other YAML files reuse this)."""
+    """Read and validate the config file at `path` (as `model`: other YAML files reuse this).
+
+    An empty or comment-only file is an error: most likely a slip (the wrong file, an unsaved
+    editor); a proxy that only observes says so with `version: 1`."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -57,12 +60,17 @@ def load_config[M: pydantic.BaseModel](path: str | PathLike[str], *, model: type
         raise ConfigError([ConfigProblem(source, None, "", f"cannot read config: {e.strerror or e}")]) from e
     except UnicodeDecodeError as e:
         raise ConfigError([ConfigProblem(source, None, "", f"config is not UTF-8: {e}")]) from e
-    return parse_config(text, source=source, model=model)
+    return parse_config(text, source=source, model=model, allow_empty=False)
 
 
-def parse_config[M: pydantic.BaseModel](text: str, source: str = "<string>", *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
-    """Validate YAML `text`. An empty or comment-only document is an error: most likely a slip (the
-    wrong file, an unsaved editor); a proxy that only observes says so with `version: 1`."""
+def parse_config[M: pydantic.BaseModel](
+    text: str,
+    source: str = "<string>",
+    *,
+    model: type[M] = BrownoutConfig,  # type: ignore[assignment]
+    allow_empty: bool = True,
+) -> M:
+    """Validate YAML `text`; an empty document means all defaults unless `allow_empty` is off."""
     try:
         # compose once and build the data from the same tree, so lines and values agree
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -74,12 +82,12 @@ def parse_config[M: pydantic.BaseModel](text: str, source: str = "<string>", *, 
         raise ConfigError([ConfigProblem(source, line, "", f"YAML syntax error: {problem}")]) from e
     except yaml.YAMLError as e:
         raise ConfigError([ConfigProblem(source, None, "", f"YAML error: {e}")]) from e
-    if data is None:
+    if data is None and not allow_empty:
         raise ConfigError(
             [ConfigProblem(source, None, "", "the config is empty; for a proxy that only observes, write `version: 1`")]
         )
     try:
-        return model.model_validate(data)
+        return model.model_validate(data if data is not None else {})
     except pydantic.ValidationError as e:
         problems = [_problem(source, root, err) for err in e.errors(include_url=False)]
         raise ConfigError(problems) from None  # the problems say it all; pydantic's trace is noise

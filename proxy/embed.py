@@ -95,10 +95,10 @@ class ProxyHandle:
         return result
 
 
-def _make_addon(config: BrownoutConfig | None, on_exchange: Callable[[Any], None] | None) -> Any:
+def _make_addon(config: BrownoutConfig | None, path: str | None, on_exchange: Callable[[Any], None] | None) -> Any:
     from brownout.proxy.addon import Brownout  # late: the addon pulls in faults/invariants/exporters
 
-    return Brownout(config=config, on_exchange=on_exchange)
+    return Brownout(config=config, config_path=path, on_exchange=on_exchange)
 
 
 def _apply_options(opts: mitm_options.Options, values: Mapping[str, Any] | Sequence[str]) -> None:
@@ -131,8 +131,10 @@ async def running_proxy_async(
     """Run brownout on the current event loop until the block exits (or `handle.master.shutdown()`)."""
     if config_path is not None and config is not None:
         raise ValueError("pass config_path or config, not both")
-    if config_path is not None:
-        load_config(config_path)  # fail fast with a ConfigError naming field and line
+    path = str(Path(config_path).resolve()) if config_path is not None else None
+    if path is not None:
+        # Parsed off the event loop (YAML, validation, plugin imports); a ConfigError names field and line.
+        config = await asyncio.to_thread(load_config, path)
     host, port = parse_listen(listen, default_port=0)
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
@@ -143,10 +145,10 @@ async def running_proxy_async(
         opts.update(**{k: v for k, v in BASE_OPTIONS.items() if k in opts})
         if with_termlog:
             opts.update(termlog_verbosity="warn")
-        addon = _make_addon(config, on_exchange)
+        addon = _make_addon(config, path, on_exchange)
         master.addons.add(addon)
-        if config_path is not None:
-            _apply_options(opts, {"brownout_config": str(Path(config_path).resolve())})
+        if path is not None:
+            _apply_options(opts, {"brownout_config": path})
         _apply_options(opts, extra_options or {})
     except BaseException:
         errorcheck.logger.uninstall()
@@ -270,7 +272,7 @@ def running_proxy(
     """
     ready = threading.Event()
     result: dict[str, Any] = {}
-    stop: list[Callable[[], None]] = []
+    stop: list[Callable[[], object]] = []
 
     async def main() -> None:
         async with running_proxy_async(

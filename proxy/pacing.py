@@ -66,7 +66,10 @@ class StallPoint:
                 self._decode, self._by_chunk = None, True
                 return self._reached(len(chunk), 1)
             found = sum(1 for ev in self._framer.feed(decoded) if counts(ev))
-            return self._reached(len(chunk), found) if found else self._check_pending()
+            if found:
+                return self._reached(len(chunk), found)
+            self._check_pending()
+            return None
         # Identity: cut exactly after the Nth event. Events start in bytes fed earlier (the
         # framer's pending part), so offsets into this chunk discount those.
         offset = -len(self._framer.pending())
@@ -74,7 +77,8 @@ class StallPoint:
             offset += len(ev.raw)
             if counts(ev) and self._reached(offset, 1) is not None:
                 return max(0, offset)
-        return self._check_pending()
+        self._check_pending()
+        return None
 
     def _check_pending(self) -> None:
         # A body that never shows an event boundary would grow this copy without limit.

@@ -84,7 +84,7 @@ class Pipeline:
         """Close idle sessions (or all, at shutdown): their session-end violations are exported."""
         self._last_sweep = time.monotonic()
         fn: Any = self.invariants.close_all if close_all else self.invariants.sweep
-        found = self.guard.call("invariants", fn, default=[]) or []
+        found: list[Violation] = self.guard.call("invariants", fn, default=[]) or []
         for violation in found:
             self.exporters.on_violation(violation)
         self._announce(found)

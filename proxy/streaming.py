@@ -104,7 +104,7 @@ class StreamTap:
             self.decoder, self.framer, self.parser = None, None, None
             return b""
 
-    def _at_end(self) -> list[bytes]:
+    def _at_end(self) -> bytes | list[bytes]:
         tail: list[StreamEvent] = self.framer.flush() if self.framer is not None else []
         if tail and self._out_framer is None:
             self._parse(tail)

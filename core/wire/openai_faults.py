@@ -186,7 +186,12 @@ def responses_completed_event(exchange: Exchange) -> bytes:
 def empty_response(exchange: Exchange) -> tuple[dict[str, str], bytes]:
     op, model, now = exchange.operation, _model(exchange), int(time.time())
     if op == "embeddings":
-        body = {"object": "list", "data": [], "model": model, "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        body: dict[str, Any] = {
+            "object": "list",
+            "data": [],
+            "model": model,
+            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        }
         return dict(JSON_HEADERS), dumps(body).encode()
     if op == "responses":
         rid = new_id("resp_", 48)
@@ -197,7 +202,7 @@ def empty_response(exchange: Exchange) -> tuple[dict[str, str], bytes]:
         done = {"type": "response.completed", "sequence_number": 1,
                 "response": _response_object(exchange, rid, "completed")}  # fmt: skip
         return dict(SSE_HEADERS), _sse("response.created", created) + _sse("response.completed", done)
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     legacy = op == "text_completion"
     cid = new_id("cmpl-" if legacy else "chatcmpl-", 29)
     if not exchange.stream:

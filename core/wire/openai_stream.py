@@ -161,7 +161,8 @@ class ResponsesStreamParser(BaseStreamParser):
         item = ev.get("item")
         if not isinstance(item, dict) or item.get("type") != "function_call":
             return
-        key = item.get("id") if isinstance(item.get("id"), str) else f"#{ev.get('output_index')}"
+        item_id = item.get("id")
+        key: str = item_id if isinstance(item_id, str) else f"#{ev.get('output_index')}"
         entry = self._calls.get(key)
         if entry is None:
             call_id = item.get("call_id")

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx
@@ -86,7 +86,9 @@ class _Agent:
             if stream_first:
                 call = self._streamed_tool_call(messages, step)
             else:
-                r = self.oai.chat.completions.create(model=self.model, messages=messages, tools=[WEATHER_TOOL])  # type: ignore[arg-type,list-item]
+                r = self.oai.chat.completions.create(
+                    model=self.model, messages=cast(Any, messages), tools=cast(Any, [WEATHER_TOOL])
+                )
                 step.status = 200
                 tcs = r.choices[0].message.tool_calls or []
                 if tcs:
@@ -113,14 +115,16 @@ class _Agent:
         ]
         with self.rec.step("openai.chat", f"turn {turn}: answer", stream=not stream_first) as step:
             if stream_first:
-                r = self.oai.chat.completions.create(model=self.model, messages=messages, tools=[WEATHER_TOOL])  # type: ignore[arg-type,list-item]
+                r = self.oai.chat.completions.create(
+                    model=self.model, messages=cast(Any, messages), tools=cast(Any, [WEATHER_TOOL])
+                )
                 step.status = 200
                 return step.answer(r.choices[0].message.content or "")
             text, finish = "", None
             stream = self.oai.chat.completions.create(
                 model=self.model,
-                messages=messages,
-                tools=[WEATHER_TOOL],  # type: ignore[arg-type,list-item]
+                messages=cast(Any, messages),
+                tools=cast(Any, [WEATHER_TOOL]),
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -139,8 +143,8 @@ class _Agent:
     def _streamed_tool_call(self, messages: list[dict[str, Any]], step: Any) -> dict[str, str] | None:
         stream = self.oai.chat.completions.create(
             model=self.model,
-            messages=messages,
-            tools=[WEATHER_TOOL],  # type: ignore[arg-type,list-item]
+            messages=cast(Any, messages),
+            tools=cast(Any, [WEATHER_TOOL]),
             stream=True,
         )
         step.status = 200

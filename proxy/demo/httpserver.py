@@ -133,7 +133,7 @@ class HttpServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         try:
             while True:
                 req = await self._read_request(reader)
@@ -157,7 +157,7 @@ class HttpServer:
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError, ssl.SSLError):
             pass
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             try:
                 writer.close()
             except Exception:  # noqa: BLE001 - the transport may already be gone

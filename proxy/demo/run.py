@@ -125,7 +125,11 @@ def run_demo(console: Console, *, config_path: str | None = None) -> int:
     config = str(config_path or DEMO_CONFIG)
     console.print(f"[bold]brownout demo[/] chaos config: {config}")
     violations = _Collector()
-    with MockUpstream.run_in_thread() as upstream, running_proxy(config, on_exchange=collector) as proxy:
+    free = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
+    with (
+        MockUpstream.run_in_thread() as upstream,
+        running_proxy(config, on_exchange=collector, extra_options=free) as proxy,
+    ):
         proxy.addon.pipeline.violation_listeners.append(violations)
         console.print(f"mock upstream {upstream.url}   brownout proxy {proxy.url}")
         console.print("running the demo agent (openai + anthropic SDKs, HTTP tool API) through the proxy...")

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from brownout.proxy.endpoints import free_endpoints
 from brownout.proxy.experiment.agentproc import format_command, kill_process, placeholders, run_attempt, tail
 from brownout.proxy.experiment.collector import Collector, traceparent_for
 from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, TasksFile
@@ -95,7 +96,13 @@ class ExperimentRunner:
         services = self.services = Services(self.config.services, base_dir=self.base_dir, log_dir=self.log_dir)
         try:
             services.start()  # first, and stopped last: the proxy and the agents may need them throughout
-            with self._factory()(config=first, confdir=self.confdir, on_exchange=self.collector.on_exchange) as handle:
+            proxy = self._factory()(
+                config=first,
+                confdir=self.confdir,
+                on_exchange=self.collector.on_exchange,
+                extra_options=free_endpoints(first),  # experiments side by side never clash on ports
+            )
+            with proxy as handle:
                 self._handle = handle
                 handle.call(self.collector.attach, handle.addon)
                 try:

@@ -94,46 +94,23 @@ def evaluate_gate(config: ExperimentConfig, analysis: dict[str, Any]) -> dict[st
     g = config.gate
     checks: list[dict[str, Any]] = []
 
-    def add(name: str, value: float | None, threshold: float, ok: Callable[[float], bool], note: str = "") -> None:
+    def add(name: str, value: float | None, threshold: float, at_least: bool, note: str = "") -> None:
+        ok = value is not None and (value >= threshold if at_least else value <= threshold)
         checks.append(
-            {
-                "check": name,
-                "value": value,
-                "threshold": threshold,
-                "ok": value is not None and ok(value),
-                "note": note if value is None else "",
-            }
+            {"check": name, "value": value, "threshold": threshold, "ok": ok, "note": note if value is None else ""}
         )
 
     pooled = analysis["chaos_pooled"]
     if g.min_success_rate is not None:
-        add(
-            "min_success_rate",
-            pooled["rate"],
-            g.min_success_rate,
-            lambda v: v >= g.min_success_rate,
-            "no chaos-phase runs",
-        )
+        add("min_success_rate", pooled["rate"], g.min_success_rate, True, "no chaos-phase runs")
     if g.min_robustness is not None:
-        add(
-            "min_robustness",
-            analysis["robustness"]["score"],
-            g.min_robustness,
-            lambda v: v >= g.min_robustness,
-            "no chaos-phase run met a fault",
-        )
+        add("min_robustness", analysis["robustness"]["score"], g.min_robustness, True, "no chaos-phase run met a fault")
     totals = analysis["violations_total"]
     for sev, limit in sorted(g.max_violations.items()):
-        add(f"max_violations.{sev}", float(totals.get(sev, 0)), limit, lambda v, lim=limit: v <= lim)
+        add(f"max_violations.{sev}", float(totals.get(sev, 0)), limit, False)
     if g.max_success_drop is not None:
         drop = pooled.get("vs_baseline", {}).get("drop")
-        add(
-            "max_success_drop",
-            drop,
-            g.max_success_drop,
-            lambda v: v <= g.max_success_drop,
-            "no baseline or no chaos runs",
-        )
+        add("max_success_drop", drop, g.max_success_drop, False, "no baseline or no chaos runs")
     return {"passed": all(c["ok"] for c in checks), "checks": checks}
 
 

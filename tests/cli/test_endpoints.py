@@ -124,3 +124,15 @@ def test_an_empty_config_file_is_an_error_naming_the_file(tmp_path: Path, text: 
     assert f"{path}: the config is empty" in result.stderr and "version: 1" in result.stderr
     path.write_text("version: 1\n")
     assert subprocess.run([*brownout_cmd(), "validate", str(path)], capture_output=True, timeout=60).returncode == 0
+
+
+def test_one_job_proxies_take_free_ports_unless_an_address_is_named() -> None:
+    from brownout.proxy.endpoints import free_endpoints
+
+    free = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
+    assert free_endpoints(BrownoutConfig()) == free
+    named = BrownoutConfig.model_validate({"exporters": {"prometheus": {"listen": "127.0.0.1:9464"}}})
+    assert free_endpoints(named) == {"brownout_control_listen": "127.0.0.1:0"}
+    assert free_endpoints(BrownoutConfig(), ["brownout_control_listen=127.0.0.1:7000"]) == {
+        "brownout_metrics_listen": "127.0.0.1:0"
+    }

@@ -12,6 +12,8 @@ from tests.cli.helpers import BIN, REPO, clean_env, free_port, wait_for_port
 
 CONFIG = """\
 seed: 1
+exporters: {prometheus: {listen: "127.0.0.1:0"}}
+control: {listen: "127.0.0.1:0"}
 proxy:
   announce_faults: true
 rules:

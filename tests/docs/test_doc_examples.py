@@ -1,4 +1,4 @@
-"""Every YAML example in README.md and docs/ is a valid config: readers copy them.
+"""Every YAML example in README.md and docs/ is a valid config or experiment file: readers copy them.
 
 A block is a whole config file, a fragment of one (`rules:`, `exporters:` ...), or a list of
 invariant entries; each is validated the way `brownout validate` does. Blocks that load a plugin
@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import parse_config
+from brownout.proxy.experiment.config import ExperimentConfig
 from tests.docs.mdpages import MARKDOWN_FILES, ROOT, page
 
 BLOCKS = [
@@ -36,9 +38,18 @@ def test_there_are_examples() -> None:
     assert len(BLOCKS) >= 30
 
 
+# Keys only an experiment file has: such a block is (a fragment of) an experiment file.
+EXPERIMENT_KEYS = frozenset(ExperimentConfig.model_fields) - frozenset(BrownoutConfig.model_fields)
+MINIMAL_EXPERIMENT = {"agent": {"command": ["true"], "tasks": ["t"]}, "phases": [{"name": "baseline"}]}
+
+
 @pytest.mark.parametrize(("path", "text"), BLOCKS)
 def test_yaml_example_is_a_valid_config(path: Path, text: str) -> None:
     config = as_config(yaml.safe_load(text))
     if "plugins" in config:
         pytest.skip("loads a plugin: run by test_plugin_example.py")
-    parse_config(yaml.safe_dump(config), source=f"{path.relative_to(ROOT)} example")
+    source = f"{path.relative_to(ROOT)} example"
+    if config.keys() & EXPERIMENT_KEYS:
+        parse_config(yaml.safe_dump({**MINIMAL_EXPERIMENT, **config}), source=source, model=ExperimentConfig)
+    else:
+        parse_config(yaml.safe_dump(config), source=source)

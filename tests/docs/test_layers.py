@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "brownout.proxy": 2,
 }
 
+
 def package_dirs() -> dict[str, Path]:
     """The installed packages and the folders they come from (pyproject's package-dir)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client import CollectorRegistry
 
 from brownout.core.guard import Guard
@@ -86,14 +87,16 @@ def test_start_serves_metrics_and_shutdown_is_idempotent(tmp_path: Path) -> None
     assert hub.status()["metrics_port"] is None
 
 
-def test_busy_metrics_port_is_counted_not_fatal(tmp_path: Path) -> None:
+def test_a_busy_metrics_port_is_an_error_naming_the_address(tmp_path: Path) -> None:
     first = _hub(tmp_path)
     first.start()
-    guard = Guard()
-    cfg = ExportersConfig(prometheus=PrometheusConfig(listen=f"127.0.0.1:{first.metrics_port}"))
-    second = Exporters(cfg, guard=guard, registry=CollectorRegistry(), environ={})
-    second.start()
-    assert second.metrics_port is None and guard.errors["exporter:prometheus"] == 1
+    listen = f"127.0.0.1:{first.metrics_port}"
+    second = Exporters(
+        ExportersConfig(prometheus=PrometheusConfig(listen=listen)), registry=CollectorRegistry(), environ={}
+    )
+    with pytest.raises(OSError, match=f"cannot serve /metrics on {listen}"):
+        second.start()
+    assert second.metrics_port is None
     first.shutdown()
     second.shutdown()
 

@@ -67,8 +67,7 @@ def test_every_package_folder_is_installed() -> None:
     packages = set(PROJECT["tool"]["setuptools"]["packages"])
     for name, folder in dirs.items():
         subpackages = {
-            ".".join([name, *p.parent.relative_to(ROOT / folder).parts])
-            for p in (ROOT / folder).rglob("__init__.py")
+            ".".join([name, *p.parent.relative_to(ROOT / folder).parts]) for p in (ROOT / folder).rglob("__init__.py")
         }
         assert subpackages <= packages, f"add to [tool.setuptools] packages: {sorted(subpackages - packages)}"
 

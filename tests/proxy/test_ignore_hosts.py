@@ -45,7 +45,7 @@ def test_ignored_hosts_pass_untouched_and_unrecorded(brownout_proxy: Any, reques
     seen: list[Any] = []
     proxy = brownout_proxy(CONFIG, upstream=upstream, on_exchange=seen.append)
     decisions: list[Any] = []
-    proxy.addon.faults.engine.decisions.add_sink(decisions.append)
+    proxy.call(proxy.addon.engine.decisions.add_sink, decisions.append)
     violations: list[Any] = []
     proxy.addon.pipeline.violation_listeners.append(violations.append)
     verify = ssl.create_default_context(cafile=str(proxy.ca_bundle_path))
