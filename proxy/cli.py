@@ -11,7 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -46,7 +46,7 @@ _confdir_opt = click.option(
 _session_opt = click.option("--session", default=None, help="Session name, sent as the proxy username.")
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"brownout: {message}", err=True)
     sys.exit(code)
 

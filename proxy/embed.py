@@ -134,7 +134,7 @@ async def running_proxy_async(
     path = str(Path(config_path).resolve()) if config_path is not None else None
     if path is not None:
         # Parsed off the event loop (YAML, validation, plugin imports); a ConfigError names field and line.
-        config = await asyncio.to_thread(load_config, path)
+        config = await asyncio.to_thread(load_config, path, model=BrownoutConfig)
     host, port = parse_listen(listen, default_port=0)
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
