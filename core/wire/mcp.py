@@ -9,6 +9,7 @@ from typing import Any
 from brownout.core.exchange import Exchange, ToolCall, ToolSpec
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
+from brownout.core.wire.framing import SSEFramer
 from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
 
 __all__ = [
@@ -146,6 +147,17 @@ class McpFormat(ProviderFormat):
         exchange.notes["jsonrpc_methods"] = methods
         if isinstance(data, list):
             exchange.notes["jsonrpc_ids"] = ids
+
+    def parse_response(self, exchange: Exchange, body: bytes) -> None:
+        """A JSON reply, or a whole SSE reply (buffered, or one a fault turned into a stream)."""
+        if body.lstrip()[:6].startswith((b"event:", b"data:", b"id:", b":")):
+            parser = self.stream_parser(exchange)
+            framer = SSEFramer()
+            for event in framer.feed(body) + framer.flush():
+                parser.feed(event)
+            parser.finish()
+            return
+        super().parse_response(exchange, body)
 
     def _response(self, exchange: Exchange, data: Any) -> None:
         text = TextBuffer(exchange.capture_max_bytes)
