@@ -16,7 +16,7 @@ import signal
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Child", "Frame", "exit_code", "frames", "spawn"]
+__all__ = ["Child", "Frame", "exit_code", "frames", "server_label", "spawn"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class Child:
         """The server dies at once (SIGKILL), as a crashed server does."""
         if self.alive and self.killed_by is None:
             self.killed_by = rule
-            log.warning("brownout: rule %r killed the MCP server %s", rule, self.label)
+            log.warning("rule %r killed the MCP server %s", rule, self.label)
         self.signal(signal.SIGKILL)
 
     async def stop(self) -> int:
@@ -139,4 +139,14 @@ async def spawn(command: Sequence[str], *, limit: int) -> Child:
         limit=limit,
         env=dict(os.environ),
     )
-    return Child(proc, os.path.basename(command[0]))
+    return Child(proc, server_label(command))
+
+
+def server_label(command: Sequence[str]) -> str:
+    """A short name for the server: `npx server-filesystem`, `python weather.py`."""
+    words = [os.path.basename(command[0])]
+    # The script or package after the interpreter; a `-c` program is no name.
+    arg = next((a for a in command[1:] if not a.startswith("-")), None) if "-c" not in command[1:2] else None
+    if arg is not None:
+        words.append(os.path.basename(arg.rstrip("/")) or arg)
+    return " ".join(words)

@@ -149,7 +149,8 @@ class StdioRelay:
         if not self.child.send(data + b"\n"):
             self._fail(state, "connection", "the MCP server is gone")
         elif state.key is None:
-            self._finish(state)  # a notification is done once delivered
+            state.exchange.status = 202  # a notification is done once delivered (HTTP answers it 202)
+            self._finish(state)
 
     async def _faulted_request(self, state: _Open, data: bytes) -> None:
         assert state.plan is not None
