@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -10,11 +11,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 __all__ = ["build"]
 
 
+class Weather(TypedDict):
+    """The typed result, so the tool declares an outputSchema with typed fields."""
+
+    city: str
+    temp_c: int
+
+
 def build() -> MCPServer:
     server = MCPServer("weather")
 
     @server.tool()
-    def get_weather(city: str) -> dict[str, object]:
+    def get_weather(city: str) -> Weather:
         """Current weather for a city."""
         return {"city": city, "temp_c": 18}
 

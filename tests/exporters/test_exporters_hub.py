@@ -30,7 +30,13 @@ def test_fan_out_to_metrics_and_logs(tmp_path: Path) -> None:
     hub.on_decision(decision())
     hub.shutdown()
     value = hub.metrics.registry.get_sample_value
-    assert value("brownout_requests_total", {"provider": "openai", "operation": "chat", "tool": "none", "status_class": "2xx"}) == 1
+    assert (
+        value(
+            "brownout_requests_total",
+            {"provider": "openai", "operation": "chat", "tool": "none", "status_class": "2xx"},
+        )
+        == 1
+    )
     assert value("brownout_violations_total", {"invariant": "latency_budget", "severity": "critical"}) == 1
     assert value("brownout_fault_decisions_total", {"rule": "slow-openai", "outcome": "fired"}) == 1
     violations = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
