@@ -161,7 +161,8 @@ def change_schema(doc: Any, glob: str | None, change: str, field: str | None, re
                 schema["required"] = [new if r == name else r for r in schema["required"]]
         else:
             prop = props[name] if isinstance(props[name], dict) else {}
-            old = prop.get("type") if isinstance(prop.get("type"), str) else "null"
+            kind = prop.get("type")
+            old = kind if isinstance(kind, str) else "null"
             props[name] = {
                 **{k: v for k, v in prop.items() if k not in ("anyOf", "oneOf")},
                 "type": _OTHER_TYPE.get(old, "integer"),

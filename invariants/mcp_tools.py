@@ -27,6 +27,7 @@ __all__ = ["McpTools", "McpToolsConfig"]
 
 LIST_CHANGED = "notifications/tools/list_changed"
 Check = Literal["schema", "unknown", "stale"]
+ALL_CHECKS: tuple[Check, ...] = ("schema", "unknown", "stale")
 
 
 class McpToolsConfig(InvariantConfigBase):
@@ -34,7 +35,7 @@ class McpToolsConfig(InvariantConfigBase):
 
     type: Literal["mcp_tools"]
     severity: Severity = "error"
-    checks: list[Check] = Field(default_factory=lambda: ["schema", "unknown", "stale"])
+    checks: list[Check] = Field(default_factory=lambda: list(ALL_CHECKS))
 
 
 @dataclass(slots=True)

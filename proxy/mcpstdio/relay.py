@@ -107,10 +107,10 @@ class StdioRelay:
 
     def _client_frame(self, frame: Frame) -> None:
         msg = _decode(frame.data) if frame.whole else None
-        method = msg.get("method") if isinstance(msg, dict) else None
-        if not isinstance(method, str):
+        if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
             self.child.send(frame.data + (b"\n" if frame.whole else b""))  # answers to server requests, batches
             return
+        method = msg["method"]
         if method == "notifications/cancelled":
             self._cancelled(msg.get("params"))
         state = self._begin(frame.data, msg)
@@ -295,7 +295,7 @@ class StdioRelay:
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(
-            self.guard.acall("engine", lambda: coro, context="stdio exchange")  # type: ignore[arg-type]
+            self.guard.acall("engine", lambda: coro, context="stdio exchange")
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
