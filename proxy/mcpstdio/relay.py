@@ -20,7 +20,7 @@ requests) pass through in order; server notifications are remembered on the next
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
 import time
 import uuid
@@ -31,10 +31,10 @@ from typing import Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
-from brownout.core.wire.framing import SSEFramer
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
+from brownout.proxy.mcpstdio.messages import decode, key_of, reply_lines, rule_of, with_id
 from brownout.proxy.mcpstdio.pipes import Child, Frame, frames
 
 __all__ = ["StdioRelay"]
@@ -52,17 +52,6 @@ class _Open:
     exchange: Exchange
     plan: Plan | None
     key: str | None  # None: a notification, answered by nobody
-
-
-def _decode(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def _key(request_id: Any) -> str:
-    return json.dumps(request_id)  # 1 and "1" are different ids
 
 
 class StdioRelay:
@@ -106,7 +95,7 @@ class StdioRelay:
             await self.child.drain()
 
     def _client_frame(self, frame: Frame) -> None:
-        msg = _decode(frame.data) if frame.whole else None
+        msg = decode(frame.data) if frame.whole else None
         if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
             self.child.send(frame.data + (b"\n" if frame.whole else b""))  # answers to server requests, batches
             return
@@ -140,7 +129,7 @@ class StdioRelay:
             ex.notes["notifications_before"], self._server_notes = self._server_notes, []
         self.guard.call("wire", self.wire.parse_request, ex, data, context="mcp stdio request")
         plan = self.guard.call("engine", self.engine.plan, ex, self.wire, context=f"exchange {ex.id}")
-        key = _key(msg["id"]) if "id" in msg and msg["id"] is not None else None
+        key = key_of(msg["id"]) if "id" in msg and msg["id"] is not None else None
         return _Open(ex, None if plan is None or plan.empty else plan, key)
 
     def _forward(self, state: _Open, data: bytes) -> None:
@@ -155,7 +144,7 @@ class StdioRelay:
     async def _faulted_request(self, state: _Open, data: bytes) -> None:
         assert state.plan is not None
         action = await self.guard.acall("engine", state.plan.before_upstream)
-        rule = state.exchange.faults[0].rule if state.exchange.faults else "?"
+        rule = rule_of(state.exchange, ("reset", "hang"))
         if isinstance(action, Respond):
             self._respond(state, action)
         elif isinstance(action, Reset):
@@ -182,17 +171,17 @@ class StdioRelay:
         if state.key is None:
             self._finish(state)  # a notification gets no answer, so the injected one goes nowhere
             return
-        lines = _lines(action.body, action.headers)
+        lines = reply_lines(action.body, action.headers)
         request_id = state.exchange.notes.get("jsonrpc_id")
         # A pipe has no status line: a transport-level error answers the request itself.
-        lines = [_with_id(line, request_id) for line in lines]
+        lines = [with_id(line, request_id) for line in lines]
         state.exchange.timings.first_upstream_byte = self.clock()
         self._deliver(state, lines)
 
     def _cancelled(self, params: Any) -> None:
         if not isinstance(params, dict) or "requestId" not in params:
             return
-        state = self._open.pop(_key(params["requestId"]), None)
+        state = self._open.pop(key_of(params["requestId"]), None)
         if state is not None:
             self._fail(state, "cancelled", str(params.get("reason") or "cancelled by the client"))
 
@@ -203,6 +192,8 @@ class StdioRelay:
         async for frame in frames(self.child.stdout):
             self.guard.call("exchange", self._server_frame, frame, context="stdio reply")
             await self._drain_client()
+        with contextlib.suppress(TimeoutError):  # a closed stdout usually means an exit: say which
+            await asyncio.wait_for(self.child.proc.wait(), 1.0)
         for state in list(self._open.values()):
             self._fail(
                 state, "connection", self.child.describe_exit() if not self.child.alive else "server closed stdout"
@@ -210,10 +201,10 @@ class StdioRelay:
         self._open.clear()
 
     def _server_frame(self, frame: Frame) -> None:
-        msg = _decode(frame.data) if frame.whole else None
+        msg = decode(frame.data) if frame.whole else None
         state = None
         if isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg):
-            state = self._open.pop(_key(msg.get("id")), None)
+            state = self._open.pop(key_of(msg.get("id")), None)
         if state is None:
             if isinstance(msg, dict) and isinstance(msg.get("method"), str) and len(self._server_notes) < _NOTES_KEPT:
                 self._server_notes.append(msg["method"])
@@ -233,7 +224,7 @@ class StdioRelay:
         body = data
         if self.guard.call("engine", plan.wants_body, default=False):
             body = self.guard.call("engine", plan.edit_body, data, headers, default=data) or data
-        lines = _lines(body, headers)
+        lines = reply_lines(body, headers)
         timing: StreamTiming | None = self.guard.call("engine", plan.stream_timing)
         if timing is not None:
             size = sum(len(line) + 1 for line in lines)
@@ -246,7 +237,7 @@ class StdioRelay:
                 self._write(b"".join(line + b"\n" for line in lines)[: timing.reset_after_bytes])
                 if state.key is not None:
                     self._open[state.key] = state
-                self.child.kill(state.exchange.faults[0].rule if state.exchange.faults else "?")
+                self.child.kill(rule_of(state.exchange, ("reset", "truncate")))
                 return
         self._deliver(state, lines)
         await self._drain_client()
@@ -309,19 +300,3 @@ class StdioRelay:
         for state in list(self._open.values()):
             self._fail(state, "connection", "brownout stopped")
         self._open.clear()
-
-
-def _lines(body: bytes, headers: dict[str, str]) -> list[bytes]:
-    """The messages of a reply body: one line, or one per event of an SSE body."""
-    if not headers.get("content-type", "").startswith("text/event-stream"):
-        return [body.replace(b"\n", b"")] if body.strip() else []
-    framer = SSEFramer()
-    return [e.data.encode() for e in framer.feed(body) + framer.flush() if e.data.strip()]
-
-
-def _with_id(line: bytes, request_id: Any) -> bytes:
-    msg = _decode(line)
-    if isinstance(msg, dict) and msg.get("id", 0) is None and request_id is not None:
-        msg["id"] = request_id
-        return json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
-    return line
