@@ -111,9 +111,9 @@ async def run_mcp_stdio(
     server = asyncio.create_task(relay.from_server())
     client = asyncio.create_task(relay.from_client(reader))
     await asyncio.wait({server, client}, return_when=asyncio.FIRST_COMPLETED)
-    if client.done():
-        await child.stop()  # the client closed our stdin: the server's stdin closes too
-    returncode = await child.proc.wait()
+    # The client closed our stdin (the server's closes too), or the server closed its stdout (it
+    # exited, or it can no longer answer): either way the server stops, gently first.
+    returncode = await child.stop()
     await server
     client.cancel()
     await relay.settle(timeout_s=0.5)
