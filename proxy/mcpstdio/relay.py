@@ -91,22 +91,24 @@ class StdioRelay:
     async def from_client(self, reader: asyncio.StreamReader) -> None:
         """Relay the client's messages until it closes its end."""
         async for frame in frames(reader):
-            self.guard.call("exchange", self._client_frame, frame, context="stdio request")
+            # Fail open: whatever brownout's own bookkeeping does, the line reaches the server.
+            state = self.guard.call("exchange", self._request, frame, context="stdio request")
+            if state is None:
+                self.child.send(frame.data + (b"\n" if frame.whole else b""))
+            elif state.plan is None:
+                self._forward(state, frame.data)
+            else:
+                self._spawn(self._faulted_request(state, frame.data))
             await self.child.drain()
 
-    def _client_frame(self, frame: Frame) -> None:
+    def _request(self, frame: Frame) -> _Open | None:
+        """The exchange of a client request or notification; None for other lines (answers to server requests)."""
         msg = decode(frame.data) if frame.whole else None
         if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
-            self.child.send(frame.data + (b"\n" if frame.whole else b""))  # answers to server requests, batches
-            return
-        method = msg["method"]
-        if method == "notifications/cancelled":
+            return None
+        if msg["method"] == "notifications/cancelled":
             self._cancelled(msg.get("params"))
-        state = self._begin(frame.data, msg)
-        if state.plan is None:
-            self._forward(state, frame.data)
-        else:
-            self._spawn(self._faulted_request(state, frame.data))
+        return self._begin(frame.data, msg)
 
     def _begin(self, data: bytes, msg: dict[str, Any]) -> _Open:
         ex = Exchange(
@@ -190,7 +192,13 @@ class StdioRelay:
     async def from_server(self) -> None:
         """Relay the server's messages until its stdout closes; then every open request fails."""
         async for frame in frames(self.child.stdout):
-            self.guard.call("exchange", self._server_frame, frame, context="stdio reply")
+            state = self.guard.call("exchange", self._reply_to, frame, context="stdio reply")
+            if state is None:
+                self._write(frame.data + (b"\n" if frame.whole else b""))
+            elif state.plan is None:
+                self._deliver(state, [frame.data])
+            else:
+                self._spawn(self._faulted_reply(state, frame.data))
             await self._drain_client()
         with contextlib.suppress(TimeoutError):  # a closed stdout usually means an exit: say which
             await asyncio.wait_for(self.child.proc.wait(), 1.0)
@@ -200,21 +208,19 @@ class StdioRelay:
             )
         self._open.clear()
 
-    def _server_frame(self, frame: Frame) -> None:
+    def _reply_to(self, frame: Frame) -> _Open | None:
+        """The open request this line answers; None for server notifications and requests (remembered)."""
         msg = decode(frame.data) if frame.whole else None
-        state = None
-        if isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg):
+        if not isinstance(msg, dict):
+            return None
+        if "method" not in msg and ("result" in msg or "error" in msg):
             state = self._open.pop(key_of(msg.get("id")), None)
-        if state is None:
-            if isinstance(msg, dict) and isinstance(msg.get("method"), str) and len(self._server_notes) < _NOTES_KEPT:
-                self._server_notes.append(msg["method"])
-            self._write(frame.data + (b"\n" if frame.whole else b""))
-            return
-        state.exchange.timings.first_upstream_byte = self.clock()
-        if state.plan is None:
-            self._deliver(state, [frame.data])
-        else:
-            self._spawn(self._faulted_reply(state, frame.data))
+            if state is not None:
+                state.exchange.timings.first_upstream_byte = self.clock()
+            return state
+        if isinstance(msg.get("method"), str) and len(self._server_notes) < _NOTES_KEPT:
+            self._server_notes.append(msg["method"])
+        return None
 
     async def _faulted_reply(self, state: _Open, data: bytes) -> None:
         plan = state.plan
