@@ -129,6 +129,7 @@ class Exchange:
     port: int = 0
     path: str = "/"  # path and query, secrets in the query redacted
     client: str = ""  # client address "ip:port"
+    transport: str = "http"  # how the agent reached the server: "http", or "stdio" (brownout mcp-stdio)
 
     # How much text of each field below is kept (request body, messages, tool arguments and
     # results, output text): set from the config when the exchange is created.

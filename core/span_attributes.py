@@ -16,6 +16,7 @@ __all__ = [
     "LLM_OPERATIONS",
     "exchange_attributes",
     "fault_event_attributes",
+    "mcp_target",
     "operation_name",
     "provider_name",
     "redact_url",
@@ -84,20 +85,35 @@ def redact_url(scheme: str, host: str, port: int, path: str) -> str:
     return f"{url}?{urlencode(pairs, quote_via=quote, safe='/:')}"
 
 
+def mcp_target(exchange: Exchange) -> str | None:
+    """The low-cardinality target of an MCP span name: the tool or prompt the request names."""
+    return exchange.tool_name or exchange.notes.get("mcp_prompt_name")
+
+
 def span_name(exchange: Exchange) -> str:
-    """`{operation} {model}` for LLM calls, `execute_tool {tool}` for tools, else `{method} {host}`."""
+    """`{mcp.method.name} {target}` for MCP, `{operation} {model}` for LLM calls, `execute_tool {tool}`
+    for other tools, else `{method} {host}`."""
+    if exchange.mcp_method:
+        target = mcp_target(exchange)
+        return f"{exchange.mcp_method} {target}" if target else exchange.mcp_method
     op = operation_name(exchange)
     if op == "execute_tool":
         return f"execute_tool {exchange.tool_name}" if exchange.tool_name else "execute_tool"
     if op is not None:
         return f"{op} {exchange.model}" if exchange.model else op
-    if exchange.mcp_method:
-        return f"{exchange.mcp_method} {exchange.host}"
+    if exchange.transport == "stdio":
+        return exchange.operation
     return f"{exchange.method} {exchange.host}"
 
 
 def error_type(exchange: Exchange) -> str | None:
-    """error.type: the provider/transport error, else the status code for HTTP errors."""
+    """error.type: the provider/transport error, else the status code for HTTP errors.
+
+    MCP follows its conventions: a JSON-RPC error is its code as a string (`-32602`), a tool
+    result with isError is `tool_error`."""
+    code = exchange.notes.get("jsonrpc_error_code") if exchange.provider == "mcp" else None
+    if exchange.error_type and isinstance(code, int) and not isinstance(code, bool):
+        return str(code)
     if exchange.error_type:
         return exchange.error_type
     if exchange.status is None:
@@ -109,30 +125,31 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
     """Every span attribute for the exchange; never credentials, prompts only with capture_content."""
     op = operation_name(exchange)
     attrs: dict[str, Any] = {
-        "server.address": exchange.host,
-        "http.request.method": exchange.method,
-        "url.full": redact_url(exchange.scheme, exchange.host, exchange.port, exchange.path),
         "brownout.session.id": exchange.session,
         "brownout.exchange.id": exchange.id,
         "brownout.provider": exchange.provider,
         "brownout.operation": exchange.operation,
         "brownout.fault.injected": exchange.fault_injected,
     }
-    if exchange.port:
-        attrs["server.port"] = exchange.port
+    if exchange.transport == "http":
+        attrs["server.address"] = exchange.host
+        attrs["http.request.method"] = exchange.method
+        attrs["url.full"] = redact_url(exchange.scheme, exchange.host, exchange.port, exchange.path)
+        if exchange.port:
+            attrs["server.port"] = exchange.port
+        if exchange.status is not None:
+            attrs["http.response.status_code"] = exchange.status
     if (provider := provider_name(exchange)) is not None:
         attrs["gen_ai.provider.name"] = provider
     if op is not None:
         attrs["gen_ai.operation.name"] = op
-    if exchange.status is not None:
-        attrs["http.response.status_code"] = exchange.status
     if (err := error_type(exchange)) is not None:
         attrs["error.type"] = err
     if exchange.faults:
         attrs["brownout.fault.rules"] = tuple(dict.fromkeys(f.rule for f in exchange.faults))
         attrs["brownout.fault.types"] = tuple(dict.fromkeys(f.fault for f in exchange.faults))
-    if exchange.mcp_method:
-        attrs["mcp.method.name"] = exchange.mcp_method
+    if exchange.mcp_method or exchange.provider == "mcp":
+        _mcp_attributes(exchange, attrs)
     if exchange.retry_count is not None:
         attrs["brownout.client.retry_count"] = exchange.retry_count
     if exchange.stream_complete is not None:
@@ -142,6 +159,33 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
     elif op is not None:
         _llm_attributes(exchange, attrs, capture_content)
     return attrs
+
+
+def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
+    """The MCP semantic conventions' client-span attributes (the GenAI tool ones come with execute_tool)."""
+    notes = exchange.notes
+    if exchange.mcp_method:
+        attrs["mcp.method.name"] = exchange.mcp_method
+    session = notes.get("mcp_session_id") or exchange.response_headers.get("mcp-session-id")
+    if session:
+        attrs["mcp.session.id"] = session
+    if version := notes.get("mcp_protocol_version"):
+        attrs["mcp.protocol.version"] = version
+    request_id = notes.get("jsonrpc_id")
+    if request_id is not None and not isinstance(request_id, bool):
+        attrs["jsonrpc.request.id"] = str(request_id)
+    code = notes.get("jsonrpc_error_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        attrs["rpc.response.status_code"] = str(code)
+    if prompt := notes.get("mcp_prompt_name"):
+        attrs["gen_ai.prompt.name"] = prompt
+    if uri := notes.get("mcp_resource_uri"):
+        attrs["mcp.resource.uri"] = uri
+    if exchange.transport == "stdio":
+        attrs["network.transport"] = "pipe"
+    else:
+        attrs["network.transport"] = "tcp"
+        attrs["network.protocol.name"] = "http"
 
 
 def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool) -> None:

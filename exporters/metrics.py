@@ -20,13 +20,15 @@ from prometheus_client.registry import Collector
 from brownout.core import wire
 from brownout.core.config import parse_listen
 from brownout.core.exchange import Exchange
-from brownout.core.span_attributes import operation_name, provider_name
+from brownout.core.span_attributes import error_type, operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 
 __all__ = [
     "DURATION_BUCKETS",
     "GENAI_DURATION_BUCKETS",
     "GENAI_TOKEN_BUCKETS",
+    "MCP_DURATION_BUCKETS",
+    "MCP_METHODS",
     "OPERATIONS",
     "Metrics",
 ]
@@ -36,7 +38,37 @@ log = logging.getLogger(__name__)
 # `_created` series double the series count and nobody graphs them.
 disable_created_metrics()
 
-OPERATIONS = frozenset(
+# The MCP semantic conventions' well-known mcp.method.name values: a bounded label set.
+MCP_METHODS = frozenset(
+    {
+        "completion/complete",
+        "elicitation/create",
+        "initialize",
+        "logging/setLevel",
+        "notifications/cancelled",
+        "notifications/initialized",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/roots/list_changed",
+        "notifications/tools/list_changed",
+        "ping",
+        "prompts/get",
+        "prompts/list",
+        "resources/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/templates/list",
+        "resources/unsubscribe",
+        "roots/list",
+        "sampling/createMessage",
+        "tools/call",
+        "tools/list",
+    }
+)
+OPERATIONS = MCP_METHODS | frozenset(
     {
         "chat",
         "responses",
@@ -49,13 +81,6 @@ OPERATIONS = frozenset(
         "stream_generate_content",
         "execute_tool",
         "http",
-        "initialize",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
         "server_stream",
         "session_end",
         "jsonrpc_response",
@@ -82,6 +107,20 @@ TTFC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 6
 # OpenTelemetry GenAI semantic conventions' explicit bucket boundaries.
 GENAI_DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
 GENAI_TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
+# The MCP semantic conventions' explicit bucket boundaries for mcp.client.operation.duration.
+MCP_DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+# JSON-RPC codes a server may send are unbounded: the standard and MCP ones keep their own label.
+_MCP_ERROR_LABELS = frozenset({"-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32000", "tool_error"})
+
+
+def _mcp_error_label(exchange: Exchange) -> str:
+    """error.type as on the span, bounded: known JSON-RPC codes, HTTP statuses, transport errors, else _OTHER."""
+    err = error_type(exchange)
+    if err is None:
+        return ""
+    if err in _MCP_ERROR_LABELS or err in ("connection", "cancelled") or (err.isdigit() and len(err) == 3):
+        return err
+    return "_OTHER"
 
 
 class ViolationLike(Protocol):
@@ -144,6 +183,7 @@ class Metrics:
         registry: CollectorRegistry | None = None,
         model_allowlist: Iterable[str] = DEFAULT_MODEL_ALLOWLIST,
         max_models: int = 200,
+        max_tools: int = 100,
         version: str | None = None,
         providers: Iterable[str] = wire.BUILTIN.providers,
     ) -> None:
@@ -152,10 +192,12 @@ class Metrics:
         self._allow = tuple(model_allowlist)
         self._max_models = max_models
         self._models: dict[str, str] = {}
+        self._max_tools = max_tools
+        self._tools: set[str] = set()
         self._lock = threading.Lock()  # guards _models; prometheus_client metrics lock themselves
         r = self.registry
         self.requests = Counter(
-            "brownout_requests", "Exchanges seen.", ["provider", "operation", "status_class"], registry=r
+            "brownout_requests", "Exchanges seen.", ["provider", "operation", "tool", "status_class"], registry=r
         )
         self.faults = Counter("brownout_faults_injected", "Faults injected.", ["rule", "fault"], registry=r)
         self.decisions = Counter(
@@ -165,7 +207,7 @@ class Metrics:
         self.duration = Histogram(
             "brownout_request_duration_seconds",
             "Exchange duration as the agent saw it.",
-            ["provider", "operation"],
+            ["provider", "operation", "tool"],
             buckets=DURATION_BUCKETS,
             registry=r,
         )
@@ -208,6 +250,13 @@ class Metrics:
             buckets=GENAI_TOKEN_BUCKETS,
             registry=r,
         )
+        self.mcp_duration = Histogram(
+            "mcp_client_operation_duration_seconds",
+            "MCP request duration as the client saw it (OTel MCP semconv).",
+            ["mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport"],
+            buckets=MCP_DURATION_BUCKETS,
+            registry=r,
+        )
         self.sessions_active = _GaugeSource("brownout_sessions_active", "Open agent sessions.", None)
         self.rule_active = _GaugeSource(
             "brownout_rule_active", "1 when the rule is enabled and its window is open.", "rule"
@@ -245,19 +294,34 @@ class Metrics:
     def operation_label(operation: str) -> str:
         return operation if operation in OPERATIONS else "other"
 
+    def tool_label(self, tool: str | None) -> str:
+        """The tool name for the first `max_tools` tools seen, else 'other'; 'none' for no tool."""
+        if not tool:
+            return "none"
+        if tool in self._tools:
+            return tool
+        with self._lock:
+            if len(self._tools) < self._max_tools and len(tool) <= 100:
+                self._tools.add(tool)
+                return tool
+        return "other"
+
     # --- observations -------------------------------------------------------------------
 
     def observe_exchange(self, exchange: Exchange) -> None:
         """Count one finished exchange: traffic, faults, latency, tokens, retries, semconv metrics."""
         provider = self.provider_label(exchange.provider)
         operation = self.operation_label(exchange.operation)
+        tool = self.tool_label(exchange.tool_name)
         status_class = exchange.status_class if exchange.status_class in STATUS_CLASSES else "error"
-        self.requests.labels(provider, operation, status_class).inc()
+        self.requests.labels(provider, operation, tool, status_class).inc()
         for fault in exchange.faults:
             self.faults.labels(fault.rule, fault.fault).inc()
         duration = exchange.timings.duration_s
         if duration is not None:
-            self.duration.labels(provider, operation).observe(duration)
+            self.duration.labels(provider, operation, tool).observe(duration)
+            if exchange.mcp_method:
+                self._observe_mcp(exchange, tool, duration)
         ttfc = exchange.timings.ttfc_s
         if ttfc is not None:
             self.ttfc.labels(provider).observe(ttfc)
@@ -278,6 +342,13 @@ class Metrics:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count is not None:
                 self.genai_tokens.labels(genai_op, genai_provider, model, kind).observe(count)
+
+    def _observe_mcp(self, exchange: Exchange, tool: str, duration: float) -> None:
+        method = exchange.mcp_method if exchange.mcp_method in MCP_METHODS else "_OTHER"
+        transport = "pipe" if exchange.transport == "stdio" else "tcp"
+        self.mcp_duration.labels(method, "" if tool == "none" else tool, _mcp_error_label(exchange), transport).observe(
+            duration
+        )
 
     def observe_violation(self, violation: ViolationLike) -> None:
         child = self.violations.labels(violation.invariant, violation.severity)

@@ -17,6 +17,7 @@ from brownout.faults.inject import InjectFault
 from brownout.faults.latency import LatencyFault
 from brownout.faults.malformed_json import MalformedJsonFault
 from brownout.faults.reset import ResetFault
+from brownout.faults.rug_pull import RugPullFault
 from brownout.faults.stall import StallFault
 from brownout.faults.throttle import ThrottleFault
 from brownout.faults.truncate import TruncateFault
@@ -34,6 +35,7 @@ FAULTS: tuple[type[Fault], ...] = (
     HangFault,
     EmptyFault,
     InjectFault,
+    RugPullFault,
 )
 
 # The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.

@@ -25,11 +25,15 @@ class InjectParams(FaultParams):
     text: str = Field(min_length=1, description="The text to insert, e.g. an instruction the agent should not follow.")
     target: Literal["tool_output", "completion"] = "tool_output"
     path: str | None = Field(None, description="tool_output: JSON path of the string to extend; absent: auto.")
-    position: Literal["end", "start"] = Field("end", description="Append to or prepend to the text found.")
+    position: Literal["end", "start", "replace"] = Field(
+        "end", description="Append to, prepend to, or replace the text found (MCP results: all their content)."
+    )
     separator: str = Field("\n\n", description="Between the original text and the injected text.")
 
     @model_validator(mode="after")
     def _path_for_tool_output(self) -> InjectParams:
+        if self.position == "replace" and self.target != "tool_output":
+            raise ValueError("position replace only applies to target tool_output")
         if self.path is not None:
             if self.target != "tool_output":
                 raise ValueError("path only applies to target tool_output")
@@ -38,6 +42,8 @@ class InjectParams(FaultParams):
 
 
 def _join(old: str, p: InjectParams) -> str:
+    if p.position == "replace":
+        return p.text
     return p.text + p.separator + old if p.position == "start" else old + p.separator + p.text
 
 
@@ -52,7 +58,9 @@ def inject_tool_output(doc: Any, p: InjectParams) -> bool:
     if isinstance(result, dict) and isinstance(result.get("content"), list):
         # An MCP tool result: the model reads `content` text items, so the text goes there.
         texts = [c for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"]
-        if texts:
+        if p.position == "replace":
+            result["content"] = [{"type": "text", "text": p.text}]  # the whole result swapped
+        elif texts:
             texts[0]["text"] = _join(str(texts[0].get("text", "")), p)
         else:
             result["content"].append({"type": "text", "text": p.text})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -11,6 +11,7 @@ from brownout.core.wire.base import StreamEvent
 from brownout.faults.base import Fault, FaultContext, FaultParams, StreamEditor
 from brownout.faults.drift import apply_drift
 from brownout.faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
+from brownout.faults.mcplists import retype
 from brownout.faults.providers import StreamArgsCorrupter, corrupt_tool_args
 from brownout.faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
 
@@ -25,7 +26,7 @@ class MalformedJsonParams(FaultParams):
     """Parameters of the malformed_json fault."""
 
     type: Literal["malformed_json"]
-    target: Literal["body", "tool_arguments", "sse_event", "schema_drift"] = "body"
+    target: Literal["body", "tool_arguments", "sse_event", "schema_drift", "structured_content"] = "body"
     event_index: int | None = Field(
         None, ge=0, description="sse_event: which data event (0-based); absent: seeded pick."
     )
@@ -49,6 +50,18 @@ class MalformedJsonParams(FaultParams):
         if self.field is not None:
             parse_path(self.field)
         return self
+
+
+def retype_structured_content(doc: Any) -> bool:
+    """An MCP tool result whose structuredContent no longer fits the tool's outputSchema: every
+    top-level field changes JSON type (a declared schema types its fields, so each change breaks it)."""
+    result = doc.get("result") if isinstance(doc, dict) else None
+    content = result.get("structuredContent") if isinstance(result, dict) else None
+    if not isinstance(content, dict) or not content:
+        return False
+    for key, value in content.items():
+        content[key] = retype(value)
+    return True
 
 
 class _CorruptOneEvent(AfterEventsEditor):
@@ -81,6 +94,8 @@ class MalformedJsonFault(Fault):
             return JsonEventEditor(StreamArgsCorrupter(lambda s: corrupt_json_text(s, ctx.rng)).edit)
         if p.target == "schema_drift":
             return JsonEventEditor(lambda doc: apply_drift(doc, p.field, p.action, p.rename_to) > 0)
+        if p.target == "structured_content":
+            return JsonEventEditor(retype_structured_content)
         # body and sse_event: a stream's body is its events, so one of them breaks.
         index = p.event_index if p.event_index is not None else ctx.rng.randrange(SSE_DEFAULT_WINDOW)
         return _CorruptOneEvent(ctx, index)
@@ -103,6 +118,8 @@ class MalformedJsonFault(Fault):
         if p.target == "tool_arguments":
             schemas = {t.name: t.schema for t in ctx.exchange.tools_declared}
             changed = corrupt_tool_args(doc, lambda s: corrupt_json_text(s, ctx.rng), schemas)
+        elif p.target == "structured_content":
+            changed = retype_structured_content(doc)
         else:
             changed = apply_drift(doc, p.field, p.action, p.rename_to)
         if not changed:

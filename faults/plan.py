@@ -159,6 +159,8 @@ class Plan:
 
     def finish(self) -> None:
         """Release concurrency slots and count quota tokens; safe to call more than once."""
+        for f in self.fired:
+            _note(f)  # values body and stream editors found while editing
         if self._finished:
             return
         self._finished = True

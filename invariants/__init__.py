@@ -14,6 +14,7 @@ from brownout.invariants.call_budget import CallBudget
 from brownout.invariants.custom import Custom
 from brownout.invariants.injection_followed import InjectionFollowed
 from brownout.invariants.latency_budget import LatencyBudget
+from brownout.invariants.mcp_tools import McpTools
 from brownout.invariants.no_loop import NoLoop
 from brownout.invariants.no_pii import NoPii
 from brownout.invariants.retry_discipline import RetryDiscipline
@@ -33,6 +34,7 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     CallBudget,
     StreamComplete,
     InjectionFollowed,
+    McpTools,
     Custom,
 )
 

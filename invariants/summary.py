@@ -76,6 +76,10 @@ class ExchangeSummary:
     executed_call: ToolCallView | None  # the call an execute_tool exchange carried out
     tools_declared: tuple[ToolSpec, ...]
     faults: tuple[FaultRecord, ...]
+    mcp_method: str | None = None
+    # MCP notifications the server sent: with this exchange's reply, and (stdio) before its request.
+    server_notifications: tuple[str, ...] = ()
+    notifications_before: tuple[str, ...] = ()
     # Large text: present on the current exchange only, dropped by light().
     messages: tuple[Message, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
@@ -175,6 +179,9 @@ class ExchangeSummary:
             executed_call=executed,
             tools_declared=tuple(exchange.tools_declared),
             faults=tuple(exchange.faults),
+            mcp_method=exchange.mcp_method,
+            server_notifications=tuple(exchange.notes.get("server_notifications") or ()),
+            notifications_before=tuple(exchange.notes.get("notifications_before") or ()),
             messages=tuple(exchange.messages),
             tool_results=tuple(exchange.tool_results),
             request_body=exchange.request_body,

@@ -253,9 +253,11 @@ def _register_groups() -> None:
     # The experiment and control-API groups live with their features; they import lazily.
     from brownout.proxy.ctl import ctl
     from brownout.proxy.experiment.cli import experiment
+    from brownout.proxy.mcpstdio.cli import mcp_stdio
 
     main.add_command(ctl)
     main.add_command(experiment)
+    main.add_command(mcp_stdio)
 
 
 _register_groups()

@@ -144,9 +144,17 @@ def test_mcp_tools_call_is_an_execute_tool_span(otel) -> None:
         status=200,
         timings=Timings(start=T0, end=T0 + 0.1),
     )
+    ex.notes.update(jsonrpc_id=7, mcp_session_id="abc123", mcp_protocol_version="2025-06-18")
     SpanBuilder(tp).build(ex)
     (span,) = exporter.get_finished_spans()
-    assert span.name == "execute_tool get_weather"
+    # The MCP semantic conventions: `{mcp.method.name} {target}`, with the GenAI tool attributes kept.
+    assert span.name == "tools/call get_weather"
+    assert span.attributes["mcp.session.id"] == "abc123"
+    assert span.attributes["mcp.protocol.version"] == "2025-06-18"
+    assert span.attributes["jsonrpc.request.id"] == "7"
+    assert span.attributes["network.transport"] == "tcp"
+    assert span.attributes["network.protocol.name"] == "http"
+    assert "error.type" not in span.attributes and "rpc.response.status_code" not in span.attributes
     assert span.attributes["gen_ai.operation.name"] == "execute_tool"
     assert span.attributes["gen_ai.tool.name"] == "get_weather"
     assert span.attributes["gen_ai.tool.call.id"] == "7"

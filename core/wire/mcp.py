@@ -9,17 +9,20 @@ from typing import Any
 from brownout.core.exchange import Exchange, ToolCall, ToolSpec
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
+from brownout.core.wire.framing import SSEFramer
 from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
 
 __all__ = [
     "JSONRPC_ERROR_TYPES",
     "JSONRPC_INVALID",
     "JSONRPC_RESPONSE",
+    "LIST_METHODS",
     "SERVER_STREAM",
     "SESSION_END",
     "TRANSIENT_ERROR_TYPES",
     "McpFormat",
     "McpStreamParser",
+    "server_notification",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,9 @@ _NO_REQUEST = frozenset({SERVER_STREAM, SESSION_END, JSONRPC_RESPONSE, JSONRPC_I
 _TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version")
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _SNIFF = b'"jsonrpc"'
+# The listing methods whose replies a server can change under the agent (rug pulls), by what they list.
+LIST_METHODS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources"}
+_NOTIFICATIONS_KEPT = 16  # server notifications remembered per exchange (a progress stream can be long)
 
 # recognise() and parse_request() see the same body back to back: decode it once.
 _last: list[Any] = [None, None]
@@ -106,20 +112,23 @@ class McpFormat(ProviderFormat):
 
     def _request(self, exchange: Exchange, data: Any) -> None:
         exchange.stream = False  # every client accepts SSE; the server picks, so it is not a request flag
+        _transport_notes(exchange)
         methods: dict[str, str] = {}  # str(id) -> method, to interpret the replies
         ids: list[Any] = []
         for msg in _messages(data):
             method = msg.get("method")
             if not isinstance(method, str):
                 continue
+            params = msg.get("params")
             if exchange.mcp_method is None:
                 exchange.mcp_method = exchange.operation = method
                 if "id" in msg:
                     exchange.notes["jsonrpc_id"] = msg["id"]
+                if isinstance(params, dict):
+                    _first_request_notes(exchange, method, params)
             if "id" in msg:
                 ids.append(msg["id"])
                 methods[str(msg["id"])] = method
-            params = msg.get("params")
             if method == "tools/call" and isinstance(params, dict):
                 name = str(params.get("name") or "")
                 call_id = str(msg["id"]) if "id" in msg else None
@@ -138,6 +147,17 @@ class McpFormat(ProviderFormat):
         exchange.notes["jsonrpc_methods"] = methods
         if isinstance(data, list):
             exchange.notes["jsonrpc_ids"] = ids
+
+    def parse_response(self, exchange: Exchange, body: bytes) -> None:
+        """A JSON reply, or a whole SSE reply (buffered, or one a fault turned into a stream)."""
+        if body.lstrip()[:6].startswith((b"event:", b"data:", b"id:", b":")):
+            parser = self.stream_parser(exchange)
+            framer = SSEFramer()
+            for event in framer.feed(body) + framer.flush():
+                parser.feed(event)
+            parser.finish()
+            return
+        super().parse_response(exchange, body)
 
     def _response(self, exchange: Exchange, data: Any) -> None:
         text = TextBuffer(exchange.capture_max_bytes)
@@ -228,12 +248,46 @@ class McpFormat(ProviderFormat):
         return {"jsonrpc": "2.0", "id": one_id, **payload}
 
 
+def _transport_notes(exchange: Exchange) -> None:
+    headers = exchange.request_headers
+    if session := headers.get("mcp-session-id"):
+        exchange.notes["mcp_session_id"] = session
+    if version := headers.get("mcp-protocol-version"):
+        exchange.notes["mcp_protocol_version"] = version
+
+
+def _first_request_notes(exchange: Exchange, method: str, params: dict[str, Any]) -> None:
+    """What the MCP semantic conventions name for the request: its target and the caller's trace."""
+    meta = params.get("_meta")
+    if exchange.traceparent is None and isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
+        # The conventions propagate trace context in params._meta: stdio has no headers at all.
+        exchange.traceparent = meta["traceparent"]
+        if isinstance(meta.get("tracestate"), str):
+            exchange.tracestate = meta["tracestate"]
+    if method == "prompts/get" and isinstance(params.get("name"), str):
+        exchange.notes["mcp_prompt_name"] = params["name"]
+    elif method.startswith("resources/") and isinstance(params.get("uri"), str):
+        exchange.notes["mcp_resource_uri"] = params["uri"]
+    elif method == "initialize" and isinstance(params.get("protocolVersion"), str):
+        exchange.notes.setdefault("mcp_protocol_version", params["protocolVersion"])
+
+
+def server_notification(exchange: Exchange, method: str) -> None:
+    """Remember a notification or request the server sent while this exchange was open."""
+    seen = exchange.notes.setdefault("server_notifications", [])
+    if len(seen) < _NOTIFICATIONS_KEPT:
+        seen.append(method)
+
+
 def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
     """Account for one JSON-RPC message from the server; True when it answers a request."""
     if "method" in msg:  # a server request or notification (progress, logging): not the reply
+        if isinstance(msg["method"], str):
+            server_notification(exchange, msg["method"])
         return False
     err = msg.get("error")
     if isinstance(err, dict):
+        exchange.notes["jsonrpc_error_code"] = err.get("code")
         exchange.error_type = _error_type(err.get("code"))
         exchange.error_message = err.get("message") if isinstance(err.get("message"), str) else None
         return True
@@ -242,6 +296,8 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
         return "result" in msg
     methods = exchange.notes.get("jsonrpc_methods") or {}
     method = methods.get(str(msg.get("id")), exchange.mcp_method)
+    if method == "initialize" and isinstance(result.get("protocolVersion"), str):
+        exchange.notes["mcp_protocol_version"] = result["protocolVersion"]  # the negotiated one
     if method == "tools/list":
         for tool in as_list(result.get("tools")):
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):

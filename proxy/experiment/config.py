@@ -53,6 +53,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "truncate": 1.5,
     "malformed_json": 2.0,  # a body, an SSE frame or tool-call arguments that no longer parse
     "inject": 2.0,  # prompt injection into a tool output or completion
+    "rug_pull": 2.0,  # an MCP server whose tools change under the agent, or carry instructions
 }
 
 METRICS = (

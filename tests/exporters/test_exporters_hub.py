@@ -30,7 +30,13 @@ def test_fan_out_to_metrics_and_logs(tmp_path: Path) -> None:
     hub.on_decision(decision())
     hub.shutdown()
     value = hub.metrics.registry.get_sample_value
-    assert value("brownout_requests_total", {"provider": "openai", "operation": "chat", "status_class": "2xx"}) == 1
+    assert (
+        value(
+            "brownout_requests_total",
+            {"provider": "openai", "operation": "chat", "tool": "none", "status_class": "2xx"},
+        )
+        == 1
+    )
     assert value("brownout_violations_total", {"invariant": "latency_budget", "severity": "critical"}) == 1
     assert value("brownout_fault_decisions_total", {"rule": "slow-openai", "outcome": "fired"}) == 1
     violations = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
@@ -79,7 +85,7 @@ def test_start_serves_metrics_and_shutdown_is_idempotent(tmp_path: Path) -> None
     assert hub.metrics_port
     hub.on_exchange(exchange())
     text = httpx.get(f"http://127.0.0.1:{hub.metrics_port}/metrics", trust_env=False).text
-    assert 'brownout_requests_total{operation="chat",provider="openai",status_class="2xx"} 1.0' in text
+    assert 'brownout_requests_total{operation="chat",provider="openai",status_class="2xx",tool="none"} 1.0' in text
     started = time.perf_counter()
     hub.shutdown()
     hub.shutdown()

@@ -23,14 +23,38 @@ def value(m: Metrics, name: str, **labels: str) -> float | None:
 def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
     metrics.observe_exchange(exchange())
     metrics.observe_exchange(exchange(status=503))
-    assert value(metrics, "brownout_requests_total", provider="openai", operation="chat", status_class="2xx") == 1
-    assert value(metrics, "brownout_requests_total", provider="openai", operation="chat", status_class="5xx") == 1
-    assert value(metrics, "brownout_request_duration_seconds_count", provider="openai", operation="chat") == 2
     assert (
-        value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="1.0") == 0
+        value(metrics, "brownout_requests_total", provider="openai", operation="chat", tool="none", status_class="2xx")
+        == 1
     )
     assert (
-        value(metrics, "brownout_request_duration_seconds_bucket", provider="openai", operation="chat", le="2.5") == 2
+        value(metrics, "brownout_requests_total", provider="openai", operation="chat", tool="none", status_class="5xx")
+        == 1
+    )
+    assert (
+        value(metrics, "brownout_request_duration_seconds_count", provider="openai", operation="chat", tool="none") == 2
+    )
+    assert (
+        value(
+            metrics,
+            "brownout_request_duration_seconds_bucket",
+            provider="openai",
+            operation="chat",
+            tool="none",
+            le="1.0",
+        )
+        == 0
+    )
+    assert (
+        value(
+            metrics,
+            "brownout_request_duration_seconds_bucket",
+            provider="openai",
+            operation="chat",
+            tool="none",
+            le="2.5",
+        )
+        == 2
     )
     assert value(metrics, "brownout_time_to_first_chunk_seconds_count", provider="openai") == 2
     assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="input") == 24
@@ -40,10 +64,26 @@ def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
 def test_duration_buckets_reach_minutes(metrics: Metrics) -> None:
     metrics.observe_exchange(exchange(provider="ollama", model="llama3.2"))
     assert (
-        value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="300.0") == 1
+        value(
+            metrics,
+            "brownout_request_duration_seconds_bucket",
+            provider="ollama",
+            operation="chat",
+            tool="none",
+            le="300.0",
+        )
+        == 1
     )
     assert (
-        value(metrics, "brownout_request_duration_seconds_bucket", provider="ollama", operation="chat", le="600.0") == 1
+        value(
+            metrics,
+            "brownout_request_duration_seconds_bucket",
+            provider="ollama",
+            operation="chat",
+            tool="none",
+            le="600.0",
+        )
+        == 1
     )
 
 
@@ -68,7 +108,10 @@ def test_retries_count_only_retried_exchanges(metrics: Metrics) -> None:
 
 def test_labels_are_bounded(metrics: Metrics) -> None:
     metrics.observe_exchange(exchange(model="ft:my-org:secret-123", provider="weird", operation="/v9/x"))
-    assert value(metrics, "brownout_requests_total", provider="other", operation="other", status_class="2xx") == 1
+    assert (
+        value(metrics, "brownout_requests_total", provider="other", operation="other", tool="none", status_class="2xx")
+        == 1
+    )
     assert value(metrics, "brownout_tokens_total", provider="other", model="other", type="input") == 12
     capped = Metrics(registry=CollectorRegistry(), max_models=2)
     assert [capped.model_label(f"gpt-{i}") for i in range(4)] == ["gpt-0", "gpt-1", "other", "other"]

@@ -123,3 +123,12 @@ def test_buffered_sse_body(make_ctx) -> None:
     body = b"".join(e.raw for e in sse(*OPENAI_TEXT_STREAM))
     out = fault(target="completion").edit_body(make_ctx(), body, dict(SSE))
     assert out.count(EVIL.encode()) == 1 and out.endswith(b"data: [DONE]\n\n")
+
+
+def test_mcp_result_swapped_for_the_text(make_ctx) -> None:
+    result = {**MCP_RESULT, "result": {**MCP_RESULT["result"], "structuredContent": {"temp_c": 21}}}
+    out = json.loads(fault(position="replace").edit_body(make_ctx(provider="mcp"), dump(result), dict(JSON)))
+    assert out["result"]["content"] == [{"type": "text", "text": EVIL}]
+    assert out["result"]["structuredContent"] == {"temp_c": 21}  # what the model reads is the content
+    with pytest.raises(ValidationError):
+        InjectParams.model_validate({"type": "inject", "text": EVIL, "target": "completion", "position": "replace"})

@@ -192,3 +192,34 @@ def test_schema_drift_stream_renames_delta(make_ctx) -> None:
     f = fault(target="schema_drift", field="choices[].delta", rename_to="d")
     out, _ = run_editor(f.stream_editor(make_ctx(stream=True)), sse(*OPENAI_TEXT_STREAM))
     assert b'"delta"' not in out and out.count(b'"d":') == len(OPENAI_TEXT_STREAM)
+
+
+def test_structured_content_no_longer_fits_the_output_schema(make_ctx) -> None:
+    from jsonschema import Draft202012Validator
+
+    output_schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "temp_c": {"type": "number"}, "tags": {"type": "array"}},
+        "required": ["city", "temp_c"],
+    }
+    result = {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "result": {
+            "content": [{"type": "text", "text": "18C in Oslo"}],
+            "structuredContent": {"city": "Oslo", "temp_c": 18, "tags": ["mild"]},
+            "isError": False,
+        },
+    }
+    assert Draft202012Validator(output_schema).is_valid(result["result"]["structuredContent"])
+    f = MalformedJsonFault(MalformedJsonParams(type="malformed_json", target="structured_content"))
+    out = json.loads(
+        f.edit_body(make_ctx(provider="mcp"), json.dumps(result).encode(), {"content-type": "application/json"})
+    )
+    bad = out["result"]["structuredContent"]
+    assert bad == {"city": 4, "temp_c": "18", "tags": {"0": "mild"}}
+    assert len(list(Draft202012Validator(output_schema).iter_errors(bad))) == 3
+    assert out["result"]["content"] == result["result"]["content"]
+    # A result without structuredContent is left alone.
+    plain = json.dumps({"jsonrpc": "2.0", "id": 5, "result": {"content": []}}).encode()
+    assert f.edit_body(make_ctx(provider="mcp"), plain, {"content-type": "application/json"}) == plain

@@ -96,6 +96,7 @@ def test_full_config_round_trip() -> None:
                 {"type": "call_budget", "max_calls": 50, "max_duration_s": 600},
                 {"type": "stream_complete"},
                 {"type": "injection_followed", "markers": ["evil.example"]},
+                {"type": "mcp_tools", "checks": ["stale"]},
                 {"type": "custom", "callable": "tests.invariants.custom_checks:no_gpt3", "severity": "info"},
             ]
         }
