@@ -168,6 +168,7 @@ class Exchange:
     output_text: str = ""  # assistant text (or the tool API's body), capped at capture_max_bytes
     tool_calls: list[ToolCall] = field(default_factory=list)
     streamed: bool = False  # the response was passed through as a stream
+    replayed: bool = False  # answered from a recorded cassette, not by the upstream
     stream_events: int = 0
     stream_complete: bool | None = None  # saw the terminal event; None when not a stream
     error_type: str | None = None  # provider error type, or the transport error

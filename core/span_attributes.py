@@ -154,6 +154,8 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
         attrs["brownout.client.retry_count"] = exchange.retry_count
     if exchange.stream_complete is not None:
         attrs["brownout.stream.complete"] = exchange.stream_complete
+    if exchange.replayed:
+        attrs["brownout.replayed"] = True
     if op == "execute_tool":
         _tool_attributes(exchange, attrs, capture_content)
     elif op is not None:

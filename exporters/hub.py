@@ -234,6 +234,15 @@ class Exporters:
         """A request to an ignored host went by: counted, nothing else."""
         self._contain("prometheus", self.metrics.ignored.inc)
 
+    def on_replay(self, outcome: str) -> None:
+        """A request met by replay: `hit`, `miss` or `passthrough`."""
+        self._contain("prometheus", self.metrics.replay.labels(outcome).inc)
+
+    def on_recorded(self, written: int, dropped: int = 0) -> None:
+        """Cassette records written, and those lost (full queue, unwritable directory)."""
+        self._contain("prometheus", self.metrics.recorded.inc, written)
+        self._contain("prometheus", self.metrics.export_dropped, "cassette", dropped)
+
     def on_decision(self, decision: DecisionLike) -> None:
         """A DecisionLog sink: per-rule outcome counter and the decision log file."""
         self._contain("prometheus", self.metrics.observe_decision, decision)

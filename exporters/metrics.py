@@ -236,6 +236,13 @@ class Metrics:
         self.ignored = Counter(
             "brownout_ignored_requests", "Requests to proxy.ignore_hosts, passed through untouched.", registry=r
         )
+        self.replay = Counter(
+            "brownout_replay_requests",
+            "Requests met by replay: answered from a cassette (hit), missed, or forwarded upstream on a miss.",
+            ["outcome"],
+            registry=r,
+        )
+        self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
             "GenAI operation duration (OTel semconv).",

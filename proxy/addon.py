@@ -33,6 +33,9 @@ from brownout.proxy.control_link import start_control
 from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
+from brownout.proxy.record import config as cassette_options
+from brownout.proxy.record.cassette import CassetteError
+from brownout.proxy.record.tape import Tape
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.sessions import proxy_auth_user
 from brownout.proxy.streaming import StreamTap
@@ -98,6 +101,11 @@ class Brownout:
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
         self._ignored = HostGlobs(self.config.proxy.ignore_hosts)
         self._shield = TokenShield(self.config.control.resolve_token())
+        self.tape = Tape(
+            self.guard,
+            on_replay=lambda outcome: self.pipeline.exporters.on_replay(outcome),
+            on_recorded=lambda written, dropped: self.pipeline.exporters.on_recorded(written, dropped),
+        )
 
     @property
     def in_flight(self) -> int:
@@ -115,16 +123,20 @@ class Brownout:
             "brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one)."
         )
         loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
+        cassette_options.add_options(loader)
 
     def configure(self, updated: set[str]) -> None:
         path = ctx.options.brownout_config
         if "brownout_config" in updated and not self._fixed and path and path != self._loaded_path:
             try:
                 self.apply_config(load_config(ctx.options.brownout_config))
-            except ConfigError as e:
+            except (ConfigError, CassetteError, OSError, ValueError) as e:
                 raise exceptions.OptionsError(str(e)) from e
-        elif updated & {"brownout_metrics_listen", "brownout_control_listen"}:
-            self.apply_config(self.config)
+        elif updated & {"brownout_metrics_listen", "brownout_control_listen", *cassette_options.OPTIONS}:
+            try:
+                self.apply_config(self.config)
+            except (CassetteError, OSError, ValueError) as e:
+                raise exceptions.OptionsError(str(e)) from e
         # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
         # request is still buffered, recognised and faulted; responses stream from our threshold.
         if updated & {"stream_large_bodies", "brownout_config"} and ctx.options.stream_large_bodies is None:
@@ -135,6 +147,7 @@ class Brownout:
         try:
             self.relay = Relay(verify=self._upstream_verify())
             await self.relay.start()
+            await self.tape.start()
             self.pipeline.start(rules=self.engine.active_rules)
             self.control = start_control(self)
             self._shield.control_url = self.control.url if self.control is not None else ""
@@ -158,12 +171,16 @@ class Brownout:
             self.guard.call("control", self.control.stop)
         if self.relay is not None:
             await self.relay.stop()
+        await self.tape.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
 
     def apply_config(self, config: BrownoutConfig) -> None:
         """Switch to a validated config; new exchanges use it."""
         config = with_listen_overrides(config, _option("brownout_metrics_listen"), _option("brownout_control_listen"))
+        config = cassette_options.with_cassette_overrides(config, _option)
+        self.tape.configure(config.record, config.replay, config.catalogue.wire)  # raises before anything changes
         self.config = config
         self.engine.reload(config.ruleset)
         self.pipeline.reload(config)
@@ -235,6 +252,7 @@ class Brownout:
         self._states[flow.id] = state
         plan = state.plan
         if plan is None:
+            self.tape.on_request(flow, state)
             return
         action = await self.guard.acall("engine", plan.before_upstream)
         if isinstance(action, Respond):
@@ -245,6 +263,8 @@ class Brownout:
             await effects.hang(flow, action.duration_s, self.guard)
         else:
             state.timing = self.guard.call("engine", plan.stream_timing)
+            if self.tape.on_request(flow, state):  # answered from a cassette, or a replay miss
+                return
             timing = state.timing
             if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
                 state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
@@ -281,6 +301,7 @@ class Brownout:
         ex.timings.first_upstream_byte = resp.timestamp_start or time.time()
         ex.response_headers = flowmodel.response_headers(flow)
         ex.content_type = resp.headers.get("content-type", "")
+        self.tape.on_response_headers(flow, state)  # what upstream sent, before header faults
         if state.plan is not None:
             headers = dict(ex.response_headers)
             await self.guard.acall("engine", state.plan.on_response_headers, ex.status, headers)
@@ -312,7 +333,7 @@ class Brownout:
                 decoder=decoder,
                 keep_copy=self.config.proxy.capture_max_bytes,
             )
-            resp.stream = state.tap
+            resp.stream = self.tape.wrap_stream(state, state.tap, ex.content_type)
             ex.streamed = True
             self._announce(resp, ex)
 
@@ -327,6 +348,7 @@ class Brownout:
             ex.response_headers = flowmodel.response_headers(flow)
             ex.content_type = resp.headers.get("content-type", "")
         if not ex.streamed:
+            self.tape.on_response(flow, state)  # the body as upstream sent it, before body faults
             self._finish_buffered(flow, state)
         ex.timings.end = resp.timestamp_end or time.time()
         self._close(state)
@@ -362,6 +384,7 @@ class Brownout:
         if state is None:
             return
         ex = state.exchange
+        self.tape.on_error(flow, state)
         if ex.error_type is None:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
@@ -395,6 +418,7 @@ class Brownout:
             self.relay.discard(state.relay_token)
         if state.plan is not None:
             self.guard.call("engine", state.plan.finish)
+        self.tape.finish(state, state.exchange.timings.end)
         # After this hook returns mitmproxy writes the response: spans, invariants and metrics
         # run right after that, on the same loop, so they never add to the agent's latency.
         try:

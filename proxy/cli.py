@@ -18,6 +18,7 @@ import click
 # proxy.embed (mitmproxy) and proxy.configload (every config model) load late: `--help` stays fast
 from brownout.core.config import parse_listen
 from brownout.proxy.certs import ensure_ca, proxy_env
+from brownout.proxy.record.flags import cassette_flags, cassette_set_options
 
 if TYPE_CHECKING:
     from brownout.proxy.config import BrownoutConfig
@@ -93,7 +94,15 @@ def main() -> None:
 @click.option("--mode", default="regular", show_default=True, help="regular, or reverse:URL for base-URL clients.")
 @_set_opt
 @_confdir_opt
-def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str, ...], confdir: str | None) -> None:
+@cassette_flags
+def run(
+    config_path: str | None,
+    listen: str,
+    mode: str,
+    set_options: tuple[str, ...],
+    confdir: str | None,
+    **cassette: Any,
+) -> None:
     """Run the proxy in the foreground until Ctrl-C or SIGTERM."""
     from brownout.proxy.embed import ProxyStartError
     from brownout.proxy.serve import serve_until_signal
@@ -124,7 +133,7 @@ def run(config_path: str | None, listen: str, mode: str, set_options: tuple[str,
                 mode=mode,
                 listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
                 confdir=confdir,
-                extra_options=list(set_options),
+                extra_options=[*cassette_set_options(**cassette), *set_options],
             )
         )
     except ProxyStartError as e:
@@ -155,6 +164,7 @@ def env(listen: str, session: str | None, confdir: str | None) -> None:
 @click.option("--mode", default="regular", show_default=True, hidden=True)
 @_set_opt
 @_confdir_opt
+@cassette_flags
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def exec(
     config_path: str | None,
@@ -163,6 +173,7 @@ def exec(
     set_options: tuple[str, ...],
     confdir: str | None,
     command: tuple[str, ...],
+    **cassette: Any,
 ) -> None:
     """Run COMMAND through brownout and exit with its status.
 
@@ -176,7 +187,8 @@ def exec(
 
     config = _check_config(config_path)
     ensure_control_token(config)
-    options = [*set_options, *(f"{k}={v}" for k, v in free_endpoints(config, set_options).items())]
+    options = [*cassette_set_options(**cassette), *set_options]
+    options += [f"{k}={v}" for k, v in free_endpoints(config, set_options).items()]
     _setup_logging()
     try:
         with running_proxy(config_path, mode=mode, confdir=confdir, extra_options=options) as handle:
@@ -254,10 +266,12 @@ def _register_groups() -> None:
     from brownout.proxy.ctl import ctl
     from brownout.proxy.experiment.cli import experiment
     from brownout.proxy.mcpstdio.cli import mcp_stdio
+    from brownout.proxy.record.cli import cassette
 
     main.add_command(ctl)
     main.add_command(experiment)
     main.add_command(mcp_stdio)
+    main.add_command(cassette)
 
 
 _register_groups()

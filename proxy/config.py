@@ -21,6 +21,7 @@ from brownout.faults.config import Rules
 from brownout.faults.engine import RuleSet
 from brownout.invariants.config import InvariantList
 from brownout.proxy.plugins import BUILTIN, Catalogue, catalogue_for
+from brownout.proxy.record.config import RecordConfig, ReplayConfig
 
 __all__ = ["BrownoutConfig", "ControlConfig", "ProxySettings", "with_listen_overrides"]
 
@@ -110,6 +111,8 @@ class BrownoutConfig(Model):
     invariants: InvariantList = Field(default_factory=list)
     exporters: ExportersConfig = ExportersConfig()
     control: ControlConfig = ControlConfig()
+    record: RecordConfig = RecordConfig()
+    replay: ReplayConfig = ReplayConfig()
 
     _catalogue: Catalogue = PrivateAttr(default_factory=lambda: BUILTIN)
 

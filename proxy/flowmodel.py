@@ -11,7 +11,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.wire.base import RequestInfo
 from brownout.proxy.sessions import resolve_session
 
-__all__ = ["SECRET_HEADERS", "new_exchange", "redact_query", "request_info", "response_headers"]
+__all__ = ["SECRET_HEADERS", "SECRET_PARAMS", "new_exchange", "redact_query", "request_info", "response_headers"]
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +19,12 @@ log = logging.getLogger(__name__)
 SECRET_HEADERS = frozenset(
     {"authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie", "proxy-authorization"}
 )
-_SECRET_QUERY = re.compile(
-    r"(?i)(?<=[?&])(key|api_key|apikey|api-key|token|access_token|auth|sig|signature|code|secret|password)=[^&#]*"
+# Query parameters whose values are credentials: blanked wherever a URL is kept.
+SECRET_PARAMS = frozenset(
+    {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "sig", "signature", "code", "secret"}
+    | {"password"}
 )
+_SECRET_QUERY = re.compile(rf"(?i)(?<=[?&])({'|'.join(map(re.escape, sorted(SECRET_PARAMS)))})=[^&#]*")
 
 
 def redact_query(path: str) -> str:

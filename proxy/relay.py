@@ -56,9 +56,16 @@ class RelayTarget:
 class Relay:
     """Loopback HTTP/1.1 server that forwards to the real upstream and paces the body."""
 
-    def __init__(self, *, verify: ssl.SSLContext | bool = True, sleep=asyncio.sleep) -> None:
+    def __init__(
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        sleep=asyncio.sleep,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self._targets: dict[str, RelayTarget] = {}
         self._verify = verify
+        self._transport = transport  # replay: recorded answers instead of the network
         self._sleep = sleep
         self._server: asyncio.AbstractServer | None = None
         self._client: httpx.AsyncClient | None = None
@@ -68,7 +75,9 @@ class Relay:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         # trust_env=False: the relay must never loop back through HTTP(S)_PROXY.
-        self._client = httpx.AsyncClient(trust_env=False, verify=self._verify, timeout=httpx.Timeout(None))
+        self._client = httpx.AsyncClient(
+            trust_env=False, verify=self._verify, timeout=httpx.Timeout(None), transport=self._transport
+        )
 
     async def stop(self) -> None:
         if self._server is not None:

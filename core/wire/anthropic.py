@@ -44,6 +44,7 @@ class AnthropicFormat(ProviderFormat):
     provider = "anthropic"
     gen_ai_provider = "anthropic"
     calls_tools = True
+    replay_fields = frozenset(["model", "messages", "system", "tools", "tool_choice", "stream", "thinking"])
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange
+from brownout.core.wire.replaykey import normalised_body
 
 __all__ = ["RequestInfo", "StreamEvent", "StreamParser", "WireFormat"]
 
@@ -67,6 +68,8 @@ class WireFormat(ABC):
     provider: ClassVar[str]  # brownout's id: what `match.provider` names and exchanges record
     gen_ai_provider: ClassVar[str | None] = None  # gen_ai.provider.name on spans; None: not a GenAI provider
     calls_tools: ClassVar[bool] = False  # responses carry model tool calls (a `tool` match waits for them)
+    # Body fields that decide the answer, for record/replay matching; None: all but the volatile ones.
+    replay_fields: ClassVar[frozenset[str] | None] = None
 
     @abstractmethod
     def recognise(self, req: RequestInfo) -> str | None:
@@ -83,6 +86,10 @@ class WireFormat(ABC):
     @abstractmethod
     def stream_parser(self, exchange: Exchange) -> StreamParser:
         """A parser for a streamed response of this exchange."""
+
+    def replay_key(self, req: RequestInfo) -> Any:
+        """The normalised body replay matches this request on (method, host and path are matched apart)."""
+        return normalised_body(req.body, self.replay_fields)
 
     def is_terminal(self, event: StreamEvent) -> bool:
         """True for the event that marks a complete stream ([DONE], message_stop, done:true)."""

@@ -94,6 +94,9 @@ class GeminiFormat(ProviderFormat):
     provider = "gemini"
     gen_ai_provider = "gcp.gemini"
     calls_tools = True
+    replay_fields = frozenset(
+        ["contents", "tools", "toolConfig", "tool_config", "systemInstruction", "system_instruction"]
+    )
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST" or ":" not in req.path:

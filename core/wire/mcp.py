@@ -11,6 +11,7 @@ from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
 from brownout.core.wire.framing import SSEFramer
 from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
+from brownout.core.wire.replaykey import without
 
 __all__ = [
     "JSONRPC_ERROR_TYPES",
@@ -77,6 +78,13 @@ def _error_type(code: Any) -> str:
     return "jsonrpc_error"
 
 
+def _replay_message(msg: dict[str, Any]) -> dict[str, Any]:
+    out = without(msg, ("id",))
+    if isinstance(out.get("params"), dict):
+        out["params"] = without(out["params"], ("_meta",))
+    return out
+
+
 def _messages(data: Any) -> list[dict[str, Any]]:
     items = data if isinstance(data, list) else [data]
     return [m for m in items if isinstance(m, dict) and m.get("jsonrpc") == "2.0"]
@@ -109,6 +117,16 @@ class McpFormat(ProviderFormat):
 
     def _load_request(self, body: bytes) -> Any:
         return _decode(body)
+
+    def replay_key(self, req: RequestInfo) -> Any:
+        # JSON-RPC ids count the client's requests and `_meta` carries progress tokens: neither decides
+        # the answer, and a retried call would shift every later id.
+        try:
+            data = loads(req.body) if req.body.strip() else None
+        except (ValueError, RecursionError):
+            return super().replay_key(req)
+        msgs = data if isinstance(data, list) else [data]
+        return [_replay_message(m) if isinstance(m, dict) else m for m in msgs]
 
     def _request(self, exchange: Exchange, data: Any) -> None:
         exchange.stream = False  # every client accepts SSE; the server picks, so it is not a request flag

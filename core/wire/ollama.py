@@ -78,6 +78,7 @@ class OllamaFormat(ProviderFormat):
     provider = "ollama"
     gen_ai_provider = "ollama"
     calls_tools = True
+    replay_fields = frozenset(["model", "messages", "prompt", "system", "tools", "format", "stream", "input"])
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":

@@ -54,6 +54,27 @@ class OpenAIFormat(ProviderFormat):
     provider = "openai"
     gen_ai_provider = "openai"
     calls_tools = True
+    replay_fields = frozenset(
+        [
+            "model",
+            "messages",
+            "input",
+            "instructions",
+            "prompt",
+            "tools",
+            "tool_choice",
+            "functions",
+            "function_call",
+            "response_format",
+            "text",
+            "stream",
+            "previous_response_id",
+            "n",
+            "modalities",
+            "encoding_format",
+            "dimensions",
+        ]
+    )
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.method != "POST":

@@ -1,0 +1,161 @@
+"""Capture one exchange for a cassette, hook by hook, from what the upstream sent, before any fault acts.
+
+The request is taken in the `request` hook (before a relay re-routes it), the response head at the start
+of `responseheaders` (before header faults), a buffered body at the start of `response` (before body
+faults), and a streamed body chunk by chunk in front of the stream tap (before stream faults).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from mitmproxy import http
+
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.wire.decoding import stream_decoder
+from brownout.core.wire.framing import Framer, framer_for
+from brownout.proxy.flowmodel import SECRET_HEADERS, redact_query
+from brownout.proxy.record.cassette import Event, Recorded
+
+__all__ = ["Capture", "RecordingTap", "mitm_headers"]
+
+log = logging.getLogger(__name__)
+
+# Never written: credentials (flowmodel's list) and brownout's own routing headers.
+_DROPPED = SECRET_HEADERS | {"x-brownout-relay", "x-brownout-replay"}
+# Framing headers describe the bytes on the wire, not the body kept; replay frames its own.
+_FRAMING = frozenset({"content-length", "transfer-encoding", "content-encoding"})
+
+
+def mitm_headers(pairs: list[tuple[str, str]]) -> http.Headers:
+    """Recorded header pairs as mitmproxy headers (order and repeats kept)."""
+    return http.Headers([(k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in pairs])
+
+
+def _headers(headers: http.Headers, drop: frozenset[str]) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers.items(multi=True) if k.lower() not in drop]
+
+
+class Capture:
+    """One exchange being recorded; `recorded()` gives the cassette line once it is done."""
+
+    def __init__(self, flow: http.HTTPFlow, session: str, max_body_bytes: int) -> None:
+        req = flow.request
+        self.max_body = max_body_bytes
+        self.t0 = time.time()
+        try:
+            body = req.get_content(strict=False) or b""
+            drop = _DROPPED | _FRAMING
+        except ValueError:  # an encoding we cannot decode: keep the bytes and say how they are encoded
+            body, drop = req.raw_content or b"", _DROPPED | {"content-length", "transfer-encoding"}
+        self.rec = Recorded(
+            session=session,
+            seq=0,
+            method=req.method,
+            url=redact_query(req.pretty_url),
+            request_headers=_headers(req.headers, drop),
+            request_body=body[:max_body_bytes],
+            recorded_at=self.t0,
+        )
+        self.rec.truncated = len(body) > max_body_bytes
+        self._size = 0
+        self._framer: Framer | None = None
+        self._decode: Callable[[bytes], bytes] | None = None
+        self._raw_chunks = False
+
+    def response_head(self, flow: http.HTTPFlow) -> None:
+        resp = flow.response
+        assert resp is not None
+        rec = self.rec
+        rec.status, rec.reason, rec.http_version = resp.status_code, resp.reason, resp.http_version
+        rec.headers_s = max(0.0, (resp.timestamp_start or time.time()) - self.t0)
+        encoding = resp.headers.get("content-encoding", "").strip().lower()
+        if encoding and encoding != "identity":
+            # Kept decoded (readable, diffable); a body brownout cannot decode is kept as sent.
+            self._decode = stream_decoder(encoding)
+            self._raw_chunks = self._decode is None
+        drop = _DROPPED | ({"content-length", "transfer-encoding"} if self._raw_chunks else _FRAMING)
+        rec.response_headers = _headers(resp.headers, drop)
+        if encoding and not self._raw_chunks:
+            rec.decoded = encoding
+
+    def start_stream(self, content_type: str) -> None:
+        self.rec.events = []
+        self._framer = None if self._raw_chunks else framer_for(content_type)
+
+    def feed(self, data: bytes) -> None:
+        """A streamed chunk as upstream sent it; b"" ends the body."""
+        events = self.rec.events
+        assert events is not None
+        t = time.time() - self.t0
+        if not data:
+            if self._framer is not None and (tail := self._framer.pending()):
+                self._add(events, t, tail)  # the raw tail, whitespace included: kept byte for byte
+            return
+        if self._decode is not None:
+            try:
+                data = self._decode(data)
+            except Exception as e:  # noqa: BLE001 - a corrupt body: record what decoded and say so
+                self.rec.error = self.rec.error or f"content decoding: {e}"
+                self._decode, self._framer = None, None
+                self.rec.truncated = True
+                return
+            if not data:
+                return
+        if self._framer is None:
+            self._add(events, t, data)
+            return
+        for ev in self._framer.feed(data):
+            self._add(events, t, ev.raw)
+
+    def _add(self, events: list[Event], t: float, data: bytes) -> None:
+        if self.rec.truncated:
+            return
+        if self._size + len(data) > self.max_body:
+            self.rec.truncated = True
+            return
+        self._size += len(data)
+        events.append(Event(t, data))
+
+    def body(self, flow: http.HTTPFlow) -> None:
+        """A buffered response body, decoded."""
+        resp = flow.response
+        assert resp is not None
+        try:
+            body = resp.get_content(strict=False) or b""
+        except ValueError:
+            body = resp.raw_content or b""
+        self.rec.truncated = self.rec.truncated or len(body) > self.max_body
+        self.rec.body = body[: self.max_body]
+
+    def failed(self, message: str) -> None:
+        self.rec.error = self.rec.error or message
+
+    def recorded(self, exchange: Exchange, end: float | None) -> Recorded:
+        rec = self.rec
+        rec.end_s = max(rec.headers_s, (end or time.time()) - self.t0)
+        rec.provider, rec.operation, rec.model = exchange.provider, exchange.operation, exchange.model
+        if rec.status is not None and rec.events is None and rec.body is None:
+            rec.body = b""
+        return rec
+
+
+class RecordingTap:
+    """Sits in front of a stream callable: records each chunk as upstream sent it, then hands it on."""
+
+    def __init__(self, capture: Capture, inner: Callable[[bytes], bytes | list[bytes]], guard: Guard) -> None:
+        self.capture = capture
+        self.inner = inner
+        self.guard = guard
+        self.failed = False
+
+    def __call__(self, data: bytes) -> bytes | list[bytes]:
+        if not self.failed:
+            # A recording bug must never cost the agent its stream: contained, and the recording marked cut.
+            self.failed = self.guard.call("record", self.capture.feed, data, default=True, context="stream") is True
+            if self.failed:
+                self.capture.rec.truncated = True
+        return self.inner(data)

@@ -1,0 +1,107 @@
+"""What a recording holds, read through the wire formats: provider, model, tools, sizes, timing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from brownout.core.exchange import Exchange
+from brownout.core.wire import BUILTIN, WireFormats
+from brownout.core.wire.framing import framer_for
+from brownout.proxy.record.cassette import Cassette, Recorded
+from brownout.proxy.record.matcher import recorded_info
+
+__all__ = ["ExchangeView", "describe", "session_summary", "totals"]
+
+
+@dataclass(slots=True)
+class ExchangeView:
+    """One recorded exchange as `brownout cassette show` prints it."""
+
+    seq: int
+    method: str
+    url: str
+    status: int | None
+    provider: str
+    operation: str
+    model: str | None
+    tool: str | None  # the tool this exchange executes (MCP tools/call, a tool API)
+    tool_calls: list[str] = field(default_factory=list)  # tools the model asked for in its answer
+    events: int | None = None  # streamed: recorded events
+    request_bytes: int = 0
+    response_bytes: int = 0
+    duration_s: float = 0.0
+    error: str | None = None
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
+    info = recorded_info(rec)
+    wire, operation = formats.detect(info)
+    url = urlsplit(rec.url)
+    ex = Exchange(
+        id=str(rec.seq), session=rec.session, method=rec.method, host=info.host, path=url.path, operation=operation
+    )
+    wire.parse_request(ex, rec.request_body)
+    ex.status = rec.status
+    ex.content_type = next((v for k, v in rec.response_headers if k.lower() == "content-type"), "")
+    if rec.events is not None:
+        parser = wire.stream_parser(ex)
+        framer = framer_for(ex.content_type)
+        if framer is not None:
+            for event in framer.feed(b"".join(e.data for e in rec.events)) + framer.flush():
+                parser.feed(event)
+        parser.finish()
+    elif rec.body:
+        wire.parse_response(ex, rec.body)
+    return ExchangeView(
+        seq=rec.seq,
+        method=rec.method,
+        url=rec.url,
+        status=rec.status,
+        provider=ex.provider,
+        operation=ex.operation,
+        model=ex.model,
+        tool=ex.tool_name,
+        tool_calls=[c.name for c in ex.tool_calls] if ex.tool_name is None else [],
+        events=len(rec.events) if rec.events is not None else None,
+        request_bytes=len(rec.request_body),
+        response_bytes=rec.body_size,
+        duration_s=rec.end_s,
+        error=rec.error,
+        truncated=rec.truncated,
+    )
+
+
+def session_summary(cassette: Cassette, views: list[ExchangeView]) -> dict[str, Any]:
+    return {
+        "file": cassette.path.name,
+        "session": cassette.session,
+        "created": cassette.created,
+        "exchanges": len(views),
+        "bytes": cassette.size,
+        "providers": dict(Counter(v.provider for v in views)),
+    }
+
+
+def totals(views: list[ExchangeView]) -> list[dict[str, Any]]:
+    """Exchanges per (provider, model, tool), most first."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for v in views:
+        tools = [v.tool] if v.tool else v.tool_calls or [""]
+        for tool in tools:
+            counts[(v.provider, v.model or "", tool)] += 1
+    return [
+        {"provider": p, "model": m, "tool": t, "exchanges": n}
+        for (p, m, t), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+def directory_size(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*.jsonl") if p.is_file())

@@ -1,0 +1,97 @@
+"""Redact recorded cassettes after the fact: headers, query parameters, and values in bodies and URLs.
+
+Recording already leaves out credentials (secret headers, secret query values). This is for what only
+the user knows is sensitive (an internal host, a customer's email, a token in a body), and for secrets
+in bodies, found with the same detectors as the `no_pii` invariant. A redacted request body no longer
+matches the live request that carried the value: replay then misses it, by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brownout.invariants.pii_patterns import Detector, default_detectors, find_all
+from brownout.proxy.record.cassette import Recorded, read_cassette
+
+__all__ = ["Redaction", "redact_file"]
+
+MARK = "REDACTED"
+
+
+@dataclass(slots=True)
+class Redaction:
+    """What to remove, and how many values were removed."""
+
+    headers: frozenset[str] = frozenset()
+    params: frozenset[str] = frozenset()
+    patterns: list[re.Pattern[str]] = field(default_factory=list)
+    kinds: frozenset[str] = frozenset({"secret"})  # no_pii categories found in text: secret, email, phone, ...
+    count: int = 0
+    _detectors: list[Detector] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.headers = frozenset(h.lower() for h in self.headers)
+        self._detectors = [d for d in default_detectors() if d.category in self.kinds]
+
+    def text(self, value: str) -> str:
+        for rx in self.patterns:
+            value, n = rx.subn(MARK, value)
+            self.count += n
+        findings = sorted(find_all(value, self._detectors), key=lambda f: f.start, reverse=True)
+        for f in findings:
+            value = value[: f.start] + MARK + value[f.end :]
+        self.count += len(findings)
+        return value
+
+    def data(self, value: bytes) -> bytes:
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value  # binary bodies are left alone
+        return self.text(text).encode("utf-8")
+
+    def header_list(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        out = []
+        for k, v in headers:
+            if k.lower() in self.headers:
+                self.count += 1
+                continue
+            out.append((k, self.text(v)))
+        return out
+
+    def url(self, url: str) -> str:
+        for name in self.params:
+            url, n = re.subn(rf"(?<=[?&]){re.escape(name)}=[^&#]*", f"{name}={MARK}", url)
+            self.count += n
+        return self.text(url)
+
+    def apply(self, rec: Recorded) -> None:
+        rec.url = self.url(rec.url)
+        rec.request_headers = self.header_list(rec.request_headers)
+        rec.request_body = self.data(rec.request_body)
+        rec.response_headers = self.header_list(rec.response_headers)
+        if rec.body is not None:
+            rec.body = self.data(rec.body)
+        for event in rec.events or []:
+            event.data = self.data(event.data)
+
+
+def redact_file(path: Path, redaction: Redaction) -> int:
+    """Redact one cassette in place (written to a temporary file, then renamed); returns values removed."""
+    cassette = read_cassette(path)
+    before = redaction.count
+    with path.open(encoding="utf-8") as f:
+        head = f.readline()
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as out:
+        out.write(head if head.endswith("\n") else head + "\n")
+        for rec in cassette.exchanges:
+            redaction.apply(rec)
+            out.write(json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+    return redaction.count - before

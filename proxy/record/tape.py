@@ -1,0 +1,232 @@
+"""Record and replay inside the addon: what the addon calls at each hook, and nothing else it must know.
+
+Recording writes what the upstream sent, before any fault, to a cassette per session (a writer thread,
+proxy/record/writer.py). Replay answers a request after the fault engine let it through to the upstream:
+a hit is sent to the replay relay (the pacing relay with recorded answers for a network), so it comes
+back through the same hooks as a live answer and faults act on it unchanged; a miss is answered with a
+404 naming it, or forwarded upstream (`replay.miss: passthrough`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mitmproxy import http
+
+from brownout.core.guard import Guard
+from brownout.core.wire import WireFormats
+from brownout.core.wire.common import JSON_HEADERS
+from brownout.faults.base import StreamTiming
+from brownout.proxy import effects, flowmodel
+from brownout.proxy.record.capture import Capture, RecordingTap, mitm_headers
+from brownout.proxy.record.cassette import read_dir
+from brownout.proxy.record.config import RecordConfig, ReplayConfig
+from brownout.proxy.record.matcher import ReplayIndex
+from brownout.proxy.record.transport import REPLAY_HEADER, ReplayTransport
+from brownout.proxy.record.writer import CassetteWriter
+from brownout.proxy.relay import Relay
+
+if TYPE_CHECKING:
+    from brownout.proxy.addon import FlowState
+
+__all__ = ["MISS_STATUS", "Tape"]
+
+log = logging.getLogger(__name__)
+
+MISS_STATUS = 404  # not retried by the SDKs: a miss is reported once, not three times
+_CAPTURE = "tape.capture"
+_TOKEN = "tape.token"
+_SHOWN_MAX = 2000  # characters of a normalised request in a miss's log line
+
+
+class Tape:
+    """The addon's recorder and player; idle (every hook returns at once) when neither is configured."""
+
+    def __init__(self, guard: Guard, *, on_replay: Callable[[str], None], on_recorded: Callable[[int, int], None]):
+        self.guard = guard
+        self.on_replay = on_replay
+        self.on_recorded = on_recorded
+        self.record = RecordConfig()
+        self.replay = ReplayConfig()
+        self.writer: CassetteWriter | None = None
+        self.index: ReplayIndex | None = None
+        self.transport = ReplayTransport(lambda: self.replay.speed)
+        self.relay: Relay | None = None
+        self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
+
+    @property
+    def active(self) -> bool:
+        return self.writer is not None or self.index is not None
+
+    # --- configuration and lifecycle -------------------------------------------------
+
+    def configure(self, record: RecordConfig, replay: ReplayConfig, formats: WireFormats) -> None:
+        """Apply the sections; reopens only what changed. Raises CassetteError or OSError for a bad directory."""
+        if replay != self.replay:
+            # Rebuilt only when the section changes: an experiment's phase switch keeps the cursors.
+            self.index = None
+            if replay.dir:
+                cassettes = list(read_dir(Path(replay.dir)))
+                self.index = ReplayIndex(
+                    cassettes, formats, ignore_params=replay.ignore_params, exhausted=replay.exhausted
+                )
+                log.info(
+                    "replay: %d exchanges in %d sessions from %s", self.index.exchanges, len(cassettes), replay.dir
+                )
+        self.replay = replay
+        append = bool(replay.dir) and replay.miss == "passthrough"
+        if record != self.record or (self.writer is not None and self.writer.append != append):
+            old, self.writer = self.writer, None
+            if old is not None:
+                old.close()
+            if record.dir:
+                self.writer = CassetteWriter(
+                    Path(record.dir),
+                    append=append,
+                    max_pending_bytes=record.max_pending_bytes,
+                    on_count=self.on_recorded,
+                )
+        self.record = record
+
+    async def start(self) -> None:
+        self.relay = Relay(transport=self.transport)
+        await self.relay.start()
+
+    async def stop(self) -> None:
+        if self.relay is not None:
+            await self.relay.stop()
+            self.relay = None
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Flush and close the cassettes (call it off the loop: it waits for the writer thread)."""
+        if self.writer is not None:
+            self.writer.close(timeout_s)
+
+    # --- hooks -----------------------------------------------------------------------
+
+    def on_request(self, flow: http.HTTPFlow, state: FlowState) -> bool:
+        """The request goes upstream unless replay takes it: True when it did (answered or routed)."""
+        if not self.active:
+            return False
+        taken = False
+        if self.index is not None:
+            taken = bool(self.guard.call("replay", self._replay, flow, state, context=flow.request.pretty_url))
+        if not taken and self.writer is not None:
+            capture = self.guard.call(
+                "record", Capture, flow, state.exchange.session, self.record.max_body_bytes, context="request"
+            )
+            if capture is not None:
+                state.extra[_CAPTURE] = capture
+        return taken
+
+    def on_response_headers(self, flow: http.HTTPFlow, state: FlowState) -> None:
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            self.guard.call("record", capture.response_head, flow, context="response headers")
+
+    def wrap_stream(self, state: FlowState, tap: Callable[[bytes], Any], content_type: str) -> Callable[[bytes], Any]:
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is None:
+            return tap
+        capture.start_stream(content_type)
+        return RecordingTap(capture, tap, self.guard)
+
+    def on_response(self, flow: http.HTTPFlow, state: FlowState) -> None:
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None and capture.rec.status is not None and capture.rec.events is None:
+            self.guard.call("record", capture.body, flow, context="response body")
+
+    def on_error(self, flow: http.HTTPFlow, state: FlowState) -> None:
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            capture.failed(flow.error.msg if flow.error else "connection failed")
+
+    def finish(self, state: FlowState, end: float | None) -> None:
+        """The exchange is over: write its recording, free its replay slot."""
+        tokens = state.extra.pop(_TOKEN, None)
+        if tokens is not None:
+            self.transport.discard(tokens[0])
+            if self.relay is not None:
+                self.relay.discard(tokens[1])
+        capture: Capture | None = state.extra.pop(_CAPTURE, None)
+        if capture is None or self.writer is None:
+            return
+        rec = self.guard.call("record", capture.recorded, state.exchange, end, context="finish")
+        if rec is not None:
+            self.writer.put(rec)
+
+    # --- replay ----------------------------------------------------------------------
+
+    def _replay(self, flow: http.HTTPFlow, state: FlowState) -> bool:
+        assert self.index is not None
+        ex = state.exchange
+        info = flowmodel.request_info(flow, _lower(flow.request.headers), _body(flow))
+        key, normalised = self.index.key(info)
+        match = self.index.take(ex.session, key)
+        if match is None:
+            return self._miss(flow, state, normalised)
+        self.counts["hit"] += 1
+        self.counts["repeated"] += match.repeated
+        self.on_replay("hit")
+        ex.replayed = True
+        ex.notes["replay"] = {"source": match.recorded.source, "repeated": match.repeated}
+        token = self.transport.register(match.recorded)
+        relay_token = None
+        if self.relay is not None:
+            flow.request.headers[REPLAY_HEADER] = token
+            relay_token = effects.route_to_relay(flow, self.relay, state.timing or StreamTiming(), self.guard)
+        if relay_token is None:
+            # No route to the relay (upstream mode): answer here, whole, with the recorded head and body.
+            self.transport.discard(token)
+            del flow.request.headers[REPLAY_HEADER]
+            rec = match.recorded
+            body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
+            flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
+            return True
+        state.extra[_TOKEN] = (token, relay_token)
+        return True
+
+    def _miss(self, flow: http.HTTPFlow, state: FlowState, normalised: dict[str, Any]) -> bool:
+        ex = state.exchange
+        shown = json.dumps(normalised, sort_keys=True, ensure_ascii=False, default=str)
+        if len(shown) > _SHOWN_MAX:
+            shown = shown[:_SHOWN_MAX] + "..."
+        where = f"{flow.request.method} {flow.request.pretty_host}{flowmodel.redact_query(flow.request.path)}"
+        if self.replay.miss == "passthrough":
+            self.counts["passthrough"] += 1
+            self.on_replay("passthrough")
+            ex.notes["replay"] = {"miss": "passthrough"}
+            log.warning(
+                "replay miss, forwarded upstream (session %s): %s; normalised request %s", ex.session, where, shown
+            )
+            return False
+        self.counts["miss"] += 1
+        self.on_replay("miss")
+        ex.notes["replay"] = {"miss": "error"}
+        log.warning("replay miss (session %s): %s; normalised request %s", ex.session, where, shown)
+        message = (
+            f"brownout replay: no recorded answer for {where} (session {ex.session}); "
+            "see brownout's log for the normalised request"
+        )
+        error_response = getattr(state.wire, "error_response", None)
+        if error_response is not None:
+            status, headers, body = error_response(MISS_STATUS, "brownout_replay_miss", message, exchange=ex)
+        else:
+            status, headers, body = MISS_STATUS, dict(JSON_HEADERS), json.dumps({"error": message}).encode()
+        flow.response = http.Response.make(status, body, {**headers, REPLAY_HEADER: "miss"})
+        return True
+
+
+def _lower(headers: http.Headers) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items(multi=True)}
+
+
+def _body(flow: http.HTTPFlow) -> bytes:
+    try:
+        return flow.request.get_content(strict=False) or b""
+    except ValueError:
+        return flow.request.raw_content or b""
