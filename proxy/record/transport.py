@@ -87,6 +87,8 @@ class _Body(httpx.AsyncByteStream):
             for event in rec.events:
                 await self.transport._until(self.start, event.t)
                 yield event.data
+            # A stream held open after its last event (an MCP server stream) stays open as long.
+            await self.transport._until(self.start, rec.end_s)
         else:
             await self.transport._until(self.start, rec.end_s)
             if rec.body:

@@ -6,6 +6,7 @@ import json
 import logging
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -79,6 +80,16 @@ class CassetteWriter:
             return False
         self._queue.put((rec, size))
         return True
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait (bounded) until everything queued so far is written; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._pending == 0:
+                    return True
+            time.sleep(0.005)
+        return False
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Write what is queued (bounded wait), then close the files; idempotent."""
