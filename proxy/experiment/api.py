@@ -23,7 +23,9 @@ from brownout.proxy.experiment.report_html import write_html
 from brownout.proxy.experiment.report_json import build_report, write_json
 from brownout.proxy.experiment.report_junit import write_junit
 from brownout.proxy.experiment.report_md import write_markdown
+from brownout.proxy.experiment.reproducibility import Pass, reproducibility
 from brownout.proxy.experiment.runner import ExperimentRunner
+from brownout.proxy.experiment.upstream import UpstreamConfig, proxy_options
 from brownout.proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
 
 __all__ = ["Outcome", "run_experiment", "write_reports"]
@@ -68,24 +70,40 @@ def run_experiment(
     progress: RunProgress | None = None,
     confdir: str | None = None,
     proxy_factory: Callable[..., AbstractContextManager[Any]] | None = None,
+    upstream: UpstreamConfig | None = None,
+    repeats: int | None = None,
 ) -> Outcome:
-    """Run the experiment in `text` (raises ExperimentError for a bad file) and write reports to `out_dir`."""
+    """Run the experiment in `text` (raises ExperimentError for a bad file) and write reports to `out_dir`.
+
+    `upstream` overrides the file's `upstream:` fields that it sets (the CLI's --replay, --record);
+    `repeats` its `reproducibility.repeats`."""
     config = parse_experiment(text, source)
     seed = config.seed if seed is None else seed
     phases = resolve_phases(config, base_dir, seed, phase_texts)
-    runner = ExperimentRunner(
-        config,
-        phases,
-        base_dir=base_dir,
-        seed=seed,
-        proxy_factory=proxy_factory,
-        confdir=confdir,
-        progress=progress,
-        before_check=_before_check(config),
-        log_dir=out_dir,
-    )
+    merged = config.upstream.model_copy(update=upstream.model_dump(exclude_none=True) if upstream else {})
+    options = proxy_options(merged, base_dir)
+
+    def runner_for(first: bool) -> ExperimentRunner:
+        return ExperimentRunner(
+            config,
+            phases,
+            base_dir=base_dir,
+            seed=seed,
+            proxy_factory=proxy_factory,
+            confdir=confdir,
+            progress=progress if first else None,
+            before_check=_before_check(config),
+            log_dir=out_dir,
+            proxy_options=options if first else [o for o in options if not o.startswith("brownout_record=")],
+        )
+
+    runner = runner_for(True)
     result = runner.run()
     decisions = list(runner.collector.decisions)
+    passes: list[Pass] = [(result, decisions)]
+    for _ in range(1, repeats if repeats is not None else config.reproducibility.repeats):
+        again = runner_for(False)  # a fresh proxy: same seed, same session names, fresh schedule state
+        passes.append((again.run(), list(again.collector.decisions)))
     result.manifest = build_manifest(
         experiment_text=text, experiment_path=source, base_dir=base_dir, seed=seed, phases=phases, decisions=decisions
     )
@@ -94,6 +112,9 @@ def run_experiment(
     gate = evaluate_gate(config, analysis)
     status, code = verdict(result.status, result.error, hypotheses, gate)
     report = build_report(result, analysis, hypotheses, gate, status, code)
+    report["upstream"] = {k: v for k, v in merged.model_dump().items() if v is not None} or {"live": True}
+    if len(passes) > 1:
+        report["reproducibility"] = reproducibility(passes)
     write_reports(out_dir, report, result.manifest, decisions)
     return Outcome(report, result, decisions)
 

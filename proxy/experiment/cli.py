@@ -25,6 +25,7 @@ from brownout.proxy.experiment.progress import RunProgress
 from brownout.proxy.experiment.report_json import load_report
 from brownout.proxy.experiment.services import outcome
 from brownout.proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
+from brownout.proxy.record.flags import cassette_flags
 
 __all__ = ["experiment"]
 
@@ -64,6 +65,11 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
             console.print(f"  [yellow]steady state deviated:[/] {escape(h['hypothesis'])} ({escape(h['scope'])})")
     for svc in report.get("services", []):
         console.print(f"service {escape(svc['name'])}: {escape(outcome(svc))}; log {escape(str(out / svc['log']))}")
+    if repro := report.get("reproducibility"):
+        score = "n/a" if repro["score"] is None else f"{repro['score']:.2f}"
+        console.print(f"reproducibility {score} over {repro['repeats']} passes")
+        for d in repro["differing"][:10]:
+            console.print(f"  [yellow]differs:[/] {escape(d['run'])} in pass {d['repeat']}: {escape(d['where'])}")
     if report.get("abort_reason"):
         console.print(f"[red]aborted:[/] {escape(report['abort_reason'])}")
     if report.get("error"):
@@ -89,9 +95,40 @@ def experiment() -> None:
 )
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @click.option("--confdir", default=None, help="brownout's CA directory (default $BROWNOUT_CONFDIR or ~/.brownout).")
-def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | None, confdir: str | None) -> None:
-    """Run EXP_FILE; exit 0 gate passed, 1 gate failed or steady state deviated, 2 errored or aborted."""
+@cassette_flags
+@click.option(
+    "--reproducibility",
+    "repeats",
+    type=click.IntRange(1, 20),
+    default=None,
+    help="Run every phase K times (fresh proxy each) and report how many runs repeat exactly.",
+)
+def run_cmd(
+    exp_file: Path,
+    seed: int | None,
+    out_dir: Path,
+    progress: bool | None,
+    confdir: str | None,
+    record_dir: str | None,
+    replay_dir: str | None,
+    replay_speed: float | None,
+    replay_miss: str | None,
+    repeats: int | None,
+) -> None:
+    """Run EXP_FILE; exit 0 gate passed, 1 gate failed or steady state deviated, 2 errored or aborted.
+
+    --replay DIR answers every phase from recorded cassettes: no upstream, no API key, no network.
+    """
     from brownout.proxy.experiment.api import run_experiment
+    from brownout.proxy.experiment.upstream import UpstreamConfig
+
+    cwd = Path.cwd()
+    upstream = UpstreamConfig(
+        record=str(cwd / record_dir) if record_dir else None,
+        replay=str(cwd / replay_dir) if replay_dir else None,
+        replay_speed=replay_speed,
+        replay_miss=replay_miss,  # type: ignore[arg-type]
+    )
 
     console = Console(stderr=True)
     try:
@@ -103,6 +140,8 @@ def run_cmd(exp_file: Path, seed: int | None, out_dir: Path, progress: bool | No
             seed=seed,
             progress=RunProgress(enabled=progress, console=console),
             confdir=confdir,
+            upstream=upstream,
+            repeats=repeats,
         )
     except ExperimentError as e:
         console.print(f"[red]error:[/] {escape(str(e))}")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from brownout.core.config import Model
+from brownout.proxy.experiment.upstream import ReproducibilityConfig, UpstreamConfig
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -279,6 +280,10 @@ class ExperimentConfig(Model):
         default_factory=list,
         description="Processes started (in order, each waited for) before the first phase, stopped after the last.",
     )
+    upstream: UpstreamConfig = Field(
+        default_factory=UpstreamConfig, description="Live (default), or `replay:` a cassette directory."
+    )
+    reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
     baseline: str | None = Field(None, description="The baseline phase (default: the first phase without faults).")
     agent: AgentConfig
     phases: list[PhaseConfig] = Field(min_length=1)

@@ -77,6 +77,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"**recovery** {_pct(rec['rate'])} ({rec['k']}/{rec['n']})",
         "",
     ]
+    if repro := report.get("reproducibility"):
+        lines += [f"**Reproducibility** {_num(repro['score'], '.2f')} over {repro['repeats']} passes", ""]
+        lines += [f"- {_code(d['run'])} differs in pass {d['repeat']}: {_text(d['where'])}" for d in repro["differing"]]
+        lines += [""] if repro["differing"] else []
     if report["hypotheses"]:
         lines += ["### Steady state", "", "| hypothesis | scope | result | values |", "|---|---|---|---|"]
         for h in report["hypotheses"]:

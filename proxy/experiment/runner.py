@@ -63,8 +63,10 @@ class ExperimentRunner:
         progress: RunProgress | None = None,
         before_check: Callable[[ExperimentResult], bool] | None = None,
         log_dir: Path | None = None,
+        proxy_options: list[str] | None = None,
     ) -> None:
         self.config = config
+        self.proxy_options = proxy_options or []  # --set options of the proxy (replay, record)
         self.phases = phases
         self.base_dir = base_dir
         self.seed = seed
@@ -96,11 +98,10 @@ class ExperimentRunner:
         services = self.services = Services(self.config.services, base_dir=self.base_dir, log_dir=self.log_dir)
         try:
             services.start()  # first, and stopped last: the proxy and the agents may need them throughout
+            # Free ports: experiments side by side never clash; replay/record options ride along.
+            options = [*self.proxy_options, *(f"{k}={v}" for k, v in free_endpoints(first).items())]
             proxy = self._factory()(
-                config=first,
-                confdir=self.confdir,
-                on_exchange=self.collector.on_exchange,
-                extra_options=free_endpoints(first),  # experiments side by side never clash on ports
+                config=first, confdir=self.confdir, on_exchange=self.collector.on_exchange, extra_options=options
             )
             with proxy as handle:
                 self._handle = handle
