@@ -1,0 +1,105 @@
+"""The cassette format and its writer: exact bytes, versioned files, replace or append, bounded queue."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from brownout.proxy.record.cassette import (
+    VERSION,
+    CassetteError,
+    Event,
+    Recorded,
+    file_name,
+    read_cassette,
+    read_dir,
+)
+from brownout.proxy.record.writer import CassetteWriter
+
+
+def rec(session: str = "s", body: bytes = b'{"a":1}', **kw: object) -> Recorded:
+    return Recorded(
+        session=session,
+        seq=0,
+        method="POST",
+        url="https://api.example.com/v1/x",
+        request_headers=[("content-type", "application/json"), ("X-Dup", "1"), ("X-Dup", "2")],
+        request_body=body,
+        status=200,
+        reason="OK",
+        response_headers=[("content-type", "text/event-stream")],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_bodies_and_events_round_trip_byte_for_byte(tmp_path: Path) -> None:
+    binary = bytes(range(256))
+    events = [Event(0.01, b'data: {"x": "\xc3\xa9"}\n\n'), Event(0.2, b"\xff\xfe not utf-8\n\n"), Event(0.3, b"\n")]
+    original = rec(body=binary, events=events, headers_s=0.005, end_s=0.31, error="cut")
+    writer = CassetteWriter(tmp_path)
+    writer.put(original)
+    writer.close()
+    cassette = read_cassette(tmp_path / file_name("s"))
+    [back] = cassette.exchanges
+    assert back.request_body == binary and [(e.t, e.data) for e in back.events or []] == [(e.t, e.data) for e in events]
+    assert back.request_headers == original.request_headers and back.error == "cut" and back.seq == 1
+    line = (tmp_path / file_name("s")).read_text().splitlines()[1]
+    assert '"text":"data: {\\"x\\": \\"é\\"}\\n\\n"' in line  # readable where it can be
+    assert json.loads(line)["response"]["events"][1]["b64"]
+
+
+def test_a_file_from_another_format_version_is_refused_with_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps({"format": "brownout-cassette", "version": VERSION + 1, "session": "x"}) + "\n")
+    with pytest.raises(CassetteError, match=r"x\.jsonl:1: cassette format version"):
+        read_cassette(path)
+    path.write_text('{"format": "brownout-cassette", "version": 1, "session": "x"}\n{"broken": \n')
+    with pytest.raises(CassetteError, match=r"x\.jsonl:2"):
+        read_cassette(path)
+    with pytest.raises(CassetteError, match="no such cassette directory"):
+        list(read_dir(tmp_path / "missing"))
+
+
+def test_session_names_become_safe_distinct_file_names() -> None:
+    assert file_name("run-1") == "run-1.jsonl"
+    odd = [file_name(s) for s in ("client:127.0.0.1", "client/127.0.0.1", "../../etc/passwd", "")]
+    assert len(set(odd)) == 4 and all("/" not in n and not n.startswith(".") for n in odd)
+
+
+def test_a_new_recording_replaces_a_session_and_passthrough_appends(tmp_path: Path) -> None:
+    for _ in range(2):
+        writer = CassetteWriter(tmp_path)
+        writer.put(rec())
+        writer.close()
+    assert len(read_cassette(tmp_path / file_name("s")).exchanges) == 1
+    writer = CassetteWriter(tmp_path, append=True)
+    writer.put(rec())
+    writer.close()
+    cassette = read_cassette(tmp_path / file_name("s"))
+    assert [r.seq for r in cassette.exchanges] == [1, 2]
+    assert (tmp_path / file_name("s")).read_text().count('"format"') == 1
+
+
+def test_the_queue_is_bounded_and_what_it_drops_is_counted(tmp_path: Path) -> None:
+    counts: list[tuple[int, int]] = []
+    writer = CassetteWriter(tmp_path, max_pending_bytes=3000, on_count=lambda w, d: counts.append((w, d)))
+    big = rec(body=b"x" * 10_000)
+    assert writer.put(big) is False
+    assert writer.put(rec()) is True
+    writer.close()
+    assert writer.put(rec()) is False  # closed: counted, never blocks
+    assert writer.written == 1 and writer.dropped == 2
+    assert sum(w for w, _ in counts) == 1 and sum(d for _, d in counts) == 2
+
+
+def test_many_sessions_stay_correct_past_the_open_file_limit(tmp_path: Path) -> None:
+    writer = CassetteWriter(tmp_path)
+    for round_ in range(2):
+        for i in range(70):
+            writer.put(rec(session=f"s{i}", body=str(round_).encode()))
+    writer.close()
+    cassettes = {c.session: c for c in read_dir(tmp_path)}
+    assert len(cassettes) == 70
+    assert all([r.request_body for r in c.exchanges] == [b"0", b"1"] for c in cassettes.values())

@@ -1,0 +1,64 @@
+"""Credentials never reach a cassette: planted keys in every place a client puts them are not in any file,
+and replay still matches requests whose keys differ from the recorded ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from brownout.proxy.record.cassette import read_dir
+from tests.record.support import mock_upstream, player, recorder, wait_recorded
+
+PLANTED = {
+    "authorization": "sk-proj-PLANTEDauthorization0123456789",
+    "x-api-key": "sk-ant-PLANTEDxapikey0123456789",
+    "api-key": "PLANTEDazureapikey0123456789",
+    "x-goog-api-key": "AIzaPLANTEDgoogapikey0123456789abcdefg",
+    "cookie": "session=PLANTEDcookie0123456789",
+    "key": "PLANTEDquerykey0123456789",
+    "access_token": "PLANTEDquerytoken0123456789",
+}
+
+
+def client_with_secrets(openai_client: Any, proxy: Any, url: str, suffix: str = "") -> Any:
+    return openai_client(
+        proxy,
+        url,
+        api_key=PLANTED["authorization"] + suffix,
+        default_headers={
+            "x-api-key": PLANTED["x-api-key"] + suffix,
+            "api-key": PLANTED["api-key"] + suffix,
+            "x-goog-api-key": PLANTED["x-goog-api-key"] + suffix,
+            "cookie": PLANTED["cookie"] + suffix,
+        },
+        default_query={"key": PLANTED["key"] + suffix, "access_token": PLANTED["access_token"] + suffix},
+    )
+
+
+def test_no_planted_secret_is_written_and_replay_matches_other_keys(
+    brownout_proxy, openai_client, tmp_path: Path
+) -> None:
+    cassettes = tmp_path / "cassettes"
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    with mock_upstream() as up:
+        rec = recorder(brownout_proxy, cassettes)
+        client = client_with_secrets(openai_client, rec, up.url)
+        first = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        list(client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True))
+        wait_recorded(rec, 2)
+        seen = up.requests_seen[-1]
+        url = up.url
+    # The upstream did get them (brownout forwards credentials), so their absence below means something.
+    assert seen.headers["x-api-key"] == PLANTED["x-api-key"] and PLANTED["key"] in seen.path
+
+    text = "".join(p.read_text(encoding="utf-8") for p in cassettes.iterdir())
+    for where, value in PLANTED.items():
+        assert value not in text, f"the {where} value reached a cassette"
+    [[get, _stream]] = [c.exchanges for c in read_dir(cassettes)]
+    assert "key=REDACTED" in get.url and "access_token=REDACTED" in get.url
+    names = {k.lower() for k, _ in get.request_headers}
+    assert not names & {"authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "proxy-authorization"}
+
+    play = player(brownout_proxy, cassettes)
+    other = client_with_secrets(openai_client, play, url, suffix="-rotated")
+    assert other.chat.completions.create(model="gpt-4o-mini", messages=messages).id == first.id
