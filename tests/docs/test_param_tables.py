@@ -28,6 +28,7 @@ from brownout.faults.config import MatchConfig, QuotaConfig, ScheduleConfig
 from brownout.invariants import INVARIANTS
 from brownout.invariants.base import InvariantConfigBase
 from brownout.proxy.config import BrownoutConfig, ControlConfig, ProxySettings
+from brownout.proxy.record.config import RecordConfig, ReplayConfig
 from tests.docs.mdpages import DOCS, Cell, Table, page
 
 # Fields every invariant takes, documented once at the top of docs/invariants.md. `severity` is not
@@ -45,6 +46,8 @@ CONFIG_TABLES: list[tuple[str, str, type[BaseModel], frozenset[str]]] = [
     ("telemetry.md", "exporters.otlp", OtlpConfig, frozenset()),
     ("telemetry.md", "exporters.jsonl", JsonlConfig, frozenset()),
     ("control-api.md", "Configuration", ControlConfig, frozenset()),
+    ("record-replay.md", "record", RecordConfig, frozenset()),
+    ("record-replay.md", "replay", ReplayConfig, frozenset()),
     ("invariants.md", "Fields every invariant takes", InvariantConfigBase, frozenset({"severity"})),
 ]
 
