@@ -127,7 +127,7 @@ def run_cmd(
         record=str(cwd / record_dir) if record_dir else None,
         replay=str(cwd / replay_dir) if replay_dir else None,
         replay_speed=replay_speed,
-        replay_miss=replay_miss,  # type: ignore[arg-type]
+        replay_miss=replay_miss,
     )
 
     console = Console(stderr=True)

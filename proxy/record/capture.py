@@ -155,7 +155,11 @@ class RecordingTap:
     def __call__(self, data: bytes) -> bytes | list[bytes]:
         if not self.failed:
             # A recording bug must never cost the agent its stream: contained, and the recording marked cut.
-            self.failed = self.guard.call("record", self.capture.feed, data, default=True, context="stream") is True
+            self.failed = not self.guard.call("record", self._feed, data, default=False, context="stream")
             if self.failed:
                 self.capture.rec.truncated = True
         return self.inner(data)
+
+    def _feed(self, data: bytes) -> bool:
+        self.capture.feed(data)
+        return True
