@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -101,7 +100,3 @@ def totals(views: list[ExchangeView]) -> list[dict[str, Any]]:
         {"provider": p, "model": m, "tool": t, "exchanges": n}
         for (p, m, t), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
-
-
-def directory_size(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*.jsonl") if p.is_file())
