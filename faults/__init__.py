@@ -16,6 +16,7 @@ from brownout.faults.http_error import HttpErrorFault
 from brownout.faults.inject import InjectFault
 from brownout.faults.latency import LatencyFault
 from brownout.faults.malformed_json import MalformedJsonFault
+from brownout.faults.mutate import MutateFault
 from brownout.faults.reset import ResetFault
 from brownout.faults.rug_pull import RugPullFault
 from brownout.faults.stall import StallFault
@@ -36,6 +37,7 @@ FAULTS: tuple[type[Fault], ...] = (
     EmptyFault,
     InjectFault,
     RugPullFault,
+    MutateFault,
 )
 
 # The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.

@@ -1,10 +1,12 @@
 """The fault abstraction: what a fault may do at each phase of an exchange.
 
 Faults never see mitmproxy. The proxy layer (proxy/addon.py) asks the active faults, in
-order, at four points and applies what they return:
+order, at these points and applies what they return:
 
 1. `before_upstream`: await delays (latency), or answer instead of upstream
    (`Respond`), or drop the connection (`Reset`), or hold it (`Hang`).
+   Then, when nothing answered, `edit_request` rewrites the decoded request body before it
+   is forwarded (request mutations); the exchange is re-read from what was sent.
 2. `on_response_headers`: await delays (time to first byte); may edit headers.
 3. Body, one of:
    - streamed responses (SSE/NDJSON, or bodies over the streaming threshold):
@@ -121,6 +123,10 @@ class Fault(ABC):
 
     async def before_upstream(self, ctx: FaultContext) -> Respond | Reset | Hang | None:
         return None
+
+    def edit_request(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        """Rewrite the decoded request body before it goes upstream; `headers` may be edited in place."""
+        return body
 
     async def on_response_headers(self, ctx: FaultContext, headers: dict[str, str]) -> None:
         """May await (first-byte latency) or edit `headers` in place."""

@@ -1,6 +1,6 @@
 """A Plan: the faults that fired for one exchange, behind the same phases as `Fault`.
 
-The proxy calls the phases in order (before_upstream, on_response_headers, then
+The proxy calls the phases in order (before_upstream, edit_request, on_response_headers, then
 edit_body or stream_editor/stream_timing) and `finish()` once the exchange ends. Each
 fault call goes through the engine's guard (component "fault:<type>"): a fault that raises
 is treated as "no fault" and the others still act.
@@ -96,6 +96,24 @@ class Plan:
             if result is not None:
                 return result
         return None
+
+    def edits_request(self) -> bool:
+        """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
+        return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)
+
+    def edit_request(self, body: bytes, headers: dict[str, str]) -> bytes:
+        """Apply request edits in rule order to the decoded body; the exchange is re-read from the result."""
+        edited = body
+        for f in self.fired:
+            out = self.guard.call(
+                f"fault:{f.type}", f.fault.edit_request, f.ctx, edited, headers, context="edit_request"
+            )
+            _note(f)
+            if out is not None:
+                edited = out
+        if edited != body and self.wire is not None and self.exchange is not None:
+            self.guard.call("wire", self.wire.reparse_request, self.exchange, edited, context="edited request")
+        return edited
 
     async def on_response_headers(self, status: int, headers: dict[str, str]) -> None:
         """First-byte delays and header edits; `headers` is edited in place."""

@@ -78,8 +78,8 @@ def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guar
     return token
 
 
-def sync_headers(resp: http.Response, before: dict[str, str], after: dict[str, str]) -> None:
-    """Apply a fault's edits of a lower-cased header dict back onto the response."""
+def sync_headers(resp: http.Message, before: dict[str, str], after: dict[str, str]) -> None:
+    """Apply a fault's edits of a lower-cased header dict back onto the response (or request)."""
     for k in before.keys() - after.keys():
         resp.headers.pop(k, None)
     for k, v in after.items():

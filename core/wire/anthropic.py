@@ -7,8 +7,10 @@ from typing import Any
 
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire import anthropic_faults
+from brownout.core.wire.anthropic_history import AnthropicHistory
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat
+from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
 
 __all__ = ["AnthropicFormat", "AnthropicStreamParser"]
@@ -95,6 +97,9 @@ class AnthropicFormat(ProviderFormat):
                             block.get("is_error") is True,
                         )
                     )
+
+    def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
+        return AnthropicHistory(doc) if isinstance(doc, dict) else None
 
     def _response(self, exchange: Exchange, data: Any) -> None:
         if not isinstance(data, dict):

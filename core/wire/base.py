@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange
+from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.replaykey import normalised_body
 
 __all__ = ["RequestInfo", "StreamEvent", "StreamParser", "WireFormat"]
@@ -94,3 +95,15 @@ class WireFormat(ABC):
     def is_terminal(self, event: StreamEvent) -> bool:
         """True for the event that marks a complete stream ([DONE], message_stop, done:true)."""
         return False
+
+    def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
+        """The conversation in a decoded request document, for request mutations; None: it has none."""
+        return None
+
+    def reparse_request(self, exchange: Exchange, body: bytes) -> None:
+        """Read a request again after a fault rewrote it: the exchange then shows what upstream got."""
+        exchange.messages.clear()
+        exchange.tool_results.clear()
+        exchange.tools_declared.clear()
+        exchange.request_bytes = len(body)
+        self.parse_request(exchange, body)

@@ -10,6 +10,8 @@ from typing import Any
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
+from brownout.core.wire.gemini_history import GeminiHistory
+from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import TextBuffer, as_int, as_list, dumps, new_id
 
 __all__ = ["GeminiFormat", "GeminiStreamParser"]
@@ -134,6 +136,9 @@ class GeminiFormat(ProviderFormat):
                     call_id = fr.get("id") if isinstance(fr.get("id"), str) else None
                     name = fr.get("name") if isinstance(fr.get("name"), str) else None
                     exchange.tool_results.append(ToolResult(call_id, dumps(fr.get("response")), name))
+
+    def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
+        return GeminiHistory(doc) if isinstance(doc, dict) and exchange.operation == "generate_content" else None
 
     def parse_response(self, exchange: Exchange, body: bytes) -> None:
         if not body[:64].lstrip().startswith(b"["):

@@ -10,7 +10,9 @@ from typing import Any
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat
+from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import TextBuffer, as_int, as_list, dumps
+from brownout.core.wire.openai_history import ChatHistory
 
 __all__ = ["OllamaFormat", "OllamaStreamParser"]
 
@@ -120,6 +122,10 @@ class OllamaFormat(ProviderFormat):
         _line(exchange, data, text)
         if text:
             exchange.output_text = text.value()
+
+    def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
+        # /api/chat messages have OpenAI's chat layout; /api/generate has a prompt, no history.
+        return ChatHistory(doc) if isinstance(doc, dict) and exchange.operation == "chat" else None
 
     def parse_response(self, exchange: Exchange, body: bytes) -> None:
         # A streamed body parsed whole (not framed by the caller) is several NDJSON lines.

@@ -9,7 +9,9 @@ from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, Tool
 from brownout.core.wire import openai_faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
+from brownout.core.wire.openai_history import ChatHistory, ResponsesHistory
 from brownout.core.wire.openai_stream import (
     RESPONSES_TERMINAL,
     ChatStreamParser,
@@ -102,6 +104,13 @@ class OpenAIFormat(ProviderFormat):
                 exchange.messages.append(Message("user", prompt))
         elif op != "embeddings":
             _chat_request(exchange, data)
+
+    def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
+        if not isinstance(doc, dict):
+            return None
+        if exchange.operation == "responses":
+            return ResponsesHistory(doc)
+        return ChatHistory(doc) if exchange.operation == "chat" else None
 
     # -- responses -----------------------------------------------------------------
 

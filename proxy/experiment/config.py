@@ -55,6 +55,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "malformed_json": 2.0,  # a body, an SSE frame or tool-call arguments that no longer parse
     "inject": 2.0,  # prompt injection into a tool output or completion
     "rug_pull": 2.0,  # an MCP server whose tools change under the agent, or carry instructions
+    "mutate": 1.5,  # a request the model sees changed: typos, a planted instruction, lost or reordered history
 }
 
 METRICS = (

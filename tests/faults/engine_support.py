@@ -77,7 +77,7 @@ class TagParams(FaultParams):
 
 
 class TagFault(Fault):
-    """Appends text to bodies and stream events; records a random number from its RNG."""
+    """Appends text to requests, bodies and stream events; records a random number from its RNG."""
 
     type = "tag"
     Params = TagParams
@@ -85,6 +85,9 @@ class TagFault(Fault):
 
     async def before_upstream(self, ctx: FaultContext) -> None:
         ctx.extra["roll"] = ctx.rng.random()
+
+    def edit_request(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        return body + self.params.text.encode()
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         return body + self.params.text.encode()
@@ -121,6 +124,9 @@ class BoomFault(Fault):
         raise RuntimeError("boom")
 
     async def on_response_headers(self, ctx: FaultContext, headers: dict[str, str]) -> None:
+        raise RuntimeError("boom")
+
+    def edit_request(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         raise RuntimeError("boom")
 
     def wants_body(self, ctx: FaultContext) -> bool:

@@ -200,6 +200,7 @@ def test_a_fault_that_raises_is_contained_and_counted() -> None:
     )
     plan = e.plan(ex(), WIRE)
     assert run(plan.before_upstream()) is None
+    assert plan.edits_request() and plan.edit_request(b"req", {}) == b"req+"
     run(plan.on_response_headers(200, {}))
     assert plan.wants_body() is False
     assert plan.edit_body(b"body", {}) == b"body+"
@@ -208,7 +209,7 @@ def test_a_fault_that_raises_is_contained_and_counted() -> None:
     assert editor is not None
     assert editor.on_event(StreamEvent(raw=b"data: a\n\n", data="a")) == [b"data: a+\n\n"]
     assert editor.on_event(StreamEvent(raw=b"data: b\n\n", data="b")) == [b"data: b+\n\n"]
-    assert guard.snapshot() == {"fault:boom": 6}  # one per phase; the broken editor dropped out after one
+    assert guard.snapshot() == {"fault:boom": 7}  # one per phase; the broken editor dropped out after one
 
 
 def test_a_strict_guard_raises_a_faults_error() -> None:

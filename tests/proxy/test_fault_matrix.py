@@ -29,6 +29,7 @@ FAULTS = {
     "hang": "{type: hang, duration_ms: 300}",
     "empty": "{type: empty}",
     "inject": "{type: inject, target: completion, text: INJECTED-MARKER}",
+    "mutate": "{type: mutate, kind: typos, rate: 1}",
 }
 STREAM_ONLY = {"stall", "truncate"}
 
@@ -48,7 +49,7 @@ def _request(provider: str, stream: bool) -> tuple[str, str, dict[str, Any] | No
         return (
             "POST",
             f"/v1beta/models/gemini-2.0-flash:{verb}",
-            {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+            {"contents": [{"role": "user", "parts": [{"text": "hello there"}]}]},
         )
     if provider == "ollama":
         return "POST", "/api/chat", {"model": "llama3.2", "messages": msgs, "stream": stream}
@@ -70,7 +71,7 @@ CASES = [
     for fault in FAULTS
     for stream in ((False, True) if provider != "mcp" else (False,))
     if not (fault in STREAM_ONLY and not stream)
-    and not (provider == "mcp" and fault in {"empty", "inject", "malformed_json"})
+    and not (provider == "mcp" and fault in {"empty", "inject", "malformed_json", "mutate"})
 ]
 
 
@@ -142,6 +143,10 @@ def test_fault_acts_on_provider(matrix: Any, provider: str, fault: str, stream: 
         assert ex.output_text == "" and not ex.tool_calls
     elif fault == "inject":
         assert status == 200 and "INJECTED-MARKER" in text
+    elif fault == "mutate":
+        sent = up.requests_seen[-1]
+        assert status == 200 and sent.path == path and json.loads(sent.body) != body
+        assert "hello there" not in sent.body.decode() and ex.faults[0].params["typos"] == 2
 
 
 def _unparseable(text: str) -> bool:
