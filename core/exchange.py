@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_CAPTURE_MAX_BYTES",
+    "Cost",
     "Exchange",
     "FaultRecord",
     "Message",
@@ -85,6 +86,18 @@ class Usage:
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Cost:
+    """What an exchange cost at its provider's list prices, from a maintained price table."""
+
+    total: float
+    input: float
+    output: float
+    currency: str  # ISO 4217; the price table's prices are in US dollars
+    model: str  # the price table's id of the model that was priced
+    provider: str  # the price table's id of the provider
 
 
 @dataclass(slots=True)
@@ -165,6 +178,7 @@ class Exchange:
     response_model: str | None = None
     finish_reasons: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    cost: Cost | None = None  # priced when the exchange finishes; None: no usage, or a model the table lacks
     output_text: str = ""  # assistant text (or the tool API's body), capped at capture_max_bytes
     tool_calls: list[ToolCall] = field(default_factory=list)
     streamed: bool = False  # the response was passed through as a stream

@@ -204,6 +204,11 @@ def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: 
         attrs["gen_ai.usage.input_tokens"] = exchange.usage.input_tokens
     if exchange.usage.output_tokens is not None:
         attrs["gen_ai.usage.output_tokens"] = exchange.usage.output_tokens
+    if exchange.cost is not None:
+        attrs["brownout.cost.total"] = exchange.cost.total
+        attrs["brownout.cost.input"] = exchange.cost.input
+        attrs["brownout.cost.output"] = exchange.cost.output
+        attrs["brownout.cost.currency"] = exchange.cost.currency
     ttfc = exchange.timings.ttfc_s
     if (exchange.stream or exchange.streamed) and ttfc is not None:
         attrs["gen_ai.response.time_to_first_chunk"] = ttfc

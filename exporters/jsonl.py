@@ -117,6 +117,7 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "ttfc_s": t.ttfc_s,
         "input_tokens": exchange.usage.input_tokens,
         "output_tokens": exchange.usage.output_tokens,
+        "cost": _cost(exchange),
         "finish_reasons": list(exchange.finish_reasons),
         "retry_count": exchange.retry_count,
         "stream_complete": exchange.stream_complete,
@@ -126,3 +127,10 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         # Fault params can hold injected text; rule and fault type are enough to correlate.
         "faults": [{"rule": f.rule, "fault": f.fault, "at": f.at} for f in exchange.faults],
     }
+
+
+def _cost(exchange: Exchange) -> dict[str, Any] | None:
+    cost = exchange.cost
+    if cost is None:
+        return None
+    return {"total": cost.total, "input": cost.input, "output": cost.output, "currency": cost.currency}

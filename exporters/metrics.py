@@ -92,6 +92,7 @@ COMPONENTS = (
     "exchange",
     "wire",
     "engine",
+    "cost",
     "fault",
     "spans",
     "invariants",
@@ -221,6 +222,12 @@ class Metrics:
         self.tokens = Counter(
             "brownout_tokens", "Tokens reported by providers.", ["provider", "model", "type"], registry=r
         )
+        self.cost = Counter(
+            "brownout_cost_usd",
+            "What LLM calls cost at list prices (genai-prices table), in US dollars.",
+            ["provider", "model"],
+            registry=r,
+        )
         self.retries = Counter(
             "brownout_retries",
             "Client retries seen on the wire (x-stainless-retry-count > 0).",
@@ -339,6 +346,8 @@ class Metrics:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count:
                 self.tokens.labels(provider, model, kind).inc(count)
+        if exchange.cost is not None and exchange.cost.currency == "USD" and exchange.cost.total > 0:
+            self.cost.labels(provider, model).inc(exchange.cost.total)
         # The same gen_ai.* values as the span (one mapping, in brownout.core.span_attributes).
         genai_op = operation_name(exchange)
         if genai_op is None:

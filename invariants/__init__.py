@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from brownout.core.registry import build_registry
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.call_budget import CallBudget
+from brownout.invariants.cost_budget import CostBudget
 from brownout.invariants.custom import Custom
 from brownout.invariants.injection_followed import InjectionFollowed
 from brownout.invariants.latency_budget import LatencyBudget
@@ -32,6 +33,7 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     RetryDiscipline,
     TokenBudget,
     CallBudget,
+    CostBudget,
     StreamComplete,
     InjectionFollowed,
     McpTools,

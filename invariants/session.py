@@ -34,6 +34,8 @@ class Session:
     llm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0  # summed over priced exchanges
+    unpriced_calls: int = 0  # LLM calls that reported tokens but could not be priced
     first_start: float | None = None
     last_end: float | None = None
     closed: bool = False  # set once session-end checks ran
@@ -67,6 +69,10 @@ class Session:
             self.llm_calls += 1
         self.input_tokens += summary.input_tokens
         self.output_tokens += summary.output_tokens
+        if summary.cost_usd is not None:
+            self.cost_usd += summary.cost_usd
+        elif summary.is_llm and (summary.input_tokens or summary.output_tokens):
+            self.unpriced_calls += 1
         self.first_start = summary.start if self.first_start is None else min(self.first_start, summary.start)
         self.last_end = summary.end if self.last_end is None else max(self.last_end, summary.end)
         for spec in summary.tools_declared:

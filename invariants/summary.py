@@ -69,6 +69,7 @@ class ExchangeSummary:
     finish_reasons: tuple[str, ...]
     input_tokens: int
     output_tokens: int
+    cost_usd: float | None  # at list prices; None when not priced (no usage, or a model the table lacks)
     retry_count: int | None  # x-stainless-retry-count
     retry_after_s: float | None  # from retry-after-ms / retry-after on the response
     tool_name: str | None
@@ -172,6 +173,7 @@ class ExchangeSummary:
             finish_reasons=tuple(exchange.finish_reasons),
             input_tokens=exchange.usage.input_tokens or 0,
             output_tokens=exchange.usage.output_tokens or 0,
+            cost_usd=exchange.cost.total if exchange.cost is not None and exchange.cost.currency == "USD" else None,
             retry_count=exchange.retry_count,
             retry_after_s=parse_retry_after(exchange.response_headers, now=end),
             tool_name=exchange.tool_name or (executed.name if executed else None),

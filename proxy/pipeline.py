@@ -1,6 +1,6 @@
 """What happens to a finished exchange: span, invariants, exporters, listeners.
 
-Order per exchange: build the span (attributes, fault events) -> run span- and session-level
+Order per exchange: price it (tokens -> currency) -> build the span (attributes, fault events) -> run span- and session-level
 invariants on it -> add violation events and end it (BatchSpanProcessor ships it off-loop)
 -> metrics and logs -> listeners. Each step is contained by the guard: traffic first.
 """
@@ -8,10 +8,12 @@ invariants on it -> add violation events and end it (BatchSpanProcessor ships it
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.spans import SpanBuilder
@@ -36,6 +38,7 @@ class Pipeline:
         self.violation_listeners: list[Callable[[Violation], None]] = []
         self._started = False
         self._last_sweep = time.monotonic()
+        self.pricer = Pricer()
         self._build(config)
 
     def _build(self, config: BrownoutConfig) -> None:
@@ -64,6 +67,8 @@ class Pipeline:
         return bool(self.invariants.invariants) or self.exporters.otlp is not None or self.exporters.span_consumers > 0
 
     def complete(self, exchange: Exchange) -> None:
+        if exchange.cost is None:
+            exchange.cost = self.guard.call("cost", self.pricer.price, exchange, context=f"exchange {exchange.id}")
         violations: list[Violation] = []
         if not self.needs_spans:
             self.invariants.check_without_span(exchange)  # keeps the session count current
@@ -97,6 +102,10 @@ class Pipeline:
 
     def start(self, *, rules: Callable[[], Any]) -> None:
         self._started = True
+        # Off the loop: loading the price table takes a moment that traffic should not wait for.
+        threading.Thread(
+            target=self.guard.call, args=("cost", self.pricer.warm), name="brownout-prices", daemon=True
+        ).start()
         self.exporters.watch(sessions=lambda: self.invariants.sessions_active, rules=rules)
         self.exporters.start()
 

@@ -6,8 +6,10 @@ Definitions (also in the README):
   runs are too small for a z-test's normal approximation;
 - recovery rate: chaos runs that met at least one fault and still passed / chaos runs that met one;
 - cost of chaos: exchanges the client marked as retries (`x-stainless-retry-count` > 0), attributed
-  to the fault type of the latest faulted exchange before them in the same run, with their tokens;
-  plus the extra calls and tokens per run of runs that met the fault type, over the baseline mean;
+  to the fault type of the latest faulted exchange before them in the same run, with their tokens
+  and their cost; plus the extra calls, tokens and cost per run of runs that met the fault type, over
+  the baseline mean. Costs are in US dollars at list prices (the genai-prices table); a phase with
+  no priced exchange has no cost (None), not a cost of zero;
 - robustness: sum(passed * difficulty) / sum(difficulty) over chaos runs that met a fault, where a
   run's difficulty is the sum of the weights of the distinct fault types it met;
 - per-fault breakdown: per fault type and target (tool name, else provider), runs that met it and
@@ -34,6 +36,15 @@ SIGNIFICANCE = 0.05
 
 def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
+
+
+def _cost_per_run(runs: list[RunResult]) -> float | None:
+    """Mean cost per run in US dollars, or None when none of the runs' exchanges was priced."""
+    return _mean([r.cost_usd for r in runs]) if any(r.priced for r in runs) else None
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
@@ -77,6 +88,8 @@ def phase_stats(label: str, runs: list[RunResult]) -> dict[str, Any]:
         "calls_per_run": _mean([float(r.calls) for r in runs]),
         "llm_calls_per_run": _mean([float(r.llm_calls) for r in runs]),
         "tokens_per_run": _mean([float(r.tokens) for r in runs]),
+        "cost_usd_per_run": _cost_per_run(runs),
+        "cost_usd": sum(r.cost_usd for r in runs) if any(r.priced for r in runs) else None,
         "violations": {
             "total": sum(by_sev.values()),
             "by_severity": dict(by_sev),
@@ -133,6 +146,7 @@ def robustness(runs: Iterable[RunResult], weights: dict[str, float], default_wei
 def _cost_of_chaos(chaos: list[RunResult], baseline: list[RunResult]) -> dict[str, Any]:
     retried: Counter[str] = Counter()
     retry_tokens: Counter[str] = Counter()
+    retry_cost: dict[str, float] = {}
     faulted: Counter[str] = Counter()
     for r in chaos:
         last: list[str] = []
@@ -141,12 +155,15 @@ def _cost_of_chaos(chaos: list[RunResult], baseline: list[RunResult]) -> dict[st
                 for kind in last:
                     retried[kind] += 1
                     retry_tokens[kind] += ex.input_tokens + ex.output_tokens
+                    if ex.cost_usd is not None:
+                        retry_cost[kind] = retry_cost.get(kind, 0.0) + ex.cost_usd
             if ex.faults:
                 last = sorted({f["fault"] for f in ex.faults})
                 for kind in last:
                     faulted[kind] += 1
     base_calls = _mean([float(r.calls) for r in baseline])
     base_tokens = _mean([float(r.tokens) for r in baseline])
+    base_cost = _cost_per_run(baseline)
     out: dict[str, Any] = {}
     for kind in sorted(faulted):
         met = [r for r in chaos if kind in r.fault_types]
@@ -158,6 +175,8 @@ def _cost_of_chaos(chaos: list[RunResult], baseline: list[RunResult]) -> dict[st
             "retry_tokens": retry_tokens[kind],
             "extra_calls_per_run": None if calls is None or base_calls is None else calls - base_calls,
             "extra_tokens_per_run": None if tokens is None or base_tokens is None else tokens - base_tokens,
+            "retry_cost_usd": retry_cost.get(kind),
+            "extra_cost_usd_per_run": _minus(_cost_per_run(met), base_cost),
         }
     return out
 
@@ -225,6 +244,12 @@ def analyze(result: ExperimentResult, config: ExperimentConfig) -> dict[str, Any
         },
         "recovery": _rate(recovered, len(faulted)),
         "cost_of_chaos": _cost_of_chaos(chaos, baseline),
+        "cost_usd": {
+            "baseline_per_run": _cost_per_run(baseline),
+            "chaos_per_run": _cost_per_run(chaos),
+            "extra_per_run": _minus(_cost_per_run(chaos), _cost_per_run(baseline)),
+            "chaos_total": sum(r.cost_usd for r in chaos) if any(r.priced for r in chaos) else None,
+        },
         "robustness": robustness(chaos, config.weight_table()),
         "fault_breakdown": _fault_breakdown(chaos),
         "violation_timeline": _violation_timeline(result),

@@ -66,6 +66,7 @@ METRICS = (
     "p95_duration_s",
     "calls_per_run",
     "tokens_per_run",
+    "cost_usd_per_run",
     "faults",
     "violations",
     *(f"violations.{s}" for s in SEVERITIES),

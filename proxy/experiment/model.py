@@ -35,6 +35,7 @@ class ExchangeSummary:
     tool: str | None
     at: float
     faults: list[dict[str, Any]] = field(default_factory=list)  # {rule, fault}
+    cost_usd: float | None = None  # at list prices (genai-prices); None when not priced
 
     @property
     def llm(self) -> bool:
@@ -45,6 +46,7 @@ def summarize_exchange(ex: Any) -> ExchangeSummary:
     """Reduce an Exchange (read defensively: its model is still growing) to an ExchangeSummary."""
     usage = getattr(ex, "usage", None)
     timings = getattr(ex, "timings", None)
+    cost = getattr(ex, "cost", None)
     tool = getattr(ex, "tool_name", None)
     if tool is None:
         calls = getattr(ex, "tool_calls", None) or []
@@ -61,6 +63,7 @@ def summarize_exchange(ex: Any) -> ExchangeSummary:
         tool=tool,
         at=float(getattr(timings, "start", 0.0) or 0.0),
         faults=[{"rule": f.rule, "fault": f.fault} for f in getattr(ex, "faults", [])],
+        cost_usd=float(cost.total) if cost is not None and getattr(cost, "currency", "") == "USD" else None,
     )
 
 
@@ -105,9 +108,18 @@ class RunResult:
     def tokens(self) -> int:
         return sum(ex.input_tokens + ex.output_tokens for ex in self.exchanges)
 
+    @property
+    def cost_usd(self) -> float:
+        """What the run's priced exchanges cost, in US dollars."""
+        return sum(ex.cost_usd or 0.0 for ex in self.exchanges)
+
+    @property
+    def priced(self) -> bool:
+        return any(ex.cost_usd is not None for ex in self.exchanges)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["calls"], d["llm_calls"], d["tokens"] = self.calls, self.llm_calls, self.tokens
+        d["calls"], d["llm_calls"], d["tokens"], d["cost_usd"] = self.calls, self.llm_calls, self.tokens, self.cost_usd
         d["faults"] = [dict(f, tool=ex.tool, provider=ex.provider) for ex in self.exchanges for f in ex.faults]
         return d
 

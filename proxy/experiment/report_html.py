@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from brownout.proxy.experiment import charts
-from brownout.proxy.experiment.report_md import _num, _pct
+from brownout.proxy.experiment.report_md import _num, _pct, _usd
 from brownout.proxy.experiment.services import command_text, outcome
 
 __all__ = ["render_html", "write_html"]
@@ -36,6 +36,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["pct"] = _pct
     env.filters["num"] = _num
+    env.filters["usd"] = _usd
     env.filters["shell"] = command_text
     env.filters["service_outcome"] = outcome
     env.tests["local_file"] = _local_file

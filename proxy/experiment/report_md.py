@@ -25,6 +25,13 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+def _usd(x: float | None, sign: str = "") -> str:
+    """US dollars with enough digits for a single LLM call (fractions of a cent)."""
+    if x is None:
+        return "n/a"
+    return f"{'-' if x < 0 else sign if x > 0 else ''}${abs(x):.4f}"
+
+
 def _text(value: Any) -> str:
     # GitHub renders inline HTML in job summaries and PR comments, and `|` ends a table cell: names and
     # reasons come from the experiment file, the agent and the model, so they are shown, never interpreted.
@@ -54,8 +61,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         + (f" · aborted: {_text(report['abort_reason'])}" if report.get("abort_reason") else "")
         + (f" · error: {_text(report['error'])}" if report.get("error") else ""),
         "",
-        "| phase | runs | success (95% CI) | drop vs baseline (p) | p50 / p95 s | calls/run | tokens/run | faults | violations |",
-        "|---|---:|---|---|---|---:|---:|---:|---:|",
+        "| phase | runs | success (95% CI) | drop vs baseline (p) | p50 / p95 s | calls/run | tokens/run | cost/run | faults | violations |",
+        "|---|---:|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for p in report["phases"]:
         lo, hi = p["success_ci95"]
@@ -67,7 +74,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {_text(p['label'])}{' 🔥' if p['chaos'] else ''} | {p['runs']} | {_pct(p['success_rate'])} "
             f"[{_pct(lo)}, {_pct(hi)}] | {drop} | {_num(d['p50'])} / {_num(d['p95'])} | "
-            f"{_num(p['calls_per_run'], '.1f')} | {_num(p['tokens_per_run'], '.0f')} | {p['faults']} | {p['violations']['total']} |"
+            f"{_num(p['calls_per_run'], '.1f')} | {_num(p['tokens_per_run'], '.0f')} | {_usd(p.get('cost_usd_per_run'))} | "
+            f"{p['faults']} | {p['violations']['total']} |"
         )
     rob = report["robustness"]
     rec = report["recovery"]
@@ -102,16 +110,23 @@ def render_markdown(report: dict[str, Any]) -> str:
             )
         lines.append("")
     if report["cost_of_chaos"]:
+        lines += ["### Cost of chaos", ""]
+        money = report.get("cost_usd") or {}
+        if money.get("extra_per_run") is not None:
+            lines += [
+                f"{_usd(money['extra_per_run'], '+')} per run under chaos (baseline {_usd(money['baseline_per_run'])}, "
+                f"chaos {_usd(money['chaos_per_run'])}; USD at list prices)",
+                "",
+            ]
         lines += [
-            "### Cost of chaos",
-            "",
-            "| fault | faulted calls | retries | retry tokens | extra calls/run |",
-            "|---|---:|---:|---:|---:|",
+            "| fault | faulted calls | retries | retry tokens | retry cost | extra calls/run | extra cost/run |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for kind, c in report["cost_of_chaos"].items():
             lines.append(
                 f"| {_text(kind)} | {c['faulted_exchanges']} | {c['retried_exchanges']} | {c['retry_tokens']} | "
-                f"{_num(c['extra_calls_per_run'], '+.1f')} |"
+                f"{_usd(c.get('retry_cost_usd'))} | {_num(c['extra_calls_per_run'], '+.1f')} | "
+                f"{_usd(c.get('extra_cost_usd_per_run'), '+')} |"
             )
         lines.append("")
     if report.get("services"):

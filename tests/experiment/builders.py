@@ -18,6 +18,7 @@ def exchange(
     tool: str | None = None,
     at: float = 0.0,
     provider: str = "openai",
+    cost: float | None = None,
 ) -> ExchangeSummary:
     return ExchangeSummary(
         provider=provider,
@@ -31,6 +32,7 @@ def exchange(
         tool=tool,
         at=at,
         faults=[{"rule": f"r-{f}", "fault": f} for f in faults],
+        cost_usd=cost,
     )
 
 
@@ -76,20 +78,24 @@ def fixture_result() -> ExperimentResult:
 
     Chaos runs 1-4 met http_error (run 4 failed), runs 5-6 met reset (run 6 failed), runs 7-10 met nothing.
     Run 1: a 429 then a retry of 5 tokens. Durations 1..10 s in both phases.
+    Every token costs $0.0001; an exchange answered by a fault before upstream has no cost.
     """
-    base = [run("baseline", i, "passed", [exchange(), exchange()], duration=float(i)) for i in range(1, 11)]
+    base = [
+        run("baseline", i, "passed", [exchange(cost=1e-3), exchange(cost=1e-3)], duration=float(i))
+        for i in range(1, 11)
+    ]
     chaos = []
     for i in range(1, 11):
         if i <= 4:
             exs = [
                 exchange(faults=("http_error",), tokens=0, tool="get_weather", at=1.0),
-                exchange(retry=1, tokens=5, at=2.0),
-                exchange(at=3.0),
+                exchange(retry=1, tokens=5, at=2.0, cost=5e-4),
+                exchange(at=3.0, cost=1e-3),
             ]
         elif i <= 6:
             exs = [exchange(faults=("reset",), tokens=0, at=1.0)]
         else:
-            exs = [exchange(), exchange()]
+            exs = [exchange(cost=1e-3), exchange(cost=1e-3)]
         status = "failed" if i in (4, 6) else "passed"
         viol = (
             [{"invariant": "retry_discipline", "severity": "error", "message": "m", "timestamp": 105.0}]

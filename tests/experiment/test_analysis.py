@@ -46,8 +46,19 @@ def test_recovery_robustness_cost_breakdown(analysis: dict) -> None:
         "retry_tokens": 20,
         "extra_calls_per_run": 1.0,
         "extra_tokens_per_run": pytest.approx(-5.0),
+        "retry_cost_usd": pytest.approx(4 * 5e-4),
+        "extra_cost_usd_per_run": pytest.approx(1.5e-3 - 2e-3),
     }
     assert cost["reset"]["extra_calls_per_run"] == -1.0
+    assert cost["reset"]["retry_cost_usd"] is None and cost["reset"]["extra_cost_usd_per_run"] is None  # never priced
+    # Chaos runs: 4 at $0.0015, 2 that never reached upstream, 4 at $0.002; baseline runs $0.002 each.
+    assert analysis["cost_usd"] == {
+        "baseline_per_run": pytest.approx(2e-3),
+        "chaos_per_run": pytest.approx(1.4e-3),
+        "extra_per_run": pytest.approx(-6e-4),
+        "chaos_total": pytest.approx(1.4e-2),
+    }
+    assert analysis["phases"][1]["cost_usd_per_run"] == pytest.approx(1.4e-3)
     rows = {(r["fault"], r["target"]): (r["runs"], r["failed"], r["rate"]) for r in analysis["fault_breakdown"]}
     assert rows == {("http_error", "get_weather"): (4, 1, 0.25), ("reset", "openai"): (2, 1, 0.5)}
 

@@ -231,3 +231,19 @@ def test_markdown_shows_markup_as_text(tmp_path: Path) -> None:
             assert len(widths) == 1, table
             table = []
     assert "alert" in md and "hypothesis" in md
+
+
+def test_cost_of_chaos_in_currency_in_markdown_and_html() -> None:
+    from brownout.proxy.experiment.report_html import render_html
+    from brownout.proxy.experiment.report_md import render_markdown
+
+    report = make_report()
+    assert report["cost_usd"]["extra_per_run"] == pytest.approx(-6e-4)
+    md = render_markdown(report)
+    assert "-$0.0006 per run under chaos (baseline $0.0020, chaos $0.0014; USD at list prices)" in md
+    # http_error: four retries at $0.0005; its runs cost $0.0015 against the baseline's $0.0020.
+    assert "| http_error | 4 | 4 | 20 | $0.0020 | +1.0 | -$0.0005 |" in md
+    assert "| reset | 2 | 0 | 0 | n/a | -1.0 | n/a |" in md
+    assert "| 10 | 100.0% [72.2%, 100.0%] |  | 5.50 / 9.55 | 2.0 | 20 | $0.0020 |" in md
+    page = render_html(report)
+    assert "-$0.0006 per run under chaos" in page and "<td>$0.0020</td>" in page

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from brownout.core.exchange import FaultRecord, Usage
+from brownout.core.exchange import Cost, FaultRecord, Usage
 from brownout.exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
 from tests.exporters.expsamples import decision, exchange, traffic, violation
 
@@ -59,6 +59,19 @@ def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
     assert value(metrics, "brownout_time_to_first_chunk_seconds_count", provider="openai") == 2
     assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="input") == 24
     assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="output") == 68
+
+
+def test_cost_in_dollars_with_bounded_model_labels(metrics: Metrics) -> None:
+    priced = exchange()
+    priced.cost = Cost(total=0.25, input=0.05, output=0.2, currency="USD", model="gpt-4o-mini", provider="openai")
+    metrics.observe_exchange(priced)
+    metrics.observe_exchange(priced)
+    odd = exchange(model="someone-elses-model-7b")
+    odd.cost = Cost(total=0.5, input=0.5, output=0.0, currency="USD", model="x", provider="openai")
+    metrics.observe_exchange(odd)
+    metrics.observe_exchange(exchange())  # unpriced: adds nothing
+    assert value(metrics, "brownout_cost_usd_total", provider="openai", model="gpt-4o-mini") == 0.5
+    assert value(metrics, "brownout_cost_usd_total", provider="openai", model="other") == 0.5
 
 
 def test_duration_buckets_reach_minutes(metrics: Metrics) -> None:

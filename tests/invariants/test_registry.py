@@ -94,6 +94,7 @@ def test_full_config_round_trip() -> None:
                 {"type": "retry_discipline", "max_retries": 2},
                 {"type": "token_budget", "max_tokens": 200000},
                 {"type": "call_budget", "max_calls": 50, "max_duration_s": 600},
+                {"type": "cost_budget", "max_session_usd": 0.5},
                 {"type": "stream_complete"},
                 {"type": "injection_followed", "markers": ["evil.example"]},
                 {"type": "mcp_tools", "checks": ["stale"]},
