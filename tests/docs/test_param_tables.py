@@ -27,6 +27,7 @@ from brownout.faults import FAULTS
 from brownout.faults.config import MatchConfig, QuotaConfig, ScheduleConfig
 from brownout.invariants import INVARIANTS
 from brownout.invariants.base import InvariantConfigBase
+from brownout.invariants.tool_policy import ArgumentRule, OrderRule
 from brownout.proxy.config import BrownoutConfig, ControlConfig, ProxySettings
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 from tests.docs.mdpages import DOCS, Cell, Table, page
@@ -49,6 +50,8 @@ CONFIG_TABLES: list[tuple[str, str, type[BaseModel], frozenset[str]]] = [
     ("record-replay.md", "record", RecordConfig, frozenset()),
     ("record-replay.md", "replay", ReplayConfig, frozenset()),
     ("invariants.md", "Fields every invariant takes", InvariantConfigBase, frozenset({"severity"})),
+    ("invariants.md", "Argument rules", ArgumentRule, frozenset()),
+    ("invariants.md", "Order rules", OrderRule, frozenset()),
 ]
 
 
