@@ -21,8 +21,8 @@ from brownout.invariants.no_pii import NoPii
 from brownout.invariants.retry_discipline import RetryDiscipline
 from brownout.invariants.stream_complete import StreamComplete
 from brownout.invariants.token_budget import TokenBudget
-from brownout.invariants.tool_policy import ToolPolicy
 from brownout.invariants.tool_arguments_json import ToolArgumentsJson
+from brownout.invariants.tool_policy import ToolPolicy
 
 __all__ = ["INVARIANTS", "REGISTRY", "create"]
 
