@@ -49,7 +49,7 @@ class ArgumentRule(Model):
         default_factory=dict, description="Argument -> regex the value (each item of a list) must match in full."
     )
 
-    model_config = ConfigDict(Model.model_config, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @field_validator("schema_")
     @classmethod
@@ -182,9 +182,9 @@ class ToolPolicy(Invariant[ToolPolicyConfig]):
             out.append(("allow", f"not in allow {self.config.allow}"))
         out += [(f"deny[{i}]", f"denied by {glob!r}") for i, glob, g in self._deny if g.match(name)]
         args = _arguments(call)
-        for rule in self._arguments:
-            if rule.tool.match(name) and args is not None:
-                out += [(rule.where, problem) for problem in _argument_problems(rule, args)]
+        for arg_rule in self._arguments:
+            if arg_rule.tool.match(name) and args is not None:
+                out += [(arg_rule.where, problem) for problem in _argument_problems(arg_rule, args)]
         for glob, limit, g in self._max:
             if g.match(name):
                 key = (source, glob)
