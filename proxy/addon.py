@@ -263,30 +263,13 @@ class Brownout:
             await effects.hang(flow, action.duration_s, self.guard)
         else:
             if plan.edits_request():
-                self.guard.call("engine", self._edit_request, flow, plan, context=flow.request.pretty_url)
+                self.guard.call("engine", effects.edit_request, flow, plan, context=flow.request.pretty_url)
             state.timing = self.guard.call("engine", plan.stream_timing)
             if self.tape.on_request(flow, state):  # answered from a cassette, or a replay miss
                 return
             timing = state.timing
             if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
                 state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
-
-    @staticmethod
-    def _edit_request(flow: http.HTTPFlow, plan: Plan) -> None:
-        """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length."""
-        req = flow.request
-        if req.stream:  # over proxy.buffer_max_bytes: it streams through unread
-            return
-        try:
-            body = req.get_content(strict=False) or b""
-        except ValueError:
-            return
-        before = {k.lower(): v for k, v in req.headers.items()}
-        headers = dict(before)
-        edited = plan.edit_request(body, headers)
-        if edited != body:
-            req.content = edited
-        effects.sync_headers(req, before, headers)
 
     def _begin(self, flow: http.HTTPFlow) -> FlowState:
         user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(

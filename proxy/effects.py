@@ -1,4 +1,4 @@
-"""What faults do to a mitmproxy flow: reset it, hold it, re-route it to the relay, edit headers.
+"""What faults do to a mitmproxy flow: reset it, hold it, re-route it to the relay, edit the request or headers.
 
 The fault engine decides in mitmproxy-free terms (Respond, Reset, Hang, StreamTiming); these
 functions turn the decisions into flow operations. Every call into mitmproxy internals goes
@@ -15,10 +15,11 @@ from mitmproxy import http
 
 from brownout.core.guard import Guard
 from brownout.faults.base import StreamTiming
+from brownout.faults.plan import Plan
 from brownout.proxy.connkill import drop_client, is_multiplexed, stream_cancelled
 from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 
-__all__ = ["RelayUnsupported", "drop", "hang", "reset", "route_to_relay", "sync_headers"]
+__all__ = ["RelayUnsupported", "drop", "edit_request", "hang", "reset", "route_to_relay", "sync_headers"]
 
 
 def reset(flow: http.HTTPFlow, guard: Guard) -> None:
@@ -76,6 +77,23 @@ def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guar
     flow.request.host_header = host_header  # the upstream still sees its own Host
     flow.request.headers[RELAY_HEADER] = token
     return token
+
+
+def edit_request(flow: http.HTTPFlow, plan: Plan) -> None:
+    """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length."""
+    req = flow.request
+    if req.stream:  # over proxy.buffer_max_bytes: it streams through unread
+        return
+    try:
+        body = req.get_content(strict=False) or b""
+    except ValueError:
+        return
+    before = {k.lower(): v for k, v in req.headers.items()}
+    headers = dict(before)
+    edited = plan.edit_request(body, headers)
+    if edited != body:
+        req.content = edited
+    sync_headers(req, before, headers)
 
 
 def sync_headers(resp: http.Message, before: dict[str, str], after: dict[str, str]) -> None:
