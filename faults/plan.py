@@ -128,14 +128,17 @@ class Plan:
                 return True
         return bool(self.deferred) and self.exchange is not None and not self.exchange.stream
 
-    def resolve_pending(self) -> list[Fired]:
-        """Decide deferred tool rules whose tool the response now calls; returns the new faults."""
+    def resolve_pending(self, calls: Exchange | None = None) -> list[Fired]:
+        """Decide deferred tool rules whose tool the response now calls; returns the new faults.
+
+        `calls`: where the response's tool calls were parsed (default: the exchange itself)."""
         if not self.deferred or self._host is None or self.exchange is None:
             return []
+        calls = calls if calls is not None else self.exchange
         new: list[Fired] = []
         still: list[Any] = []
         for rule in self.deferred:
-            tool = rule.match.response_match(self.exchange)
+            tool = rule.match.response_match(calls)
             if tool is None:
                 still.append(rule)
                 continue
@@ -148,12 +151,32 @@ class Plan:
 
     def edit_body(self, body: bytes, headers: dict[str, str]) -> bytes:
         """Apply body faults in rule order to a whole decoded body."""
-        self.resolve_pending()
+        if self.deferred:
+            self.resolve_pending(self._tool_calls_of(body))
         for f in self.fired:
             edited = self.guard.call(f"fault:{f.type}", f.fault.edit_body, f.ctx, body, headers, context="edit_body")
             if edited is not None:
                 body = edited
         return body
+
+    def _tool_calls_of(self, body: bytes) -> Exchange | None:
+        """The tool calls a whole response body makes, parsed into a scratch exchange.
+
+        The proxy parses the body after the faults edit it (the record says what the agent got), so
+        a rule waiting for a tool the response calls looks at a parse of its own."""
+        ex, wire = self.exchange, self.wire
+        if ex is None or wire is None:
+            return None
+        probe = Exchange(
+            id=ex.id,
+            session=ex.session,
+            provider=ex.provider,
+            operation=ex.operation,
+            content_type=ex.content_type,
+            capture_max_bytes=ex.capture_max_bytes,
+        )
+        wire.parse_response(probe, body)
+        return probe
 
     def stream_editor(self) -> StreamEditor | None:
         """A chain of the faults' stream editors, or None when nothing edits the stream."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from brownout.core.exchange import Exchange, ToolCall
 from brownout.core.wire.framing import SSEFramer
+from brownout.core.wire.openai import OpenAIFormat
 from brownout.faults.base import Respond
 from brownout.faults.decisions import DecisionLog
 from tests.faults.engine_support import (
@@ -19,14 +20,19 @@ from tests.faults.engine_support import (
 )
 
 
+def _calling(tool: str) -> bytes:
+    call = {"id": "call_1", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [call]}}]}).encode()
+
+
 def test_response_stage_tool_rule_on_a_buffered_body() -> None:
     e = engine({"name": "t", "match": {"tool": "send_*"}, "fault": {"type": "tag", "text": "!"}})
     exchange = ex()
-    plan = e.plan(exchange, WIRE)
+    plan = e.plan(exchange, OpenAIFormat())
     assert not plan.empty and plan.fired == [] and plan.wants_body()
     assert e.decisions.recent() == []  # undecided until the response is known
-    exchange.tool_calls = [ToolCall(name="send_email")]
-    assert plan.edit_body(b"{}", {}) == b"{}!"
+    # The body is edited before the proxy parses it: the plan reads the tool calls from the body.
+    assert plan.edit_body(_calling("send_email"), {}) == _calling("send_email") + b"!"
     [d] = e.decisions.recent()
     assert d.outcome == "fired" and "send_email" in d.reason
     assert [f.rule for f in exchange.faults] == ["t"]
@@ -35,9 +41,8 @@ def test_response_stage_tool_rule_on_a_buffered_body() -> None:
 def test_response_stage_rule_without_the_tool_never_fires() -> None:
     e = engine({"name": "t", "match": {"tool": "send_*"}, "fault": {"type": "tag"}})
     exchange = ex()
-    plan = e.plan(exchange, WIRE)
-    exchange.tool_calls = [ToolCall(name="lookup")]
-    assert plan.edit_body(b"{}", {}) == b"{}" and exchange.faults == []
+    plan = e.plan(exchange, OpenAIFormat())
+    assert plan.edit_body(_calling("lookup"), {}) == _calling("lookup") and exchange.faults == []
     plan.finish()
 
 
