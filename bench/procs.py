@@ -160,6 +160,11 @@ def start_brownout(
     if config:
         cmd += ["-c", config]
     cmd += extra_args or []
+    # Its own free ports for /metrics and the control API: a bench never clashes with another brownout.
+    named = " ".join(extra_args or [])
+    for option in ("brownout_metrics_listen", "brownout_control_listen"):
+        if option not in named:
+            cmd += ["--set", f"{option}=127.0.0.1:0"]
     try:
         proc = _spawn("brownout", cmd, port, workdir, env)
     except OSError as e:
