@@ -5,6 +5,12 @@ Three checks on every `tools/call`, against the session's latest `tools/list` re
 - `unknown`: the tool is still offered (a removed tool is not);
 - `stale`: the server announced `notifications/tools/list_changed` and the agent called a tool
   without listing again (it keeps using a definition that may have changed under it).
+
+"Latest" is the latest reply the agent had received when it sent the call. Exchanges reach the
+invariants when they end, and a listing's reply can reach the agent (which then calls at once)
+before its exchange has ended: so a call that looks wrong is judged again, against the listings
+known by then, once an exchange that started after the call ended is seen (or the session closes),
+and reported only if it is still wrong.
 """
 
 from __future__ import annotations
@@ -38,15 +44,33 @@ class McpToolsConfig(InvariantConfigBase):
     checks: list[Check] = Field(default_factory=lambda: list(ALL_CHECKS))
 
 
+_KEEP_LISTINGS = 8  # a session's recent listings, for calls judged after a later listing arrived
+_MAX_SUSPECTS = 64
+
+
+@dataclass(slots=True, frozen=True)
+class _Offer:
+    """One tools/list reply: when the agent had it, and what it offered."""
+
+    delivered: float
+    tools: dict[str, dict[str, Any] | None]
+    listed_in: str
+
+
 @dataclass(slots=True)
 class _Listing:
-    """What the session's server offers, as its latest tools/list said."""
+    """What the session's server offers, as its tools/list replies said."""
 
-    tools: dict[str, dict[str, Any] | None] | None = None  # None: never listed in this session
-    listed_in: str | None = None  # the exchange id of that listing
+    offers: list[_Offer] = field(default_factory=list)  # by delivery time; empty: never listed
     changed_in: str | None = None  # the exchange that carried an unanswered list_changed
     stale_reported: set[str] = field(default_factory=set)
-    validators: dict[str, Any] = field(default_factory=dict)
+    validators: dict[tuple[str, str], Any] = field(default_factory=dict)  # (listing, tool) -> validator
+    suspects: list[ExchangeSummary] = field(default_factory=list)  # calls that looked wrong, to judge again
+
+    def offer_for(self, call: ExchangeSummary) -> _Offer | None:
+        """The latest listing the agent had received when it sent `call`."""
+        known = [o for o in self.offers if o.delivered <= call.start]
+        return known[-1] if known else None
 
 
 class McpTools(Invariant[McpToolsConfig]):
@@ -61,15 +85,38 @@ class McpTools(Invariant[McpToolsConfig]):
         state: _Listing = session.state_for(self.name, _Listing)
         if LIST_CHANGED in exchange.notifications_before:
             self._changed(state, exchange.exchange_id)  # stdio: announced before this request was sent
-        found: list[Violation] = []
         if exchange.mcp_method == "tools/list" and exchange.error_type is None:
-            state.tools = {t.name: t.schema for t in exchange.tools_declared}
-            state.listed_in, state.changed_in = exchange.exchange_id, None
-            state.validators.clear()
-        elif exchange.mcp_method == "tools/call" and exchange.tool_name:
-            found = [self.violation(msg, session, exchange, details=d) for msg, d in self._judge(state, exchange)]
+            delivered = exchange.start + (
+                exchange.ttfc_s if exchange.ttfc_s is not None else exchange.end - exchange.start
+            )
+            offer = _Offer(delivered, {t.name: t.schema for t in exchange.tools_declared}, exchange.exchange_id)
+            state.offers = sorted([*state.offers, offer], key=lambda o: o.delivered)[-_KEEP_LISTINGS:]
+            kept = {o.listed_in for o in state.offers}
+            state.validators = {k: v for k, v in state.validators.items() if k[0] in kept}
+            state.changed_in = None
+        # Calls that looked wrong are judged again once something started after they ended.
+        settled = [c for c in state.suspects if exchange.start >= c.end]
+        found = self._report(state, session, settled)
+        if exchange.mcp_method == "tools/call" and exchange.tool_name:
+            stale = self._stale(state, exchange)
+            found += [self.violation(msg, session, exchange, details=d) for msg, d in stale]
+            if self._judge(state, exchange) and len(state.suspects) < _MAX_SUSPECTS:
+                state.suspects.append(exchange)
         if LIST_CHANGED in exchange.server_notifications:
             self._changed(state, exchange.exchange_id)  # announced in this exchange's reply
+        return found
+
+    def check_session(self, session: Session, *, final: bool) -> list[Violation]:
+        if not final:
+            return []
+        state: _Listing = session.state_for(self.name, _Listing)
+        return self._report(state, session, list(state.suspects))
+
+    def _report(self, state: _Listing, session: Session, calls: list[ExchangeSummary]) -> list[Violation]:
+        found: list[Violation] = []
+        for call in calls:
+            state.suspects.remove(call)
+            found += [self.violation(msg, session, call, details=d) for msg, d in self._judge(state, call)]
         return found
 
     @staticmethod
@@ -78,53 +125,47 @@ class McpTools(Invariant[McpToolsConfig]):
             state.changed_in = exchange_id
             state.stale_reported.clear()
 
+    def _stale(self, state: _Listing, exchange: ExchangeSummary) -> list[tuple[str, dict[str, Any]]]:
+        tool = exchange.tool_name or ""
+        if "stale" not in self.config.checks or state.changed_in is None or tool in state.stale_reported:
+            return []
+        state.stale_reported.add(tool)
+        message = (
+            f"tools/call {tool!r} after the server announced that its tools changed (exchange "
+            f"{state.changed_in}) without listing them again"
+        )
+        return [(message, {"check": "stale", "tool": tool, "announced_exchange_id": state.changed_in})]
+
     def _judge(self, state: _Listing, exchange: ExchangeSummary) -> list[tuple[str, dict[str, Any]]]:
         checks = set(self.config.checks)
         tool = exchange.tool_name or ""
-        out: list[tuple[str, dict[str, Any]]] = []
-        if "stale" in checks and state.changed_in is not None and tool not in state.stale_reported:
-            state.stale_reported.add(tool)
-            out.append(
-                (
-                    f"tools/call {tool!r} after the server announced that its tools changed (exchange "
-                    f"{state.changed_in}) without listing them again",
-                    {"check": "stale", "tool": tool, "announced_exchange_id": state.changed_in},
-                )
-            )
-        if state.tools is None:
-            return out
-        if tool not in state.tools:
-            if "unknown" in checks:
-                out.append(
-                    (
-                        f"tools/call {tool!r}, which the latest tools/list (exchange {state.listed_in}) does not offer",
-                        {"check": "unknown", "tool": tool, "listed_exchange_id": state.listed_in},
-                    )
-                )
-            return out
-        problem = self._schema_problem(state, tool, exchange) if "schema" in checks else None
-        if problem is not None:
-            out.append(
-                (
-                    f"tools/call {tool!r}: {problem} (exchange {state.listed_in} listed it)",
-                    {"check": "schema", "tool": tool, "listed_exchange_id": state.listed_in},
-                )
-            )
-        return out
+        offer = state.offer_for(exchange)
+        if offer is None:
+            return []
+        if tool not in offer.tools:
+            if "unknown" not in checks:
+                return []
+            message = f"tools/call {tool!r}, which the latest tools/list (exchange {offer.listed_in}) does not offer"
+            return [(message, {"check": "unknown", "tool": tool, "listed_exchange_id": offer.listed_in})]
+        problem = self._schema_problem(state, offer, tool, exchange) if "schema" in checks else None
+        if problem is None:
+            return []
+        message = f"tools/call {tool!r}: {problem} (exchange {offer.listed_in} listed it)"
+        return [(message, {"check": "schema", "tool": tool, "listed_exchange_id": offer.listed_in})]
 
-    def _schema_problem(self, state: _Listing, tool: str, exchange: ExchangeSummary) -> str | None:
+    def _schema_problem(self, state: _Listing, offer: _Offer, tool: str, exchange: ExchangeSummary) -> str | None:
         call = exchange.executed_call
-        schema = (state.tools or {}).get(tool)
+        schema = offer.tools.get(tool)
         if call is None or not isinstance(schema, dict):
             return None
-        validator = state.validators.get(tool)
+        validator = state.validators.get((offer.listed_in, tool))
         if validator is None:
             cls = validators.validator_for(schema)
             try:
                 cls.check_schema(schema)
             except schema_errors.SchemaError:
                 return None  # the server's own schema is broken: nothing to hold the agent to
-            validator = state.validators[tool] = cls(schema)
+            validator = state.validators[(offer.listed_in, tool)] = cls(schema)
         try:
             value = json.loads(call.arguments or "{}")
         except ValueError:

@@ -48,10 +48,31 @@ def test_arguments_must_fit_the_schema_the_server_lists_now() -> None:
     assert h.run_all(listing([weather_tool()], 0), tool("get_weather", {"city": "Oslo"}, 1)) == []
     drift = listing([DRIFTED], 2)
     assert h.run(drift) == []
-    (v,) = h.run(tool("get_weather", {"city": "Oslo"}, 3))  # the old schema's arguments
+    old_args = tool("get_weather", {"city": "Oslo"}, 3)  # the old schema's arguments
+    assert h.run(old_args) == []  # judged once something that started after it is seen
+    (v,) = h.run(tool("get_weather", {"location": "Oslo"}, 4))  # ... this, which itself fits
     assert v.details == {"check": "schema", "tool": "get_weather", "listed_exchange_id": drift.id}
+    assert v.exchange_id == old_args.id
     assert "'location' is a required property" in v.message and "Oslo" not in v.message
-    assert h.run(tool("get_weather", {"location": "Oslo"}, 4)) == []
+    assert h.runner.close_all() == []
+
+
+def test_a_listing_that_ends_after_the_call_it_answered_still_counts() -> None:
+    # The agent got the new listing's reply and called at once; the listing's exchange ended later.
+    h = Harness([{"type": "mcp_tools"}])
+    h.run(listing([weather_tool()], 0))
+    drift = listing([DRIFTED], 2, timings=Timings(start=T0 + 2, first_client_byte=T0 + 2.01, end=T0 + 2.5))
+    call = tool("get_weather", {"location": "Oslo"}, 2.1)  # ended at 2.11, before the listing did
+    assert h.run(call) == [] and h.run(drift) == []
+    assert h.run(tool("get_weather", {"location": "Rome"}, 3)) == []
+    assert h.runner.close_all() == []
+
+
+def test_a_wrong_call_is_reported_when_the_session_closes_if_nothing_follows_it() -> None:
+    h = Harness([{"type": "mcp_tools"}])
+    h.run_all(listing([DRIFTED], 0), tool("get_weather", {"city": "Oslo"}, 1))
+    (v,) = h.runner.close_all()
+    assert v.details["check"] == "schema"
 
 
 def test_a_removed_tool_is_unknown() -> None:
@@ -59,9 +80,9 @@ def test_a_removed_tool_is_unknown() -> None:
     h.run(listing([weather_tool(), ToolSpec("search", None)], 0))
     gone = listing([ToolSpec("search", None)], 1)
     h.run(gone)
-    (v,) = h.run(tool("get_weather", {"city": "Oslo"}, 2))
+    assert h.run(tool("get_weather", {"city": "Oslo"}, 2)) == []
+    (v,) = h.run(tool("search", {"q": "x"}, 3))
     assert v.severity == "warning" and v.details["check"] == "unknown" and gone.id in v.message
-    assert h.run(tool("search", {"q": "x"}, 3)) == []
 
 
 def test_calls_after_list_changed_without_listing_again_are_stale() -> None:
@@ -96,8 +117,8 @@ def test_failed_listings_other_sessions_and_llm_calls_change_nothing() -> None:
 def test_checks_can_be_chosen() -> None:
     h = Harness([{"type": "mcp_tools", "checks": ["unknown"]}])
     h.run(listing([DRIFTED], 0))
-    assert h.run(tool("get_weather", {"city": "Oslo"}, 1)) == []
-    (v,) = h.run(tool("search", {}, 2))
+    assert h.run_all(tool("get_weather", {"city": "Oslo"}, 1), tool("search", {}, 2)) == []
+    (v,) = h.runner.close_all()
     assert v.details["check"] == "unknown"
 
 
