@@ -97,13 +97,13 @@ def test_max_concurrent_and_max_injections_hold_under_200_concurrent_requests(up
     assert decisions.get("skipped_blast_radius", 0) >= 193
 
 
-def _agent(base: str, proxy_url: str, stop: threading.Event, log: list[tuple[float, bool, int]]) -> None:
-    """One agent: chat calls back to back, each logged as (sent at, faulted, status)."""
+def _agent(base: str, proxy_url: str, stop: threading.Event, log: list[tuple[float, bool, int, float]]) -> None:
+    """One agent: chat calls back to back, each logged as (sent at, faulted, status, answered at)."""
     with httpx.Client(proxy=proxy_url, trust_env=False, timeout=10) as client:
         while not stop.is_set():
             sent = time.monotonic()
             r = client.post(f"{base}/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": []})
-            log.append((sent, bool(r.headers.get("x-brownout-fault")), r.status_code))
+            log.append((sent, bool(r.headers.get("x-brownout-fault")), r.status_code, time.monotonic()))
 
 
 def test_pause_stops_injection_on_the_next_exchange_even_mid_run(upstream, brownout_proxy):
@@ -111,7 +111,7 @@ def test_pause_stops_injection_on_the_next_exchange_even_mid_run(upstream, brown
     control = f"http://127.0.0.1:{proxy.addon.control.port}"
     auth = {"Authorization": f"Bearer {TOKEN}"}
     stop = threading.Event()
-    logs: list[list[tuple[float, bool, int]]] = [[] for _ in range(8)]
+    logs: list[list[tuple[float, bool, int, float]]] = [[] for _ in range(8)]
     agents = [threading.Thread(target=_agent, args=(upstream.url, proxy.proxy_url(), stop, log)) for log in logs]
     for a in agents:
         a.start()
@@ -134,13 +134,14 @@ def test_pause_stops_injection_on_the_next_exchange_even_mid_run(upstream, brown
             a.join()
     calls = sorted(c for log in logs for c in log)
     before = [c for c in calls if c[0] < paused_at]
-    during = [c for c in calls if paused_at < c[0] < resuming_at]
+    # Sent after the pause was acknowledged and answered before the resume was asked for: however
+    # the machine schedules the agents' threads, these were planned while paused.
+    during = [c for c in calls if paused_at < c[0] and c[3] < resuming_at]
     after = [c for c in calls if c[0] > resumed_at]
     assert len(during) >= 32 and before and after
-    assert any(f for _, f, _ in before) and any(f for _, f, _ in after)  # chaos was on around the pause
-    # every exchange sent after the pause was acknowledged went through untouched
-    assert [(f, s) for _, f, s in during] == [(False, 200)] * len(during)
-    assert all((s == 503) == f for _, f, s in calls)
+    assert any(c[1] for c in before) and any(c[1] for c in after)  # chaos was on around the pause
+    assert [(c[1], c[2]) for c in during] == [(False, 200)] * len(during)
+    assert all((c[2] == 503) == c[1] for c in calls)
     assert proxy.addon.engine.status()["decisions"].get("skipped_paused", 0) >= len(during) // 2
 
 
