@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "CONNECTION_ERRORS",
     "DEFAULT_CAPTURE_MAX_BYTES",
+    "SHUTDOWN",
     "Cost",
     "Exchange",
     "FaultRecord",
@@ -24,6 +26,11 @@ __all__ = [
 ]
 
 DEFAULT_CAPTURE_MAX_BYTES = 1 << 20  # 1 MiB of captured text per exchange field
+# error_type of an exchange still in flight when brownout shut down (drain deadline or a second
+# signal): it is recorded with what arrived so far, then its connection is closed.
+SHUTDOWN = "shutdown"
+# error_type values of exchanges that ended with their connection, whatever status had arrived.
+CONNECTION_ERRORS = frozenset({"connection", SHUTDOWN})
 
 
 def cap_text(text: str, max_bytes: int) -> str:
@@ -216,7 +223,7 @@ class Exchange:
 
     @property
     def status_class(self) -> str:
-        if self.status is None or self.error_type == "connection":
+        if self.status is None or self.error_type in CONNECTION_ERRORS:
             return "error"
         return f"{self.status // 100}xx"
 

@@ -17,7 +17,7 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
-from brownout.core.exchange import Exchange
+from brownout.core.exchange import SHUTDOWN, Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
 from brownout.core.wire.decoding import stream_decoder
@@ -165,6 +165,7 @@ class Brownout:
             self.watcher.start()
 
     async def done(self) -> None:
+        self.cut_in_flight()  # recorded before the exporters close; their connections die with the loop
         if self.watcher is not None:
             self.watcher.stop()
         if self.control is not None:
@@ -413,7 +414,20 @@ class Brownout:
         else:
             self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
 
-    def _close(self, state: FlowState) -> None:
+    def cut_in_flight(self) -> int:
+        """Record every exchange still in flight as cut by shutdown (`error.type` shutdown), with what
+        arrived so far; their connections' later hooks find nothing left to record. Returns how many."""
+        states, self._states = self._states, {}
+        now = time.time()
+        for state in states.values():
+            ex = state.exchange
+            ex.error_type, ex.error_message = SHUTDOWN, "cut by brownout shutdown"
+            ex.timings.end = now
+            self.tape.on_cut(state, ex.error_message)
+            self._close(state, defer=False)
+        return len(states)
+
+    def _close(self, state: FlowState, *, defer: bool = True) -> None:
         if state.tap is not None:
             state.tap.close()
         if state.relay_token and self.relay is not None:
@@ -421,6 +435,9 @@ class Brownout:
         if state.plan is not None:
             self.guard.call("engine", state.plan.finish)
         self.tape.finish(state, state.exchange.timings.end)
+        if not defer:
+            self.pipeline.complete(state.exchange)
+            return
         # After this hook returns mitmproxy writes the response: spans, invariants and metrics
         # run right after that, on the same loop, so they never add to the agent's latency.
         try:

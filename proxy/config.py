@@ -68,6 +68,13 @@ class ProxySettings(Model):
         "brownout_ignored_requests_total.",
     )
 
+    drain_timeout_s: float = Field(
+        20.0,
+        ge=0,
+        description="On SIGTERM/SIGINT, how long in-flight exchanges may finish before they are cut (recorded with "
+        "error.type 'shutdown'); a second signal cuts at once. Below Kubernetes' default 30 s grace period.",
+    )
+
     @field_validator("ignore_hosts")
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 from mitmproxy import ctx, http
 from mitmproxy.proxy.layers.http import RequestProtocolError
 
-__all__ = ["drop_client", "is_multiplexed", "stream_cancelled"]
+__all__ = ["close_client", "close_clients", "drop_client", "is_multiplexed", "stream_cancelled"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,23 @@ def drop_client(flow: http.HTTPFlow, *, rst: bool = True) -> bool:
         transport.abort() if rst else transport.close()
     handler.close_connection(handler.client)
     return True
+
+
+def close_client(client_id: str, reason: str, *, proxyserver: Any = None) -> bool:
+    """Close a client connection the way mitmproxy's own inactivity timeout does (a FIN once the
+    connection's layers have wound down); False when it is already gone."""
+    proxyserver = proxyserver or ctx.master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(client_id) if proxyserver else None
+    io = handler.transports.get(handler.client) if handler is not None else None
+    if io is None or io.handler is None or io.handler.done():
+        return False
+    io.handler.cancel(reason)
+    return True
+
+
+def close_clients(proxyserver: Any, reason: str) -> int:
+    """Close every client connection still open (shutdown); returns how many."""
+    return sum(close_client(cid, reason, proxyserver=proxyserver) for cid in list(proxyserver.connections))
 
 
 def is_multiplexed(flow: http.HTTPFlow) -> bool:

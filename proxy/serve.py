@@ -9,23 +9,21 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from brownout.proxy.connkill import close_clients
 from brownout.proxy.embed import ProxyHandle, running_proxy_async
 
-__all__ = ["DRAIN_TIMEOUT_S", "drain", "serve_until_signal"]
+__all__ = ["drain", "serve_until_signal"]
 
 logger = logging.getLogger(__name__)
 
-# How long SIGTERM waits for in-flight exchanges (a streamed LLM answer can take a while);
-# below Kubernetes' default 30 s grace period, leaving room for the bounded span flush.
-DRAIN_TIMEOUT_S = 20.0
-
 
 async def serve_until_signal(
-    on_ready: Callable[[ProxyHandle], None], *, drain_s: float = DRAIN_TIMEOUT_S, **kwargs: Any
+    on_ready: Callable[[ProxyHandle], None], *, drain_s: float | None = None, **kwargs: Any
 ) -> None:
     """Run brownout on this loop (mitmproxy's log on the terminal at warn level) until SIGINT or SIGTERM.
 
-    The first signal drains (see `drain`); a second one stops at once.
+    The first signal drains for `drain_s` (default: the config's `proxy.drain_timeout_s`, see
+    `drain`); a second one stops at once. Either way every exchange still in flight is recorded.
     """
     async with running_proxy_async(with_termlog=True, **kwargs) as handle:
         loop = asyncio.get_running_loop()
@@ -43,17 +41,21 @@ async def serve_until_signal(
             for t in pending:
                 t.cancel()
             if stop.is_set():
-                await drain(handle, timeout_s=drain_s, force=force)
+                timeout_s = handle.addon.config.proxy.drain_timeout_s if drain_s is None else drain_s
+                await drain(handle, timeout_s=timeout_s, force=force)
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
 
-async def drain(handle: ProxyHandle, *, timeout_s: float = DRAIN_TIMEOUT_S, force: asyncio.Event | None = None) -> int:
-    """Stop accepting connections, then wait (bounded) for in-flight exchanges; returns how many were cut.
+async def drain(handle: ProxyHandle, *, timeout_s: float, force: asyncio.Event | None = None) -> int:
+    """Stop accepting connections, wait (bounded) for in-flight exchanges, then cut the rest; returns
+    how many were cut.
 
     Without this, leaving the loop cancels every connection task: a stream in flight at SIGTERM
-    would be cut and its exchange never reach the span and violation exporters.
+    would be cut and its exchange never reach the span and violation exporters. What is still in
+    flight at the deadline (or when `force` is set) is recorded as cut by shutdown first, then its
+    connection is closed, so the client sees the cut at once and the logs close with every record.
     """
     with contextlib.suppress(Exception):  # a listener that fails to close must not block shutdown
         await handle.master.addons.get("proxyserver").servers.update([])
@@ -61,8 +63,12 @@ async def drain(handle: ProxyHandle, *, timeout_s: float = DRAIN_TIMEOUT_S, forc
     deadline = loop.time() + timeout_s
     while handle.addon.in_flight and loop.time() < deadline and not (force is not None and force.is_set()):
         await asyncio.sleep(0.02)
-    left = int(handle.addon.in_flight)
-    if left:
-        logger.warning("brownout: shutting down with %d exchanges still in flight after %.1f s", left, timeout_s)
     await asyncio.sleep(0)  # finished exchanges hand themselves to the pipeline with call_soon
+    left = handle.addon.cut_in_flight()
+    if left:
+        waited = "a second signal" if force is not None and force.is_set() else f"{timeout_s:g} s"
+        logger.warning(
+            "brownout: cut %d exchanges still in flight after %s (recorded as error.type shutdown)", left, waited
+        )
+    close_clients(handle.master.addons.get("proxyserver"), "brownout shutdown")
     return left

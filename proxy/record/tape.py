@@ -145,6 +145,12 @@ class Tape:
         if capture is not None:
             capture.failed(flow.error.msg if flow.error else "connection failed")
 
+    def on_cut(self, state: FlowState, message: str) -> None:
+        """brownout itself cut the exchange (shutdown): its recording must not pass for a whole answer."""
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            capture.failed(message)
+
     def finish(self, state: FlowState, end: float | None) -> None:
         """The exchange is over: write its recording, free its replay slot."""
         tokens = state.extra.pop(_TOKEN, None)
