@@ -6,7 +6,9 @@ component (what `/status` and `brownout_internal_errors_total` report), logs the
 component with its traceback, and lets the exchange go on as if the component had done
 nothing. A strict guard (`Guard(strict=True)`, used by the tests) re-raises bugs instead, so a
 broken component fails a test rather than becoming a log line; expected outside failures (a
-busy port, an unreachable collector: `trace=False`) are never raised.
+busy port, an unreachable collector: `trace=False`) are never raised. Data lost to the outside
+world (a full disk, a removed directory) is no brownout failure at all: the component counts
+the loss where it belongs (an export drop) and reports it through `lost`, logged once.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Guard:
         self.errors: Counter[str] = Counter()
         self._lock = threading.Lock()  # the control API and exporter threads report through it too
         self.listeners: list[Callable[[str], None]] = []  # e.g. a Prometheus counter, added by exporters
+        self._losses: set[tuple[str, str]] = set()
 
     def failed(
         self,
@@ -67,6 +70,21 @@ class Guard:
                 log.debug("error listener failed", exc_info=True)
         if self.strict and trace:
             raise exc
+
+    def lost(self, component: str, exc: BaseException, context: str = "") -> None:
+        """Data lost for an outside reason, counted by the caller (e.g. `brownout_export_dropped_total`).
+
+        Logged once per component and context (say, per file), without a traceback; not an internal
+        error, never raised, not even by a strict guard: a full disk is no bug to fail a test with.
+        """
+        key = (component, context)
+        with self._lock:
+            first = key not in self._losses
+            self._losses.add(key)
+        if first:
+            log.error("brownout %s lost data (%s: %s); traffic continues, losses are counted", component, context, exc)
+        else:
+            log.debug("brownout %s lost data again (%s): %r", component, context, exc)
 
     def snapshot(self) -> dict[str, int]:
         """A consistent copy of the counts, safe from any thread."""

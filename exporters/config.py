@@ -155,7 +155,10 @@ class JsonlConfig(Model):
     path: str | None = Field(None, description="Violation log, one record per line.")
     decisions_path: str | None = Field(None, description="Fault decision log.")
     exchanges_path: str | None = Field(None, description="Per-exchange summaries (no content, no secrets).")
-    fsync: bool = Field(False, description="fsync after each line: survives power loss, costs a disk sync per record.")
+    fsync: bool = Field(False, description="fsync after each batch of lines: survives power loss, costs a disk sync.")
+    max_queue_size: int = Field(
+        10_000, ge=1, description="Lines waiting for a log's writer thread; more are dropped and counted."
+    )
 
 
 class ExportersConfig(Model):

@@ -115,7 +115,11 @@ class Exporters:
         if not path:
             return None
         return JsonlWriter(
-            path, on_dropped=lambda n: self.metrics.export_dropped("jsonl", n), fsync=self.config.jsonl.fsync
+            path,
+            guard=self.guard,
+            on_dropped=lambda n: self.metrics.export_dropped("jsonl", n),
+            fsync=self.config.jsonl.fsync,
+            max_queue_size=self.config.jsonl.max_queue_size,
         )
 
     def _add_extra(self, factory: Callable[[], Any]) -> None:
@@ -130,6 +134,12 @@ class Exporters:
         if isinstance(exporter, SpanProcessor):
             self.add_span_processor(exporter)
         return exporter
+
+    def flush_logs(self, timeout_s: float = 5.0) -> bool:
+        """Wait until every JSONL record handed over so far is written (or counted as dropped)."""
+        writers = [w for w in (self.violation_log, self.decision_log, self.exchange_log) if w is not None]
+        flushed = [w.flush(timeout_s) for w in writers]  # every one, even after one timed out
+        return all(flushed)
 
     def _contain(self, name: str, fn: Callable[..., object], *args: object, level: int = logging.ERROR) -> None:
         self.guard.call(f"exporter:{name}", fn, *args, context=getattr(fn, "__name__", ""), level=level)
@@ -180,13 +190,14 @@ class Exporters:
         # A rebuilt hub (config reload before start) must not leave its counter on the shared Guard.
         if self.metrics.internal_error in self.guard.listeners:
             self.guard.listeners.remove(self.metrics.internal_error)
+        # The logs first: they are local and quick, while an unreachable collector takes its whole bound.
+        for writer in (self.violation_log, self.decision_log, self.exchange_log):
+            if writer is not None:
+                self._contain("jsonl", writer.close, timeout_s)
         if self.otlp is not None:
             self._contain("otlp", self.otlp.shutdown, timeout_s)
         else:
             self._contain("otlp", self.tracer_provider.shutdown)
-        for writer in (self.violation_log, self.decision_log, self.exchange_log):
-            if writer is not None:
-                self._contain("jsonl", writer.close)
         if self.metrics_server is not None:
             server, self.metrics_server = self.metrics_server, None
             self._contain("prometheus", server.shutdown)

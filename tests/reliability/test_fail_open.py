@@ -199,11 +199,13 @@ def test_jsonl_on_a_full_disk_leaves_traffic_unaltered(upstream, brownout_proxy,
     for _ in range(2):
         assert agent_run(proxy, upstream, openai_client) == direct
     wait_for(seen, 8)
-    registry = proxy.addon.pipeline.exporters.metrics.registry
+    hub = proxy.addon.pipeline.exporters
+    assert hub.flush_logs()  # the lines are written off the event loop
     # An I/O failure is an export drop (the record is lost), not a brownout bug.
-    assert registry.get_sample_value("brownout_export_dropped_total", {"exporter": "jsonl"}) == 8
-    records = [r for r in caplog.records if r.name == "brownout.exporters.jsonl" and r.levelno >= logging.ERROR]
-    assert len(records) == 1 and "/dev/full" in records[0].getMessage()
+    assert hub.metrics.registry.get_sample_value("brownout_export_dropped_total", {"exporter": "jsonl"}) == 8
+    assert proxy.addon.guard.snapshot() == {}
+    records = [r for r in caplog.records if r.name == "brownout.core.guard" and r.levelno >= logging.ERROR]
+    assert len(records) == 1 and "/dev/full" in records[0].getMessage()  # once per file: all three are /dev/full
 
 
 # --- wire formats ---------------------------------------------------------------------------
