@@ -177,10 +177,15 @@ class Exporters:
         return None if self.metrics_server is None else int(self.metrics_server.server_port)
 
     def watch(
-        self, *, sessions: Callable[[], int] | None = None, rules: Callable[[], Mapping[str, bool]] | None = None
+        self,
+        *,
+        sessions: Callable[[], int] | None = None,
+        rules: Callable[[], Mapping[str, bool]] | None = None,
+        client_connections: Callable[[], int] | None = None,
     ) -> None:
-        """Read brownout_sessions_active / brownout_rule_active from these callables at scrape time."""
-        self.metrics.watch(sessions=sessions, rules=rules)
+        """Read brownout_sessions_active, brownout_rule_active and brownout_client_connections from these
+        callables at scrape time."""
+        self.metrics.watch(sessions=sessions, rules=rules, client_connections=client_connections)
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         """Flush spans (bounded by timeout_s), close the logs, stop /metrics. Idempotent."""
@@ -240,6 +245,10 @@ class Exporters:
         if self._ring.maxlen != 0:
             with self._ring_lock:
                 self._ring.append(record)
+
+    def on_client_cut(self, reason: str) -> None:
+        """A client connection closed by a proxy bound, or answered 503 over the connection cap."""
+        self._contain("prometheus", self.metrics.client_cut, reason)
 
     def on_ignored(self) -> None:
         """A request to an ignored host went by: counted, nothing else."""

@@ -101,6 +101,8 @@ COMPONENTS = (
     "exporter:otlp",
     "exporter:jsonl",
 )
+# Why brownout cut a client connection: the proxy setting that bounds it.
+CLIENT_CUT_REASONS = ("request_header_timeout", "client_idle_timeout", "max_client_connections")
 STATUS_CLASSES = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", "error"})
 # LLM calls take seconds to minutes; the default buckets stop at 10 s.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -250,6 +252,14 @@ class Metrics:
             registry=r,
         )
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
+        self.client_cuts = Counter(
+            "brownout_client_connections_cut",
+            "Client connections closed by a bound, or requests answered 503 over the connection cap.",
+            ["reason"],
+            registry=r,
+        )
+        self.client_connections = _GaugeSource("brownout_client_connections", "Client connections open.", None)
+        r.register(self.client_connections)
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
             "GenAI operation duration (OTel semconv).",
@@ -283,6 +293,8 @@ class Metrics:
             self.internal_errors.labels(component)
         for exporter in ("otlp", "jsonl"):
             self.dropped.labels(exporter)
+        for reason in CLIENT_CUT_REASONS:
+            self.client_cuts.labels(reason)
 
     # --- label bounding -----------------------------------------------------------------
 
@@ -382,17 +394,23 @@ class Metrics:
         if n > 0:
             self.dropped.labels(exporter).inc(n)
 
+    def client_cut(self, reason: str) -> None:
+        self.client_cuts.labels(reason if reason in CLIENT_CUT_REASONS else "other").inc()
+
     def watch(
         self,
         *,
         sessions: Callable[[], int] | None = None,
         rules: Callable[[], Mapping[str, bool]] | None = None,
+        client_connections: Callable[[], int] | None = None,
     ) -> None:
         """Read the gauges at scrape time from these callables (e.g. engine.active_rules)."""
         if sessions is not None:
             self.sessions_active.source = sessions
         if rules is not None:
             self.rule_active.source = rules
+        if client_connections is not None:
+            self.client_connections.source = client_connections
 
     # --- serving ------------------------------------------------------------------------
 

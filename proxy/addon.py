@@ -26,6 +26,7 @@ from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
 from brownout.proxy import effects, flowmodel
+from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.connkill import drop_client, is_multiplexed
@@ -106,6 +107,10 @@ class Brownout:
             on_replay=lambda outcome: self.pipeline.exporters.on_replay(outcome),
             on_recorded=lambda written, dropped: self.pipeline.exporters.on_recorded(written, dropped),
         )
+        self.limits = ClientLimits(
+            self.config.proxy, on_cut=lambda reason: self.pipeline.exporters.on_client_cut(reason)
+        )
+        self.addons = [self.limits]  # a mitmproxy sub-addon: its hooks run after this addon's
 
     @property
     def in_flight(self) -> int:
@@ -149,6 +154,7 @@ class Brownout:
             await self.relay.start()
             await self.tape.start()
             self.pipeline.start(rules=self.engine.active_rules)
+            self.pipeline.exporters.watch(client_connections=lambda: self.limits.open)
             self.control = start_control(self)
             self._shield.control_url = self.control.url if self.control is not None else ""
         except OSError as e:
@@ -188,6 +194,7 @@ class Brownout:
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._ignored = HostGlobs(config.proxy.ignore_hosts)
         self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
+        self.limits.settings = config.proxy
         if (
             getattr(ctx, "master", None) is not None
             and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes

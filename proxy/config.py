@@ -68,6 +68,24 @@ class ProxySettings(Model):
         "brownout_ignored_requests_total.",
     )
 
+    request_header_timeout_s: float = Field(
+        30.0,
+        ge=0,
+        description="A new client connection, or a CONNECT tunnel, must deliver its first request's headers within "
+        "this time, or it is closed (slowloris); 0: no bound.",
+    )
+    client_idle_timeout_s: float = Field(
+        75.0,
+        ge=0,
+        description="A client connection with no request in flight is closed when the next request's headers have "
+        "not arrived after this long (idle keep-alive); never while a request or stream is in flight; 0: no bound.",
+    )
+    max_client_connections: int = Field(
+        4096,
+        ge=1,
+        description="Client connections served at once; a request on one more is answered 503 (JSON body, "
+        "retry-after, x-brownout-error: max_client_connections) and its connection closed.",
+    )
     drain_timeout_s: float = Field(
         20.0,
         ge=0,

@@ -50,6 +50,7 @@ def start_control(addon: Any) -> ControlServer | None:
             "sessions_active": addon.pipeline.invariants.sessions_active,
             "internal_errors": addon.guard.snapshot(),
             "in_flight": addon.in_flight,
+            "client_connections": addon.limits.snapshot(),
             "tasks": _task_count(loop),
         },
         run_on_loop=addon.on_loop.call,
