@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -137,6 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
         if length > _MAX_BODY:
             raise ValueError("body too large")
         raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:
+            raise ConnectionAbortedError("client left before sending the whole body")
         return json.loads(raw) if raw.strip() else {}
 
     def _dispatch(self, method: str) -> None:
@@ -180,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(405, {"error": f"{method} not allowed on {path}"})
             else:
                 self._send(404, {"error": f"no endpoint {path}"})
+        except ConnectionError:
+            raise  # the client left: nothing to answer (see _Server.handle_error)
         except ValueError as e:
             self._send(400, {"error": str(e)})
         except Exception as e:  # the target failed: report it, keep serving
@@ -206,6 +211,15 @@ class _Server(ThreadingHTTPServer):
     target: ControlTarget
     token: str | None
     on_error: Callable[[BaseException], None] | None
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that leaves mid-request (reset, broken pipe, a short body) is an expected event,
+        # not a failure: socketserver would print a traceback to stderr for it.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            log.debug("control client %s left mid-request: %r", client_address[0], exc)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Server6(_Server):
