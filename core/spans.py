@@ -75,6 +75,13 @@ class ExchangeSpan:
     failed: bool  # the exchange itself failed: 5xx, connection error, provider error
     ended: bool = field(default=False)
 
+    def add_event(self, name: str, attributes: dict[str, Any]) -> None:
+        """An event at the exchange's end, e.g. an invariant saying what it could not check."""
+        event = SpanEvent(name, attributes, self.end_ns)
+        if not self.ended:
+            self.span.add_event(event.name, event.attributes, event.timestamp_ns)
+        self.events.append(event)
+
     @property
     def trace_id_hex(self) -> str:
         return f"{self.trace_id:032x}"

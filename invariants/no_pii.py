@@ -15,10 +15,11 @@ from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
 
-__all__ = ["NoPii", "NoPiiConfig"]
+__all__ = ["PARTIAL_EVENT", "NoPii", "NoPiiConfig"]
 
 Category = Literal["email", "phone", "card", "iban", "secret"]
 _MAX_LOCATIONS = 20  # per violation, so a huge leak does not make a huge record
+PARTIAL_EVENT = "brownout.no_pii.partial"
 
 
 class NoPiiConfig(InvariantConfigBase):
@@ -70,9 +71,25 @@ class NoPii(Invariant[NoPiiConfig]):
         found: list[Violation] = []
         if direction in ("request", "both"):
             found += self._report("request", self._request_texts(exchange), session, exchange)
+            self._note_partial(span, "request", exchange.request_bytes, exchange.capture_max_bytes)
         if direction in ("response", "both"):
             found += self._report("response", self._response_texts(exchange), session, exchange)
+            self._note_partial(span, "response", exchange.response_bytes, exchange.capture_max_bytes)
         return found
+
+    def _note_partial(self, span: ExchangeSpan, direction: str, body_bytes: int, scanned_bytes: int) -> None:
+        # Scanning is bounded by what the exchange keeps (proxy.capture_max_bytes): the rest of a
+        # larger body went by unchecked, and the span says so rather than passing in silence.
+        if body_bytes > scanned_bytes:
+            span.add_event(
+                PARTIAL_EVENT,
+                {
+                    "brownout.invariant": self.name,
+                    "brownout.no_pii.direction": direction,
+                    "brownout.no_pii.scanned_bytes": scanned_bytes,
+                    "brownout.no_pii.body_bytes": body_bytes,
+                },
+            )
 
     @staticmethod
     def _request_texts(exchange: ExchangeSummary) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
-from brownout.core.exchange import Exchange, FaultRecord, Message, ToolResult, ToolSpec
+from brownout.core.exchange import DEFAULT_CAPTURE_MAX_BYTES, Exchange, FaultRecord, Message, ToolResult, ToolSpec
 from brownout.core.span_attributes import LLM_OPERATIONS, operation_name
 from brownout.core.spans import ExchangeSpan
 from brownout.core.wire.mcp import TRANSIENT_ERROR_TYPES as MCP_TRANSIENT_ERRORS
@@ -86,6 +86,10 @@ class ExchangeSummary:
     tool_results: tuple[ToolResult, ...] = ()
     request_body: str = ""
     output_text: str = ""
+    # Bodies as they crossed the wire; the text fields above hold at most capture_max_bytes of them.
+    request_bytes: int = 0
+    response_bytes: int = 0
+    capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
 
     @property
     def is_llm(self) -> bool:
@@ -188,6 +192,9 @@ class ExchangeSummary:
             tool_results=tuple(exchange.tool_results),
             request_body=exchange.request_body,
             output_text=exchange.output_text,
+            request_bytes=exchange.request_bytes,
+            response_bytes=exchange.response_bytes,
+            capture_max_bytes=exchange.capture_max_bytes,
         )
 
 
