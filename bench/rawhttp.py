@@ -44,6 +44,14 @@ class RawConnection:
             self.close()  # a half-read response poisons the connection
             raise
 
+    async def get(self, path: str) -> RawResponse:
+        head = f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode()
+        try:
+            return await asyncio.wait_for(self._exchange(head), self.timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
     async def _exchange(self, request: bytes) -> RawResponse:
         self.last_headers = {}
         if self._writer is None:
