@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -115,3 +116,29 @@ def test_streams_cut_by_shutdown_are_recorded(tmp_path: Path, otlp_sink: OtlpSin
     assert b"shutdown" in otlp_sink.raw
     assert "is closed" not in log, log  # nothing was written after the logs closed
     assert "Traceback" not in log, log
+
+
+@pytest.mark.timeout(60)
+def test_an_embedded_proxy_stopped_mid_stream_records_the_stream(tmp_path: Path) -> None:
+    from brownout.proxy.config import BrownoutConfig
+    from brownout.proxy.embed import running_proxy
+
+    seen: list[Any] = []
+    config = BrownoutConfig.model_validate(
+        {"control": {"enabled": False}, "exporters": {"prometheus": {"enabled": False}}}
+    )
+    up = RawUpstream(endless_sse)
+    with up.running():
+        with running_proxy(config=config, mode=f"reverse:{up.url}", confdir=tmp_path, on_exchange=seen.append) as p:
+            with httpx.Client(base_url=p.url, trust_env=False, timeout=30) as client:
+                with client.stream("POST", "/v1/chat/completions", json=CHAT_STREAM) as r:
+                    lines = r.iter_lines()
+                    for _ in range(4):
+                        next(lines)
+                    assert p.addon.in_flight == 1
+                    # Leaving the proxy's block stops it with the stream still flowing.
+                    p.master.shutdown()
+                    deadline = time.monotonic() + 10
+                    while not seen and time.monotonic() < deadline:
+                        time.sleep(0.02)
+    assert [(ex.error_type, ex.stream_complete) for ex in seen] == [("shutdown", False)]
