@@ -279,6 +279,7 @@ def demo() -> None:
 def _register_groups() -> None:
     # The experiment and control-API groups live with their features; they import lazily.
     from brownout.proxy.ctl import ctl
+    from brownout.proxy.discover.cli import discover
     from brownout.proxy.experiment.cli import experiment
     from brownout.proxy.mcpstdio.cli import mcp_stdio
     from brownout.proxy.record.cli import cassette
@@ -287,6 +288,7 @@ def _register_groups() -> None:
     main.add_command(experiment)
     main.add_command(mcp_stdio)
     main.add_command(cassette)
+    main.add_command(discover)
 
 
 _register_groups()
