@@ -10,6 +10,7 @@ file, byte for byte.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,9 @@ class _Rules:
         while unique in self._names:
             unique, n = f"{name}-{n}", n + 1
         self._names.add(unique)
-        self.rules.append({"name": unique, "match": match, "fault": fault, "schedule": {"probability": probability}})
+        # Copies: YAML would write a shared dict once as an anchor and then as *aliases.
+        rule = {"name": unique, "match": match, "fault": fault, "schedule": {"probability": probability}}
+        self.rules.append(copy.deepcopy(rule))
 
 
 def _tool_targets(inv: Inventory) -> list[tuple[str, dict[str, Any], bool]]:

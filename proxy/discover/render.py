@@ -13,7 +13,11 @@ def _shape(shape: Any) -> str:
 
 
 def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k} {n}" for k, n in counts.items()) or "-"
+    return ", ".join(f"{k} x{n}" for k, n in counts.items()) or "-"
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _usd(value: float | None) -> str:
@@ -29,17 +33,19 @@ def render(inv: dict[str, Any], *, kind: str, digest: str) -> str:
     """The inventory (`Inventory.to_dict()`) as text sections."""
     sessions = inv["sessions"]
     lines = [
-        f"brownout discover: {inv['exchanges']} exchanges in {len(sessions)} session"
-        f"{'' if len(sessions) == 1 else 's'} ({kind}, sha256 {digest[:16]})",
+        f"brownout discover: {_n(inv['exchanges'], 'exchange')} in {_n(len(sessions), 'session')} "
+        f"({kind}, sha256 {digest[:16]})",
         "",
         "LLM providers",
     ]
     for name, p in inv["providers"].items():
-        lines.append(f"  {name}: {p['exchanges']} exchanges on {', '.join(p['hosts'])}; {_counts(p['operations'])}")
+        lines.append(
+            f"  {name}: {_n(p['exchanges'], 'exchange')} on {', '.join(p['hosts'])}; {_counts(p['operations'])}"
+        )
         for model, m in p["models"].items():
             cut = f", {m['incomplete_streams']} cut short" if m["incomplete_streams"] else ""
             lines.append(
-                f"    {model}: {m['calls']} calls, {m['streamed']} streamed{cut}; "
+                f"    {model}: {_n(m['calls'], 'call')}, {m['streamed']} streamed{cut}; "
                 f"tokens {m['input_tokens']} in / {m['output_tokens']} out; {_usd(m['cost_usd'])}"
             )
             if m["tool_calls"]:
@@ -49,22 +55,22 @@ def render(inv: dict[str, Any], *, kind: str, digest: str) -> str:
     lines += ["", "Tools the models called (LLM tool calls)"]
     for name, t in inv["llm_tools"].items():
         via = f" via {', '.join(t['via'])}" if t.get("via") else ""
-        lines.append(f"  {name}: {t['calls']} calls{via}{'' if t['declared'] else ' (never declared)'}")
+        lines.append(f"  {name}: {_n(t['calls'], 'call')}{via}{'' if t['declared'] else ' (never declared)'}")
         _shapes(lines, t["shapes"], "    ")
     if not inv["llm_tools"]:
         lines.append("  none")
     lines += ["", "MCP servers"]
     for server, s in inv["mcp_servers"].items():
-        lines.append(f"  {server}: {s['exchanges']} exchanges; {_counts(s['methods'])}")
+        lines.append(f"  {server}: {_n(s['exchanges'], 'exchange')}; {_counts(s['methods'])}")
         for name, t in s["tools"].items():
-            lines.append(f"    tool {name}: {t['calls']} calls{'' if t['declared'] else ' (not listed)'}")
+            lines.append(f"    tool {name}: {_n(t['calls'], 'call')}{'' if t['declared'] else ' (not listed)'}")
             _shapes(lines, t["shapes"], "      ")
     if not inv["mcp_servers"]:
         lines.append("  none")
     lines += ["", "Tool APIs"]
     for api in inv["tool_apis"]:
         lines.append(
-            f"  {api['host']} {api['path']} (tool {api['tool']}): {api['calls']} calls; "
+            f"  {api['host']} {api['path']} (tool {api['tool']}): {_n(api['calls'], 'call')}; "
             f"{_counts(api['methods'])}; status {_counts(api['statuses'])}"
         )
         _shapes(lines, api["shapes"], "    ")
@@ -80,8 +86,8 @@ def render(inv: dict[str, Any], *, kind: str, digest: str) -> str:
     lines += ["", "Sessions"]
     for name, s in sessions.items():
         lines.append(
-            f"  {name}: {s['exchanges']} exchanges, {s['llm_calls']} LLM calls, {s['tool_calls']} tool calls, "
-            f"{s['errors']} errors; tokens {s['input_tokens']} in / {s['output_tokens']} out; {_usd(s['cost_usd'])}"
+            f"  {name}: {_n(s['exchanges'], 'exchange')}, {_n(s['llm_calls'], 'LLM call')}, "
+            f"{_n(s['tool_calls'], 'tool call')}, {_n(s['errors'], 'error')}; tokens {s['input_tokens']} in / {s['output_tokens']} out; {_usd(s['cost_usd'])}"
         )
     if not sessions:
         lines.append("  none")

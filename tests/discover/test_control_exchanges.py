@@ -71,6 +71,6 @@ def test_discover_reads_a_running_proxy(brownout_proxy, upstream) -> None:
     _wait(proxy, 1)
     result = CliRunner().invoke(main, ["discover", proxy.addon.control.url, "--token", TOKEN])
     assert result.exit_code == 0, result.output
-    assert "1 exchanges in 1 session (control API" in result.output
+    assert "1 exchange in 1 session (control API" in result.output
     assert 'args {"query": "string", "top_k": "integer"}  x1' in result.output
     assert "secret-query-text" not in result.output

@@ -131,6 +131,7 @@ def test_agent_and_gate() -> None:
 def test_the_generated_file_is_a_valid_experiment(tmp_path: Path) -> None:
     text = experiment_yaml(generated(), header=["a header", "", "second line"])
     assert text.startswith("# a header\n#\n# second line\nversion: 1\n")
+    assert "&id" not in text and "*id" not in text  # every rule spelled out, no YAML anchors and aliases
     config = check_experiment(text, "exp.yaml", tmp_path)
     assert len(config.phases) == 10 and config.gate.min_success_rate == 0.7
     path = tmp_path / "exp.yaml"
