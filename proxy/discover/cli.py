@@ -98,6 +98,9 @@ def discover(
         agent=agent, name=name, seed=seed, runs=runs, probability=probability, min_success_rate=min_success_rate
     )
     generated = experiment(inventory, options)
-    out.write_text(experiment_yaml(generated, header=_header(traffic, inventory, out)), encoding="utf-8")
+    try:
+        out.write_text(experiment_yaml(generated, header=_header(traffic, inventory, out)), encoding="utf-8")
+    except OSError as e:
+        raise click.ClickException(f"cannot write {out}: {e.strerror or e}") from e
     rules = sum(len(p.get("rules") or []) for p in generated["phases"])
     click.echo(f"wrote {out}: {len(generated['phases'])} phases, {rules} rules", err=True)

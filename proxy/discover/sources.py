@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,11 +99,10 @@ def read_exchanges_log(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _summaries(cassettes: Any) -> list[dict[str, Any]]:
+def _summaries(cassettes: Iterable[Cassette]) -> list[dict[str, Any]]:
     pricer = Pricer()
     records = []
     for cassette in cassettes:
-        assert isinstance(cassette, Cassette)
         for rec in cassette.exchanges:
             exchange = exchange_of(rec)
             exchange.cost = pricer.price(exchange)  # the proxy prices live exchanges the same way

@@ -155,6 +155,8 @@ def test_the_sources_agree(observed: Observed) -> None:
     assert views["exchanges log"] == views["control API"]
     # A cassette keeps what upstream sent, so it reads the same as the live log here (no faults fired).
     assert views["cassettes"] == views["exchanges log"]
+    (one,) = observed.cassettes.glob("*.jsonl")  # one session, one cassette file: readable on its own too
+    assert json.loads(_discover(str(one), "--json"))["providers"] == views["cassettes"]["providers"]
 
 
 def test_same_input_same_output(observed: Observed, tmp_path: Path) -> None:
