@@ -38,6 +38,8 @@ def test_mcp_servers_methods_and_tools(brownout_proxy, tmp_path: Path) -> None:
         while sum(1 for r in proxy.addon.pipeline.exporters.recent_exchanges() if r["mcp_method"] == "tools/call") < 3:
             assert time.monotonic() < deadline
             time.sleep(0.02)
+        log_writer = proxy.addon.pipeline.exporters.exchange_log
+        assert log_writer is not None and log_writer.flush(10)  # the log is written off the event loop
     exp = tmp_path / "exp.yaml"
     result = CliRunner().invoke(main, ["discover", str(log), "--json", "--out", str(exp), "--agent", "python a.py"])
     assert result.exit_code == 0, result.output
