@@ -80,6 +80,23 @@ class StreamInspector:
                 return
             self._pump()
 
+    def feed_sent(self, sent: list[bytes | StreamEvent]) -> None:
+        """What an editor handed on: an event it let through unchanged is parsed as it is, without
+        framing its bytes again (unless the framer holds part of an event: then bytes go in order)."""
+        if self.framer is None or self.decoder is not None:
+            self.feed(b"".join(x.raw if isinstance(x, StreamEvent) else x for x in sent))
+            return
+        for item in sent:
+            if self.framer is None:
+                return
+            if isinstance(item, StreamEvent):
+                if self.framer.pending_size == 0:
+                    self._parse([item])
+                    continue
+                item = item.raw
+            if item:
+                self._frame(item)
+
     def end(self, *, tail: bool = True) -> None:
         """The body is complete; with `tail`, an unterminated last event is parsed too."""
         self._tail_wanted = tail

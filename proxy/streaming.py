@@ -31,6 +31,10 @@ __all__ = ["StreamTap"]
 
 log = logging.getLogger(__name__)
 
+# What an editor hands on: bytes it produced, or an event it let through unchanged (which the
+# inspector can parse as it is instead of framing its bytes again).
+Sent = bytes | StreamEvent
+
 TRANSCODE_SLICE = 1 << 20  # decoded bytes edited and re-compressed at a time: bounds the copy in memory
 HELD_MAX = 1 << 20  # raw bytes kept until the first output, to pass a corrupt body through unchanged
 
@@ -121,16 +125,17 @@ class StreamTap:
         return self._emit(self._edit_plain(data))
 
     def _at_end(self) -> list[bytes]:
-        out: list[bytes] = []
+        out: list[Sent] = []
         if self.framer is not None:
             tail = self.framer.flush()
             out = self._run_editor(tail) if tail else []
         if self.editor is not None and not self.ended:
             out += self.guard.call("fault", self.editor.on_end, default=[]) or []
         if self.decoder is not None:
-            self.inspector.feed(b"".join(out))
+            self.inspector.feed_sent(out)
             # An empty body stays empty; otherwise the compressed stream gets its proper end.
-            emitted = self._emit(self._compressed(out, last=self._encoder is not None or any(out)), parsed=True)
+            last = self._encoder is not None or any(_raw(x) for x in out)
+            emitted = self._emit(self._compressed(out, last=last), parsed=True)
         else:
             emitted = self._emit(out)
         self.inspector.end(tail=not self.ended)
@@ -138,7 +143,7 @@ class StreamTap:
 
     # --- editing -----------------------------------------------------------------------------
 
-    def _edit_plain(self, data: bytes) -> list[bytes]:
+    def _edit_plain(self, data: bytes) -> list[Sent]:
         """Plain bytes in, plain bytes to send out (the editor may hold an unfinished event back)."""
         if self.editor is None:
             return [data]
@@ -151,18 +156,18 @@ class StreamTap:
             out += self._give_up("event_too_large", f"no event boundary in {size} bytes (proxy.event_max_bytes)")
         return out
 
-    def _run_editor(self, events: list[StreamEvent]) -> list[bytes]:
-        out: list[bytes] = []
+    def _run_editor(self, events: list[StreamEvent]) -> list[Sent]:
+        out: list[Sent] = []
         for ev in events:
             if self.editor is None:
-                out.append(ev.raw)
+                out.append(ev)
                 continue
             try:
                 result = self.editor.on_event(ev)
             except Exception as e:  # noqa: BLE001 - a broken editor drops out; the stream goes on
                 self.guard.failed("fault", e, "stream editor")
                 self.editor = None
-                out.append(ev.raw)
+                out.append(ev)
                 continue
             if result in (CLOSE, RESET):
                 self.ended = self.changed = True
@@ -171,15 +176,17 @@ class StreamTap:
                 else:
                     self.cut = True
                 break
-            if not self.changed and (len(result) != 1 or result[0] != ev.raw):  # type: ignore[index]
-                self.changed = True
+            if len(result) == 1 and (result[0] is ev.raw or result[0] == ev.raw):
+                out.append(ev)
+                continue
+            self.changed = True
             out.extend(result)  # type: ignore[arg-type]
         if self.editor is None and self.framer is not None and not self.ended:
             out.append(self.framer.take_pending())  # editor gone: flush what it was holding back
             self.framer = None
         return out
 
-    def _give_up(self, reason: str, detail: str) -> list[bytes]:
+    def _give_up(self, reason: str, detail: str) -> list[Sent]:
         """Stop editing (the body is beyond what can be inspected): flush what was held, pass the rest."""
         pending = self.framer.take_pending() if self.framer is not None else b""
         self.framer = None
@@ -211,23 +218,23 @@ class StreamTap:
                 return self._undecodable(e, data, out)
             if not piece:
                 break
-            sent: list[bytes] = []
+            sent: list[Sent] = []
             self.inspector.decoded += len(piece)
             if self.editor is not None and self.inspector.decoded > self.decoded_max:
                 detail = f"decodes to over {self.decoded_max} bytes (proxy.buffer_max_bytes)"
                 sent += self._give_up("decoded_too_large", detail)
             sent += self._edit_plain(piece)
-            self.inspector.feed(b"".join(sent))
+            self.inspector.feed_sent(sent)
             out += self._compressed(sent, last=False)
         if self.ended and self.cut:
             out += self._compressed([], last=True)
         return out
 
-    def _compressed(self, plain: list[bytes], *, last: bool) -> list[bytes]:
+    def _compressed(self, plain: list[Sent], *, last: bool) -> list[bytes]:
         encoder = self._encoder or encoder_for(self._encoding)
         assert encoder is not None
         self._encoder = encoder
-        out = encoder.encode(b"".join(plain))
+        out = encoder.encode(b"".join(_raw(x) for x in plain))
         if last:
             out += encoder.finish()  # a valid end of the compressed stream, cut or not
         if out:
@@ -246,13 +253,16 @@ class StreamTap:
 
     # --- output ----------------------------------------------------------------------------
 
-    def _emit(self, out: list[bytes], *, parsed: bool = False) -> list[bytes]:
+    def _emit(self, sent: list[Sent], *, parsed: bool = False) -> list[bytes]:
+        out = [_raw(x) for x in sent]
         if out and self.ex.timings.first_client_byte is None and any(out):
             self.ex.timings.first_client_byte = time.time()
         if self.reset_after is not None:
             out = self._until_reset(out)
-        if not parsed and out:
-            self.inspector.feed(b"".join(out))
+            if not parsed and out:
+                self.inspector.feed(b"".join(out))
+        elif not parsed and sent:
+            self.inspector.feed_sent(sent)
         if self.cut:
             self.cut_done()
         return out
@@ -291,3 +301,7 @@ class StreamTap:
         self.framer = None
         self.editor = None
         self.inspector.close(then, wait=wait)
+
+
+def _raw(item: Sent) -> bytes:
+    return item.raw if isinstance(item, StreamEvent) else item
