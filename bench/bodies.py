@@ -90,6 +90,8 @@ class Result:
 
 @dataclass
 class Row:
+    """One case: both paths and the targets brownout missed."""
+
     case: str
     brownout: Result
     direct: Result

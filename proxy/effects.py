@@ -87,8 +87,8 @@ def reframe(flow: http.HTTPFlow) -> None:
     is told `connection: close`: after a cut the connection is closed (see `end_read`), and a
     client that knows it in advance never tries to reuse it."""
     resp = flow.response
-    if resp is None:
-        return
+    if resp is None or resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD":
+        return  # no body to edit: framing headers stay as they are (a 101 keeps its upgrade)
     multiplexed = is_multiplexed(flow)
     if "content-length" in resp.headers:
         del resp.headers["content-length"]

@@ -9,6 +9,7 @@ proxy keeps getting answers, each within a second.
 
 from __future__ import annotations
 
+import time
 import zlib
 from functools import cache
 from typing import Any
@@ -41,8 +42,11 @@ def upstream(answer: Any) -> RawUpstream:
     return RawUpstream(routes({"/ping": ping, "/v1/chat/completions": answer}))
 
 
-def run(proxy: Any, up: RawUpstream, **request: Any) -> tuple[httpx.Response, bytes, RssPeak, OtherClient]:
-    """The response, its raw body (still compressed: this client never inflates the bomb), and probes."""
+def run(proxy: Any, up: RawUpstream, **request: Any) -> tuple[httpx.Response, bytes, RssPeak, OtherClient, float]:
+    """The response, its raw body (still compressed: this client never inflates the bomb), the probes,
+    and the other client's worst wait over a quiet second before the case (this machine's baseline)."""
+    with OtherClient(proxy, up.url + "/ping") as quiet:
+        time.sleep(1.0)
     with (
         OtherClient(proxy, up.url + "/ping") as other,
         RssPeak() as rss,
@@ -50,7 +54,7 @@ def run(proxy: Any, up: RawUpstream, **request: Any) -> tuple[httpx.Response, by
         client.stream("POST", up.url + "/v1/chat/completions", **request) as r,
     ):
         raw = b"".join(r.iter_raw())
-    return r, raw, rss, other
+    return r, raw, rss, other, quiet.worst_s
 
 
 def recorded(seen: Collector) -> Any:
@@ -59,10 +63,12 @@ def recorded(seen: Collector) -> Any:
     return next(e for e in seen.seen if e.path == "/v1/chat/completions")
 
 
-def assert_nobody_suffered(rss: RssPeak, other: OtherClient) -> None:
+def assert_nobody_suffered(rss: RssPeak, other: OtherClient, quiet_s: float) -> None:
     assert rss.growth < 64 * MB, f"RSS grew {rss.growth / MB:.0f} MB"
     assert other.answered > 0 and not other.failures, other.failures
-    assert other.worst_s < 1.0, f"another client waited {other.worst_s:.2f} s"
+    # Within a second, or a few times what a quiet second showed on a machine too loaded for that.
+    bound = max(1.0, 4 * quiet_s)
+    assert other.worst_s < bound, f"another client waited {other.worst_s:.2f} s (quiet: {quiet_s:.2f} s)"
 
 
 @pytest.mark.timeout(120)
@@ -74,11 +80,11 @@ def test_a_response_bomb_passes_untouched_and_uninspected(brownout_proxy, fault)
     wire = bomb()
     up = upstream(fixed(http_response(200, [*JSON_CT, ("content-encoding", "gzip")], wire)))
     with up.running():
-        r, raw, rss, other = run(proxy, up, json={"model": "gpt-4o-mini", "messages": []})
+        r, raw, rss, other, quiet_s = run(proxy, up, json={"model": "gpt-4o-mini", "messages": []})
         ex = recorded(seen)
     assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
     assert raw == wire  # byte for byte
-    assert_nobody_suffered(rss, other)
+    assert_nobody_suffered(rss, other, quiet_s)
     assert ex.uninspected == "decoded_too_large" and "buffer_max_bytes" in ex.notes["uninspected"]
     assert ex.faults == [] and "x-brownout-fault" not in r.headers
     if fault:
@@ -94,11 +100,11 @@ def test_a_request_bomb_from_a_client_is_forwarded_untouched(brownout_proxy):
     up = upstream(fixed(http_response(200, JSON_CT, b"{}")))
     with up.running():
         headers = {"content-type": "application/json", "content-encoding": "gzip"}
-        r, _, rss, other = run(proxy, up, content=wire, headers=headers)
+        r, _, rss, other, quiet_s = run(proxy, up, content=wire, headers=headers)
         ex = recorded(seen)
         received = next(q for q in up.requests if q.path == "/v1/chat/completions")
     assert r.status_code == 200 and received.body == wire
-    assert_nobody_suffered(rss, other)
+    assert_nobody_suffered(rss, other, quiet_s)
     assert ex.uninspected == "decoded_too_large" and ex.notes["uninspected"].startswith("request")
     assert ex.request_bytes == len(wire)
     assert internal_errors(proxy) == {}
@@ -111,10 +117,10 @@ def test_a_streamed_bomb_is_parsed_up_to_the_cap_only(brownout_proxy):
     wire = bomb(b"data: {}\n\n")
     up = upstream(fixed(http_response(200, [*SSE_CT, ("content-encoding", "gzip")], wire, length=False)))
     with up.running():
-        _, raw, rss, other = run(proxy, up, json={"model": "gpt-4o-mini", "messages": [], "stream": True})
+        _, raw, rss, other, quiet_s = run(proxy, up, json={"model": "gpt-4o-mini", "messages": [], "stream": True})
         ex = recorded(seen)
     assert raw == wire
-    assert_nobody_suffered(rss, other)
+    assert_nobody_suffered(rss, other, quiet_s)
     assert ex.uninspected == "decoded_too_large" and ex.stream_complete is None
     assert 0 < ex.stream_events <= 4 * MB // len(b"data: {}\n\n") + 1
     assert internal_errors(proxy) == {}
