@@ -2,8 +2,9 @@
 
 Events are framed and fed to the wire parser as they arrive; other bodies keep a copy of at
 most `copy_max` bytes, parsed whole at the end. A compressed copy is decoded in slices: at
-most `SLICE_BUDGET_S` of work per call, the rest continued on the event loop (`call_soon`), so
-a highly compressed body never holds up other flows. Limits stop inspection (the body
+most `SLICE_BUDGET_S` of work at a time, the rest continued after as long a pause
+(`call_later`), so a highly compressed body never takes more than half the event loop from
+other flows. Limits stop inspection (the body
 passes through untouched and the exchange records why): an event longer than the framer's
 `max_pending`, more than `decoded_max` decoded bytes, corrupt compressed bytes, or a compressed
 backlog past `BACKLOG_MAX` (parsing fell behind the wire).
@@ -26,7 +27,7 @@ __all__ = ["BACKLOG_MAX", "SLICE_BUDGET_S", "StreamInspector"]
 
 log = logging.getLogger(__name__)
 
-SLICE = 16 << 10  # decoded bytes framed and parsed at a time
+SLICE = 4 << 10  # decoded bytes framed and parsed at a time: about 1 ms even when events are tiny
 SLICE_BUDGET_S = 0.005  # then other flows get the loop: parsing cost depends on event sizes, not bytes
 BACKLOG_MAX = 8 << 20  # compressed bytes waiting to be parsed before inspection gives up
 
@@ -78,7 +79,8 @@ class StreamInspector:
             if self.decoder.queued > BACKLOG_MAX:
                 self.stop("fell_behind", f"over {BACKLOG_MAX} compressed bytes waiting to be parsed")
                 return
-            self._pump()
+            if not self._scheduled:  # else the continuation already waiting takes this too
+                self._pump()
 
     def feed_sent(self, sent: list[bytes | StreamEvent]) -> None:
         """What an editor handed on: an event it let through unchanged is parsed as it is, without
@@ -136,7 +138,7 @@ class StreamInspector:
                 continue
             if not self._scheduled:
                 self._scheduled = True  # more to decode: continue after other flows had their turn
-                loop.call_soon(self._resume)
+                loop.call_later(SLICE_BUDGET_S, self._resume)
             return
 
     def _pump_slice(self) -> bool:

@@ -84,9 +84,10 @@ def test_compressed_and_edited_streams_cost_about_what_a_plain_one_does(brownout
 
     raw, ex, gzip_s, growth = run_case(proxy, seen, packed, "gzip")
     assert raw == packed  # no fault: the compressed bytes pass untouched
-    # Decoding is cheap next to parsing: the compressed stream must not cost more than a plain one
-    # (with the framer re-scanning its buffer per event it cost three times as much).
-    assert gzip_s < 2 * base_s + 0.3, f"gzip stream took {gzip_s:.1f} s, a plain one {base_s:.1f} s"
+    # Decoding is cheap next to parsing, and the compressed copy is parsed at no more than half the
+    # loop's pace (other flows get the rest): about twice the plain stream's time. With the framer
+    # re-scanning its buffer per event it took about five times as long.
+    assert gzip_s < 3 * base_s + 0.5, f"gzip stream took {gzip_s:.1f} s, a plain one {base_s:.1f} s"
     assert growth < 150 * MB, f"gzip stream: RSS grew {growth / MB:.0f} MB"
     assert ex.stream_events == EVENTS + 1 and ex.stream_complete is True and ex.uninspected is None
     assert internal_errors(proxy) == {}
