@@ -125,6 +125,12 @@ class Plan:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
         return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)
 
+    def skip_request_faults(self, reason: str) -> None:
+        """The request body cannot be read (too large once decoded, undecodable): request edits are skipped."""
+        for f in list(self.fired):
+            if type(f.fault).edit_request is not Fault.edit_request:
+                self.skip(f, reason)
+
     def edit_request(self, body: bytes, headers: dict[str, str]) -> bytes:
         """Apply request edits in rule order to the decoded body; the exchange is re-read from the result."""
         edited = body

@@ -272,8 +272,10 @@ class Brownout:
         elif isinstance(action, Hang):
             await effects.hang(flow, action.duration_s, self.guard)
         else:
-            if plan.edits_request():
-                self.guard.call("engine", effects.edit_request, flow, plan, context=flow.request.pretty_url)
+            if plan.edits_request() and isinstance(body, bodies.Uninspected):
+                self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
+            elif plan.edits_request():
+                self.guard.call("engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url)
             state.timing = self.guard.call("engine", plan.stream_timing)
             if self.tape.on_request(flow, state):  # answered from a cassette, or a replay miss
                 return

@@ -124,14 +124,12 @@ def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guar
     return token
 
 
-def edit_request(flow: http.HTTPFlow, plan: Plan) -> None:
-    """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length."""
+def edit_request(flow: http.HTTPFlow, plan: Plan, body: bytes) -> None:
+    """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length.
+
+    `body` is the request body as the proxy decoded it, under its cap (never decoded again here)."""
     req = flow.request
     if req.stream:  # over proxy.buffer_max_bytes: it streams through unread
-        return
-    try:
-        body = req.get_content(strict=False) or b""
-    except ValueError:
         return
     before = {k.lower(): v for k, v in req.headers.items()}
     headers = dict(before)

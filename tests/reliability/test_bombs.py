@@ -93,9 +93,10 @@ def test_a_response_bomb_passes_untouched_and_uninspected(brownout_proxy, fault)
 
 
 @pytest.mark.timeout(120)
-def test_a_request_bomb_from_a_client_is_forwarded_untouched(brownout_proxy):
+@pytest.mark.parametrize("fault", [None, "{type: mutate, kind: typos}"])
+def test_a_request_bomb_from_a_client_is_forwarded_untouched(brownout_proxy, fault):
     seen = Collector()
-    proxy = brownout_proxy(CONFIG + "  []\n", on_exchange=seen)
+    proxy = brownout_proxy(CONFIG + (rule("edit", fault) if fault else "  []\n"), on_exchange=seen)
     wire = bomb()
     up = upstream(fixed(http_response(200, JSON_CT, b"{}")))
     with up.running():
@@ -106,7 +107,9 @@ def test_a_request_bomb_from_a_client_is_forwarded_untouched(brownout_proxy):
     assert r.status_code == 200 and received.body == wire
     assert_nobody_suffered(rss, other, quiet_s)
     assert ex.uninspected == "decoded_too_large" and ex.notes["uninspected"].startswith("request")
-    assert ex.request_bytes == len(wire)
+    assert ex.request_bytes == len(wire) and ex.faults == []
+    if fault:  # a request edit needs the decoded body: it did not apply
+        assert [f.fault for f in ex.faults_skipped] == ["mutate"]
     assert internal_errors(proxy) == {}
 
 
