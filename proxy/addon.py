@@ -287,7 +287,7 @@ class Brownout:
         """The request body decoded for recognition (bounded: a compression bomb is not inflated)."""
         if flow.request.stream:
             return b""
-        body = await self.guard.acall("exchange", bodies.decoded, flow.request, self._buffer_max, default=b"")
+        body = await self.guard.acall("exchange", bodies.decoded, flow.request, self._buffer_max)
         return b"" if body is None else body
 
     def _begin(self, flow: http.HTTPFlow, body: bytes | bodies.Uninspected) -> FlowState:
@@ -298,7 +298,8 @@ class Brownout:
         flow.request.headers.pop("proxy-authorization", None)
         cap = self.config.proxy.capture_max_bytes
         problem = body if isinstance(body, bodies.Uninspected) else None
-        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, b"" if problem else body)
+        plain = body if isinstance(body, bytes) else b""
+        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, plain)
         if problem is not None:  # forwarded untouched; recognised from its path and headers only
             exchange.mark_uninspected(problem.reason, f"request: {problem.detail}")
             exchange.request_bytes = len(flow.request.raw_content or b"")
@@ -384,7 +385,7 @@ class Brownout:
     async def _finish_buffered(self, flow: http.HTTPFlow, state: FlowState) -> None:
         ex, resp = state.exchange, flow.response
         assert resp is not None
-        body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max, default=b"")
+        body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)
         if isinstance(body, bodies.Uninspected):
             e = body  # too large once decoded, or undecodable: the body passes through untouched, unread
             ex.response_bytes = len(resp.raw_content or b"")

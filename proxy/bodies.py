@@ -16,7 +16,7 @@ from mitmproxy import http
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.wire.base import WireFormat
+from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
 from brownout.core.wire.decoding import DecodeError, decode_body_capped, encoder_for, single_coding
 from brownout.core.wire.framing import framer_for
 
@@ -75,7 +75,12 @@ def parse(wire: WireFormat, exchange: Exchange, body: bytes, guard: Guard) -> No
     if parser is None:
         return
     for event in framer.feed(body) + framer.flush():
-        if guard.call("wire", parser.feed, event, default=False, context=f"{wire.provider} stream event") is False:
-            break
+        if not guard.call("wire", _fed, parser, event, default=False, context=f"{wire.provider} stream event"):
+            break  # a parser that raised is done with this body
     guard.call("wire", parser.finish, context="stream end")
     exchange.streamed = streamed
+
+
+def _fed(parser: StreamParser, event: StreamEvent) -> bool:
+    parser.feed(event)
+    return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
@@ -82,7 +82,7 @@ class StreamInspector:
             if not self._scheduled:  # else the continuation already waiting takes this too
                 self._pump()
 
-    def feed_sent(self, sent: list[bytes | StreamEvent]) -> None:
+    def feed_sent(self, sent: Sequence[bytes | StreamEvent]) -> None:
         """What an editor handed on: an event it let through unchanged is parsed as it is, without
         framing its bytes again (unless the framer holds part of an event: then bytes go in order)."""
         if self.framer is None or self.decoder is not None:

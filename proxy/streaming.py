@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
@@ -253,7 +253,7 @@ class StreamTap:
 
     # --- output ----------------------------------------------------------------------------
 
-    def _emit(self, sent: list[Sent], *, parsed: bool = False) -> list[bytes]:
+    def _emit(self, sent: Sequence[Sent], *, parsed: bool = False) -> list[bytes]:
         out = [_raw(x) for x in sent]
         if out and self.ex.timings.first_client_byte is None and any(out):
             self.ex.timings.first_client_byte = time.time()
