@@ -30,6 +30,7 @@ lint: setup
 bench: setup
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || echo "wrk unavailable: the Python load generator is used"
 	$(PY) bench/run.py
+	$(PY) bench/bodies.py
 
 setup: $(STAMP)
 

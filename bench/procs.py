@@ -12,7 +12,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ROOT", "Proc", "free_port", "start_brownout", "start_mitmdump", "start_upstream", "wait_http"]
+__all__ = [
+    "ROOT",
+    "Proc",
+    "free_port",
+    "start_brownout",
+    "start_mitmdump",
+    "start_module",
+    "start_upstream",
+    "wait_http",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +107,16 @@ def start_upstream(workdir: Path) -> Proc:
     if not wait_http(port, proc=proc):
         proc.stop()
         raise RuntimeError(f"mock upstream did not start:\n{proc.log_tail()}")
+    return proc
+
+
+def start_module(name: str, module: str, args: list[str], workdir: Path) -> Proc:
+    """`python -m module --port N *args`, started and answering HTTP."""
+    port = free_port()
+    proc = _spawn(name, [sys.executable, "-m", module, "--port", str(port), *args], port, workdir)
+    if not wait_http(port, proc=proc):
+        proc.stop()
+        raise RuntimeError(f"{name} did not start:\n{proc.log_tail()}")
     return proc
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "CONNECTION_ERRORS",
     "DEFAULT_CAPTURE_MAX_BYTES",
     "SHUTDOWN",
+    "UNINSPECTED_REASONS",
     "Cost",
     "Exchange",
     "FaultRecord",
@@ -42,6 +43,15 @@ def cap_text(text: str, max_bytes: int) -> str:
     if len(raw) <= max_bytes:
         return text
     return raw[:max_bytes].decode("utf-8", "ignore")
+
+
+# Why a body was not (fully) inspected: bounded, so they can label a metric.
+UNINSPECTED_REASONS = (
+    "event_too_large",  # an SSE event or NDJSON line longer than proxy.event_max_bytes
+    "decoded_too_large",  # a compressed body decoding to more than proxy.buffer_max_bytes
+    "undecodable",  # corrupt compressed bytes, or a content-encoding brownout cannot decode
+    "fell_behind",  # compressed stream arriving faster than it could be parsed
+)
 
 
 @dataclass(slots=True)
@@ -197,8 +207,13 @@ class Exchange:
     request_bytes: int = 0
     response_bytes: int = 0
     parse_error: str | None = None  # a wire parser gave up; the exchange itself is unaffected
+    # Why brownout stopped reading a body (it passed through untouched from there on): one of
+    # UNINSPECTED_REASONS; the detail goes to notes["uninspected"].
+    uninspected: str | None = None
 
     faults: list[FaultRecord] = field(default_factory=list)
+    # Faults that fired but could not act on this exchange; the reason is in params["skipped"].
+    faults_skipped: list[FaultRecord] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
     # Free-form per-component notes (decisions, relay info); never exported as-is.
     notes: dict[str, Any] = field(default_factory=dict)
@@ -216,6 +231,12 @@ class Exchange:
             capped = cap_text(call.arguments, limit)
             if capped is not call.arguments and capped != call.arguments:
                 call.arguments, call.capped = capped, True
+
+    def mark_uninspected(self, reason: str, detail: str) -> None:
+        """Record that parsing stopped (the first reason wins: later ones are its consequences)."""
+        if self.uninspected is None:
+            self.uninspected = reason
+            self.notes["uninspected"] = detail
 
     @property
     def fault_injected(self) -> bool:

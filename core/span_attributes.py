@@ -156,6 +156,8 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
         attrs["brownout.stream.complete"] = exchange.stream_complete
     if exchange.replayed:
         attrs["brownout.replayed"] = True
+    if exchange.uninspected is not None:
+        attrs["brownout.inspection.skipped"] = exchange.uninspected
     if op == "execute_tool":
         _tool_attributes(exchange, attrs, capture_content)
     elif op is not None:

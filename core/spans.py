@@ -145,9 +145,13 @@ class SpanBuilder:
             name, context=parent, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns
         )
         events: list[SpanEvent] = []
-        for fault in exchange.faults:
+        # A fault that fired but could not act is a `brownout.fault.skipped` event, its reason
+        # in brownout.fault.param.skipped: visible, never mistaken for an injected one.
+        recorded = [("brownout.fault", f) for f in exchange.faults]
+        recorded += [("brownout.fault.skipped", f) for f in exchange.faults_skipped]
+        for event_name, fault in recorded:
             at_ns = int(fault.at * 1e9) if fault.at else start_ns
-            event = SpanEvent("brownout.fault", fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns))
+            event = SpanEvent(event_name, fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns))
             span.add_event(event.name, event.attributes, event.timestamp_ns)
             events.append(event)
         ctx = span.get_span_context()

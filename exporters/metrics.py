@@ -203,6 +203,12 @@ class Metrics:
             "brownout_requests", "Exchanges seen.", ["provider", "operation", "tool", "status_class"], registry=r
         )
         self.faults = Counter("brownout_faults_injected", "Faults injected.", ["rule", "fault"], registry=r)
+        self.uninspected = Counter(
+            "brownout_uninspected",
+            "Exchanges whose body brownout stopped reading (it passed through untouched).",
+            ["reason"],
+            registry=r,
+        )
         self.decisions = Counter(
             "brownout_fault_decisions", "Rule decisions by outcome.", ["rule", "outcome"], registry=r
         )
@@ -343,6 +349,8 @@ class Metrics:
         self.requests.labels(provider, operation, tool, status_class).inc()
         for fault in exchange.faults:
             self.faults.labels(fault.rule, fault.fault).inc()
+        if exchange.uninspected is not None:
+            self.uninspected.labels(exchange.uninspected).inc()
         duration = exchange.timings.duration_s
         if duration is not None:
             self.duration.labels(provider, operation, tool).observe(duration)

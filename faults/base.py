@@ -14,7 +14,10 @@ order, at these points and applies what they return:
      `stream_timing` returns pacing that needs real awaits (stall, throttle, reset after N
      bytes), which the proxy realises through its in-process relay;
    - buffered responses: `edit_body` gets the whole decoded body.
-4. The exchange's `faults` list records what fired (the engine does that).
+4. The exchange's `faults` list records what fired (the engine does that). A phase that finds
+   nothing it can act on (a body that is not JSON, a stream too large to buffer) raises
+   `NotApplicable`: the fault then moves to the exchange's `faults_skipped` with the reason,
+   and is neither counted, announced nor put on the span as injected.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ __all__ = [
     "FaultContext",
     "FaultParams",
     "Hang",
+    "NotApplicable",
     "Reset",
     "Respond",
     "StreamEditor",
@@ -67,6 +71,10 @@ class Hang:
     """Hold the request without answering for `duration_s` (None: until the client gives up), then reset."""
 
     duration_s: float | None
+
+
+class NotApplicable(Exception):
+    """Raised by a fault phase that cannot act on this exchange; the message is the reason."""
 
 
 # Sentinels a StreamEditor returns to end the stream early.

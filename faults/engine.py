@@ -42,7 +42,7 @@ from brownout.faults.decisions import Decision, DecisionLog
 from brownout.faults.match import CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
-from brownout.faults.schedule import FIRED, SKIPPED_PAUSED, Schedule, Ticket, rng_for
+from brownout.faults.schedule import FIRED, SKIPPED_NOT_APPLICABLE, SKIPPED_PAUSED, Schedule, Ticket, rng_for
 
 __all__ = ["CompiledRule", "FaultEngine", "Plan", "RuleSet"]
 
@@ -290,6 +290,19 @@ class FaultEngine:
         if release is not None:
             plan.releases.append(release)
         return fired
+
+    def skip(self, plan: Plan, fired: Fired, reason: str) -> None:
+        """A fault that fired could not act: off the exchange's injected faults, onto its skipped ones."""
+        ex = plan.exchange
+        if ex is None:
+            return
+        ex.faults[:] = [r for r in ex.faults if r is not fired.record]
+        fired.record.params["skipped"] = reason
+        ex.faults_skipped.append(fired.record)
+        rule = next((r for r in self.rules if r.name == fired.rule), None)
+        if rule is not None:
+            self._record(ex, rule, SKIPPED_NOT_APPLICABLE, reason, 0, 0, self.clock())
+        log.info("fault %s:%s did not apply to %s: %s", fired.rule, fired.type, ex.id, reason)
 
     def release(self, plan: Plan) -> None:
         """The exchange finished: free in-flight slots and count its tokens against quotas."""

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from brownout.faults.base import Fault, FaultContext, FaultParams, StreamEditor
+from brownout.core.wire.framing import framer_for
+from brownout.faults.base import Fault, FaultContext, FaultParams, NotApplicable, StreamEditor
 from brownout.faults.completion import inject_completion, inject_completion_event
 from brownout.faults.jsonedit import NOT_JSON, dumps, find_longest_string, iter_path, load, parse_path
 from brownout.faults.streams import JsonEventEditor, edit_events_in_body
 
 __all__ = ["InjectFault", "InjectParams", "inject_tool_output"]
-
-log = logging.getLogger(__name__)
 
 
 class InjectParams(FaultParams):
@@ -91,6 +89,11 @@ class InjectFault(Fault):
         return inject_tool_output(doc, p)
 
     def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        if framer_for(ctx.exchange.content_type) is None:
+            raise NotApplicable("the body streamed (too large to buffer) and is not an event stream")
+        return self._event_editor()
+
+    def _event_editor(self) -> StreamEditor:
         p = self.params
         done = False
 
@@ -109,7 +112,7 @@ class InjectFault(Fault):
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         ct = headers.get("content-type", ctx.exchange.content_type)
-        edited = edit_events_in_body(self.stream_editor(ctx), body, ct)  # type: ignore[arg-type]
+        edited = edit_events_in_body(self._event_editor(), body, ct)
         if edited is not None:
             return edited
         doc = load(body)
@@ -117,11 +120,9 @@ class InjectFault(Fault):
             if self.params.target == "tool_output" and ("text" in ct or not ct):
                 with contextlib.suppress(UnicodeDecodeError):  # binary: not a place for text
                     return _join(body.decode("utf-8"), self.params).encode()  # a plain-text tool response
-            log.info("inject: %s body is not JSON; passed through", ctx.exchange.id)
-            return body
+            raise NotApplicable("the body is neither JSON nor text")
         if isinstance(doc, str):
             return dumps(_join(doc, self.params)).encode()
         if not self._edit(doc):
-            log.info("inject %s: no place for the text in %s", self.params.target, ctx.exchange.id)
-            return body
+            raise NotApplicable(f"no place for the text ({self.params.target})")
         return dumps(doc).encode()

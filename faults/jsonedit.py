@@ -1,7 +1,8 @@
 """JSON helpers for body faults: seeded syntactic corruption, paths, and safe load/dump.
 
 Every edit is robust to bodies that are not JSON: helpers return None (or the input
-unchanged) instead of raising, and the caller passes the body through.
+unchanged) instead of raising, and the caller passes the body through. JSON nested deeper
+than Python's parser goes raises `NotApplicable`: the fault is recorded as not applied.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from brownout.faults.base import NotApplicable
 
 __all__ = [
     "NOT_JSON",
@@ -29,11 +32,13 @@ NOT_JSON: Any = object()  # load() result for bodies that are not JSON
 
 
 def load(body: bytes | str) -> Any:
-    """The decoded JSON document, or NOT_JSON."""
+    """The decoded JSON document, or NOT_JSON; raises NotApplicable for JSON nested too deeply to edit."""
     try:
         return json.loads(body)
     except (ValueError, TypeError):
         return NOT_JSON
+    except RecursionError:
+        raise NotApplicable("JSON nested too deeply to edit") from None
 
 
 def dumps(doc: Any, *, compact: bool = False) -> str:
@@ -44,7 +49,7 @@ def dumps(doc: Any, *, compact: bool = False) -> str:
 def _invalid(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # too deep to check: every strategy breaks the syntax itself
         return True
     return False
 

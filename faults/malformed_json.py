@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from brownout.core.wire.base import StreamEvent
-from brownout.faults.base import Fault, FaultContext, FaultParams, StreamEditor
+from brownout.core.wire.framing import framer_for
+from brownout.faults.base import Fault, FaultContext, FaultParams, NotApplicable, StreamEditor
 from brownout.faults.drift import apply_drift
 from brownout.faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
 from brownout.faults.mcplists import retype
@@ -16,8 +16,6 @@ from brownout.faults.providers import StreamArgsCorrupter, corrupt_tool_args
 from brownout.faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
 
 __all__ = ["MalformedJsonFault", "MalformedJsonParams"]
-
-log = logging.getLogger(__name__)
 
 SSE_DEFAULT_WINDOW = 3  # without event_index, one of the first few events is picked by the rng
 
@@ -74,8 +72,18 @@ class _CorruptOneEvent(AfterEventsEditor):
     def fire(self, event: StreamEvent) -> list[bytes] | str:
         data = event.data
         # `[DONE]` is no JSON: cutting its bracket still breaks the SDK's end-of-stream check.
-        bad = corrupt_json_text(data, self.rng) if load(data) is not NOT_JSON and data[:1] in "{[" else data[:-1]
+        bad = corrupt_json_text(data, self.rng) if _json_document(data) else data[:-1]
         return [with_data(event, bad)]
+
+
+def _json_document(data: str) -> bool:
+    """An object or array (too deep to parse still counts: any corruption of it stays broken)."""
+    if data[:1] not in ("{", "["):
+        return False
+    try:
+        return load(data) is not NOT_JSON
+    except NotApplicable:
+        return True
 
 
 class MalformedJsonFault(Fault):
@@ -89,6 +97,13 @@ class MalformedJsonFault(Fault):
         return True
 
     def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        if framer_for(ctx.exchange.content_type) is None:
+            # Only event streams are edited as they stream; any other body that streams is one
+            # too large to buffer (proxy.buffer_max_bytes), so there is nothing this fault can do.
+            raise NotApplicable("the body streamed (too large to buffer) and is not an event stream")
+        return self._event_editor(ctx)
+
+    def _event_editor(self, ctx: FaultContext) -> StreamEditor:
         p = self.params
         if p.target == "tool_arguments":
             return JsonEventEditor(StreamArgsCorrupter(lambda s: corrupt_json_text(s, ctx.rng)).edit)
@@ -102,16 +117,14 @@ class MalformedJsonFault(Fault):
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         ct = headers.get("content-type", ctx.exchange.content_type)
-        editor = self.stream_editor(ctx)
-        if editor is not None:
-            # A buffered SSE/NDJSON body (e.g. content-encoded): edit it event by event.
-            edited = edit_events_in_body(editor, body, ct)
-            if edited is not None:
-                return edited
+        editor = self._event_editor(ctx)  # built either way: it draws from the rng, as it always has
+        # A buffered SSE/NDJSON body is edited event by event.
+        edited = edit_events_in_body(editor, body, ct)
+        if edited is not None:
+            return edited
         doc = load(body)
         if doc is NOT_JSON:
-            log.info("malformed_json: %s body is not JSON; passed through", ctx.exchange.id)
-            return body
+            raise NotApplicable("the body is not JSON")
         p = self.params
         if p.target in ("body", "sse_event"):
             return corrupt_json_text(body.decode("utf-8", "replace"), ctx.rng).encode()
@@ -123,6 +136,5 @@ class MalformedJsonFault(Fault):
         else:
             changed = apply_drift(doc, p.field, p.action, p.rename_to)
         if not changed:
-            log.info("malformed_json %s: nothing to change in %s", p.target, ctx.exchange.id)
-            return body
+            raise NotApplicable(f"nothing to change for target {p.target}")
         return dumps(doc).encode()

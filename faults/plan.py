@@ -22,7 +22,16 @@ from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.guard import Guard
 from brownout.core.wire.base import StreamEvent, WireFormat
 from brownout.core.wire.framing import SSEFramer, framer_for
-from brownout.faults.base import Fault, FaultContext, Hang, Reset, Respond, StreamEditor, StreamTiming
+from brownout.faults.base import (
+    Fault,
+    FaultContext,
+    Hang,
+    NotApplicable,
+    Reset,
+    Respond,
+    StreamEditor,
+    StreamTiming,
+)
 
 __all__ = ["EMPTY_PLAN", "ChainEditor", "Fired", "Plan", "PlanHost", "merge_timings"]
 
@@ -48,6 +57,8 @@ class PlanHost(Protocol):
     def resolve_deferred(self, plan: Plan, rule: Any, tool: str) -> Fired | None: ...
 
     def release(self, plan: Plan) -> None: ...
+
+    def skip(self, plan: Plan, fired: Fired, reason: str) -> None: ...
 
 
 class Plan:
@@ -86,6 +97,19 @@ class Plan:
         assert self._host is not None, "EMPTY_PLAN has no faults to run"
         return self._host.guard
 
+    def skip(self, f: Fired, reason: str) -> None:
+        """This fault cannot act on the exchange: it leaves the plan and is recorded as skipped."""
+        if any(x is f for x in self.fired):
+            self.fired = [x for x in self.fired if x is not f]
+            if self._host is not None:
+                self._host.skip(self, f, reason)
+
+    def skip_body_faults(self, reason: str) -> None:
+        """The body cannot be read or edited (too large, undecodable): every fault that needed it is skipped."""
+        for f in list(self.fired):
+            if self.guard.call(f"fault:{f.type}", f.fault.wants_body, f.ctx, context="wants_body"):
+                self.skip(f, reason)
+
     async def before_upstream(self) -> Respond | Reset | Hang | None:
         """Run request-phase faults in rule order; the first answer wins, delays add up."""
         for f in self.fired:
@@ -100,6 +124,12 @@ class Plan:
     def edits_request(self) -> bool:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
         return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)
+
+    def skip_request_faults(self, reason: str) -> None:
+        """The request body cannot be read (too large once decoded, undecodable): request edits are skipped."""
+        for f in list(self.fired):
+            if type(f.fault).edit_request is not Fault.edit_request:
+                self.skip(f, reason)
 
     def edit_request(self, body: bytes, headers: dict[str, str]) -> bytes:
         """Apply request edits in rule order to the decoded body; the exchange is re-read from the result."""
@@ -153,9 +183,13 @@ class Plan:
         """Apply body faults in rule order to a whole decoded body."""
         if self.deferred:
             self.resolve_pending(self._tool_calls_of(body))
-        for f in self.fired:
-            edited = self.guard.call(f"fault:{f.type}", f.fault.edit_body, f.ctx, body, headers, context="edit_body")
-            if edited is not None:
+        for f in list(self.fired):
+            edited = self.guard.call(
+                f"fault:{f.type}", _skippable, f.fault.edit_body, f.ctx, body, headers, context="edit_body"
+            )
+            if isinstance(edited, Skipped):
+                self.skip(f, edited.reason)
+            elif edited is not None:
                 body = edited
         return body
 
@@ -181,8 +215,11 @@ class Plan:
     def stream_editor(self) -> StreamEditor | None:
         """A chain of the faults' stream editors, or None when nothing edits the stream."""
         editors: list[tuple[str, StreamEditor | None]] = []
-        for f in self.fired:
-            ed = self.guard.call(f"fault:{f.type}", f.fault.stream_editor, f.ctx, context="stream_editor")
+        for f in list(self.fired):
+            ed = self.guard.call(f"fault:{f.type}", _skippable, f.fault.stream_editor, f.ctx, context="stream_editor")
+            if isinstance(ed, Skipped):
+                self.skip(f, ed.reason)
+                continue
             if ed is not None:
                 editors.append((f.type, ed))
         if not editors and not self.deferred:
@@ -207,6 +244,21 @@ class Plan:
         self._finished = True
         if self._host is not None and self.releases:
             self._host.release(self)
+
+
+@dataclass(slots=True, frozen=True)
+class Skipped:
+    """A fault phase raised NotApplicable: the fault cannot act on this exchange, for `reason`."""
+
+    reason: str
+
+
+def _skippable(fn: Any, *args: Any) -> Any:
+    """fn(*args), with NotApplicable turned into a Skipped result: not a failure, not counted as one."""
+    try:
+        return fn(*args)
+    except NotApplicable as e:
+        return Skipped(str(e))
 
 
 def _note(f: Fired) -> None:
@@ -288,7 +340,10 @@ class ChainEditor(StreamEditor):
             return
         self._seen_calls = len(ex.tool_calls)
         for f in plan.resolve_pending():
-            ed = plan.guard.call(f"fault:{f.type}", f.fault.stream_editor, f.ctx, context="stream_editor")
+            ed = plan.guard.call(f"fault:{f.type}", _skippable, f.fault.stream_editor, f.ctx, context="stream_editor")
+            if isinstance(ed, Skipped):
+                plan.skip(f, ed.reason)
+                continue
             if ed is not None:
                 self.editors.append((f.type, ed))
 

@@ -31,6 +31,7 @@ __all__ = [
     "FIRED",
     "OUTCOMES",
     "SKIPPED_BLAST_RADIUS",
+    "SKIPPED_NOT_APPLICABLE",
     "SKIPPED_PAUSED",
     "SKIPPED_PROBABILITY",
     "SKIPPED_SCHEDULE",
@@ -46,7 +47,9 @@ SKIPPED_PROBABILITY = "skipped_probability"
 SKIPPED_SCHEDULE = "skipped_schedule"
 SKIPPED_BLAST_RADIUS = "skipped_blast_radius"
 SKIPPED_PAUSED = "skipped_paused"
-OUTCOMES = (FIRED, SKIPPED_PROBABILITY, SKIPPED_SCHEDULE, SKIPPED_BLAST_RADIUS, SKIPPED_PAUSED)
+# Recorded after `fired` when the fault then could not act on the exchange (see faults.base.NotApplicable).
+SKIPPED_NOT_APPLICABLE = "skipped_not_applicable"
+OUTCOMES = (FIRED, SKIPPED_PROBABILITY, SKIPPED_SCHEDULE, SKIPPED_BLAST_RADIUS, SKIPPED_PAUSED, SKIPPED_NOT_APPLICABLE)
 
 _U64 = float(1 << 64)
 

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from brownout.core.wire.base import StreamEvent
-from brownout.faults.base import CLOSE, RESET, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
+from brownout.core.wire.framing import framer_for
+from brownout.faults.base import (
+    CLOSE,
+    RESET,
+    Fault,
+    FaultContext,
+    FaultParams,
+    NotApplicable,
+    StreamEditor,
+    StreamTiming,
+)
 from brownout.faults.streams import AfterEventsEditor, ByteCutEditor, edit_events_in_body
 
 __all__ = ["TruncateFault", "TruncateParams"]
-
-log = logging.getLogger(__name__)
 
 
 class TruncateParams(FaultParams):
@@ -78,14 +85,15 @@ class TruncateFault(Fault):
     def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
         p = self.params
         if p.after_events is not None:
+            if framer_for(ctx.exchange.content_type) is None:
+                raise NotApplicable("after_events needs an event stream")
             return _EventCut(ctx, p.after_events, self._how())
         if p.at_bytes is not None:
             return None if p.close == "reset" else ByteCutEditor(p.at_bytes, CLOSE)
         total = _content_length(ctx)
         if total is None:
             # A chunked stream has no known length: a fraction of it is undefined.
-            log.info("truncate at_fraction: %s has no content-length; not cut", ctx.exchange.id)
-            return None
+            raise NotApplicable("at_fraction of a streamed body needs its content-length")
         # The reset follows the next chunk; a body that ends with the cut chunk ends cleanly.
         return ByteCutEditor(int(total * (p.at_fraction or 0.0)), self._how())
 
@@ -98,6 +106,5 @@ class TruncateFault(Fault):
         ct = headers.get("content-type", ctx.exchange.content_type)
         cut = edit_events_in_body(_EventCut(ctx, p.after_events or 0, CLOSE), body, ct)
         if cut is None:
-            log.info("truncate after_events: %s is not an event stream; not cut", ctx.exchange.id)
-            return body
+            raise NotApplicable("after_events needs an event stream")
         return cut

@@ -20,12 +20,11 @@ from mitmproxy.utils import human
 from brownout.core.exchange import SHUTDOWN, Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
-from brownout.core.wire.decoding import stream_decoder
-from brownout.core.wire.framing import framer_for
+from brownout.core.wire.framing import Framer, framer_for
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
-from brownout.proxy import effects, flowmodel
+from brownout.proxy import bodies, effects, flowmodel
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configload import ConfigError, load_config
@@ -100,6 +99,7 @@ class Brownout:
         self._states: dict[str, FlowState] = {}
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
+        self._buffer_max = human.parse_size(self.config.proxy.buffer_max_bytes) or 0
         self._ignored = HostGlobs(self.config.proxy.ignore_hosts)
         self._shield = TokenShield(self.config.control.resolve_token())
         self.tape = Tape(
@@ -192,6 +192,7 @@ class Brownout:
         self.engine.reload(config.ruleset)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
+        self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
         self._ignored = HostGlobs(config.proxy.ignore_hosts)
         self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
         self.limits.settings = config.proxy
@@ -254,7 +255,8 @@ class Brownout:
         if flow.metadata.get(MISDIRECTED):
             self._shield.answer(flow)
             return
-        state = self.guard.call("exchange", self._begin, flow, context=flow.request.pretty_url)
+        body = await self._request_body(flow)
+        state = self.guard.call("exchange", self._begin, flow, body, context=flow.request.pretty_url)
         if state is None:
             return
         self._states[flow.id] = state
@@ -270,8 +272,10 @@ class Brownout:
         elif isinstance(action, Hang):
             await effects.hang(flow, action.duration_s, self.guard)
         else:
-            if plan.edits_request():
-                self.guard.call("engine", effects.edit_request, flow, plan, context=flow.request.pretty_url)
+            if plan.edits_request() and isinstance(body, bodies.Uninspected):
+                self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
+            elif plan.edits_request():
+                self.guard.call("engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url)
             state.timing = self.guard.call("engine", plan.stream_timing)
             if self.tape.on_request(flow, state):  # answered from a cassette, or a replay miss
                 return
@@ -279,14 +283,26 @@ class Brownout:
             if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
                 state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
 
-    def _begin(self, flow: http.HTTPFlow) -> FlowState:
+    async def _request_body(self, flow: http.HTTPFlow) -> bytes | bodies.Uninspected:
+        """The request body decoded for recognition (bounded: a compression bomb is not inflated)."""
+        if flow.request.stream:
+            return b""
+        body = await self.guard.acall("exchange", bodies.decoded, flow.request, self._buffer_max)
+        return b"" if body is None else body
+
+    def _begin(self, flow: http.HTTPFlow, body: bytes | bodies.Uninspected) -> FlowState:
         user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(
             flow.client_conn.id
         )
         # The proxy credential is for brownout only; never forward it.
         flow.request.headers.pop("proxy-authorization", None)
         cap = self.config.proxy.capture_max_bytes
-        exchange, body, headers = flowmodel.new_exchange(flow, user, cap)
+        problem = body if isinstance(body, bodies.Uninspected) else None
+        plain = body if isinstance(body, bytes) else b""
+        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, plain)
+        if problem is not None:  # forwarded untouched; recognised from its path and headers only
+            exchange.mark_uninspected(problem.reason, f"request: {problem.detail}")
+            exchange.request_bytes = len(flow.request.raw_content or b"")
         # A format whose recognise() raises is skipped; the guard still logs and counts it.
         on_error = lambda fmt, e: self.guard.failed("wire", e, f"{fmt.provider} recognise {exchange.path}")
         wire, operation = self.config.catalogue.wire.detect(flowmodel.request_info(flow, headers, body), on_error)
@@ -316,36 +332,39 @@ class Brownout:
             headers = dict(ex.response_headers)
             await self.guard.acall("engine", state.plan.on_response_headers, ex.status, headers)
             effects.sync_headers(resp, ex.response_headers, headers)
-        framer = framer_for(ex.content_type)
-        encoding = resp.headers.get("content-encoding", "")
-        encoded = bool(encoding)
+        framer = framer_for(ex.content_type, self.config.proxy.event_max_bytes)
         wants_body = state.plan is not None and bool(self.guard.call("engine", state.plan.wants_body))
         # Bodies of unknown size (chunked, close-delimited) count as large: they may be any size.
         length = resp.headers.get("content-length", "")
         large = not length.isdigit() or int(length) > self._stream_above
-        must_stream = (
-            state.timing is not None
-            or resp.stream
-            or (framer is not None and not (wants_body and encoded))
-            or (framer is None and large and not wants_body)
+        # Event streams always stream, compressed or not, edited or not (a compressed one under a
+        # body fault is transcoded chunk by chunk); other bodies buffer when small or a fault needs them.
+        if state.timing is not None or resp.stream or framer is not None or (large and not wants_body):
+            self._stream(flow, state, framer)
+
+    def _stream(self, flow: http.HTTPFlow, state: FlowState, framer: Framer | None) -> None:
+        ex, resp, plan = state.exchange, flow.response, state.plan
+        assert resp is not None
+        editor = self.guard.call("engine", plan.stream_editor) if plan is not None else None
+        state.tap = StreamTap(
+            ex,
+            state.wire,
+            framer,
+            editor,
+            state.timing,
+            self.guard,
+            on_reset=lambda now: effects.drop(flow, self.guard, now=now),
+            on_cut=lambda: effects.end_read(flow, self.guard),
+            on_skip=lambda reason: self.guard.call("engine", plan.skip_body_faults, reason) if plan else None,
+            content_encoding=resp.headers.get("content-encoding", ""),
+            decoded_max=self._buffer_max,
+            keep_copy=self.config.proxy.capture_max_bytes,
         )
-        if must_stream:
-            editor = self.guard.call("engine", state.plan.stream_editor) if state.plan is not None else None
-            decoder = stream_decoder(encoding) if encoded else None
-            state.tap = StreamTap(
-                ex,
-                state.wire,
-                framer if (decoder or not encoded) else None,
-                editor,
-                state.timing,
-                self.guard,
-                on_reset=lambda now: effects.drop(flow, self.guard, now=now),
-                decoder=decoder,
-                keep_copy=self.config.proxy.capture_max_bytes,
-            )
-            resp.stream = self.tape.wrap_stream(state, state.tap, ex.content_type)
-            ex.streamed = True
-            self._announce(resp, ex)
+        if state.tap.editor is not None:
+            effects.reframe(flow)  # edits change the size: content-length no longer holds
+        resp.stream = self.tape.wrap_stream(state, state.tap, ex.content_type)
+        ex.streamed = True
+        self._announce(resp, ex)
 
     async def response(self, flow: http.HTTPFlow) -> None:
         state = self._states.pop(flow.id, None)
@@ -359,17 +378,26 @@ class Brownout:
             ex.content_type = resp.headers.get("content-type", "")
         if not ex.streamed:
             self.tape.on_response(flow, state)  # the body as upstream sent it, before body faults
-            self._finish_buffered(flow, state)
+            await self._finish_buffered(flow, state)
         ex.timings.end = resp.timestamp_end or time.time()
         self._close(state)
 
-    def _finish_buffered(self, flow: http.HTTPFlow, state: FlowState) -> None:
+    async def _finish_buffered(self, flow: http.HTTPFlow, state: FlowState) -> None:
         ex, resp = state.exchange, flow.response
         assert resp is not None
-        try:
-            body = resp.get_content(strict=False) or b""
-        except ValueError:
-            body = resp.raw_content or b""
+        body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)
+        if isinstance(body, bodies.Uninspected):
+            e = body  # too large once decoded, or undecodable: the body passes through untouched, unread
+            ex.response_bytes = len(resp.raw_content or b"")
+            ex.mark_uninspected(e.reason, e.detail)
+            if e.reason == "undecodable":
+                ex.parse_error = ex.parse_error or e.detail
+            if state.plan is not None:
+                self.guard.call("engine", state.plan.skip_body_faults, e.detail)
+            self._announce(resp, ex)
+            ex.timings.first_client_byte = time.time()
+            return
+        body = body or b""
         ex.response_bytes = len(body)
         # 1xx (a 101 hands the connection to WebSocket), 204, 304 and HEAD answers carry no body by
         # definition: giving them one (inject on an empty body) would corrupt the connection.
@@ -377,11 +405,14 @@ class Brownout:
         if state.plan is not None and not bodiless and self.guard.call("engine", state.plan.wants_body):
             headers = dict(ex.response_headers)
             edited = self.guard.call("engine", state.plan.edit_body, body, headers, default=body)
-            if edited is not None and edited != body:
-                resp.content = edited  # re-encodes with the response's content-encoding
+            if (
+                edited is not None
+                and edited != body
+                and await self.guard.acall("wire", bodies.set_content, resp, edited)
+            ):
                 body = edited
             effects.sync_headers(resp, ex.response_headers, headers)
-        self.guard.call("wire", state.wire.parse_response, ex, body, context=f"{ex.provider} response")
+        bodies.parse(state.wire, ex, body, self.guard)
         self._announce(resp, ex)
         ex.timings.first_client_byte = time.time()
 
@@ -395,7 +426,8 @@ class Brownout:
             return
         ex = state.exchange
         self.tape.on_error(flow, state)
-        if ex.error_type is None:
+        cut = state.tap is not None and state.tap.cut  # a clean truncation ended the read: no error
+        if ex.error_type is None and not cut:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
         if flow.response is None and flow.client_conn.connected and flow.killable:
@@ -435,10 +467,16 @@ class Brownout:
         return len(states)
 
     def _close(self, state: FlowState, *, defer: bool = True) -> None:
-        if state.tap is not None:
-            state.tap.close()
         if state.relay_token and self.relay is not None:
             self.relay.discard(state.relay_token)
+        if state.tap is not None:
+            # A compressed stream's copy may still be parsing (in slices, on this loop): the
+            # exchange completes once it is done (at shutdown at once, with what was parsed).
+            state.tap.close(lambda: self._complete(state, defer=defer), wait=defer)
+        else:
+            self._complete(state, defer=defer)
+
+    def _complete(self, state: FlowState, *, defer: bool) -> None:
         if state.plan is not None:
             self.guard.call("engine", state.plan.finish)
         self.tape.finish(state, state.exchange.timings.end)

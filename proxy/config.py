@@ -37,7 +37,9 @@ class ProxySettings(Model):
     buffer_max_bytes: str = Field(
         "32m",
         description="Hard cap on what is ever held in memory per body, requests included: a larger request "
-        "streams to upstream unrecognised (no request-phase faults), a larger response streams (k/m/g suffixes).",
+        "streams to upstream unrecognised (no request-phase faults), a larger response streams. Also the most "
+        "a compressed body is decoded for parsing and faults: past it the body passes through untouched and "
+        "uninspected (k/m/g suffixes).",
     )
 
     @field_validator("stream_large_bodies", "buffer_max_bytes")
@@ -51,6 +53,12 @@ class ProxySettings(Model):
 
     capture_max_bytes: int = Field(
         1_048_576, ge=0, description="Text kept per exchange field (request body, messages, tool arguments, output)."
+    )
+    event_max_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="Longest SSE event or NDJSON line parsed: a stream with no event boundary for this many "
+        "bytes stops being parsed (and edited) and passes through untouched.",
     )
     capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")

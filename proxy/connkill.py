@@ -16,7 +16,15 @@ from typing import Any
 from mitmproxy import ctx, http
 from mitmproxy.proxy.layers.http import RequestProtocolError
 
-__all__ = ["close_client", "close_clients", "drop_client", "is_multiplexed", "stream_cancelled"]
+__all__ = [
+    "close_client",
+    "close_clients",
+    "close_upstream",
+    "drop_client",
+    "end_http1_body",
+    "is_multiplexed",
+    "stream_cancelled",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +67,40 @@ def close_client(client_id: str, reason: str, *, proxyserver: Any = None) -> boo
 def close_clients(proxyserver: Any, reason: str) -> int:
     """Close every client connection still open (shutdown); returns how many."""
     return sum(close_client(cid, reason, proxyserver=proxyserver) for cid in list(proxyserver.connections))
+
+
+def _client_writer(flow: http.HTTPFlow) -> Any:
+    proxyserver = ctx.master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
+    io = handler.transports.get(handler.client) if handler is not None else None
+    return io.writer if io else None
+
+
+def end_http1_body(flow: http.HTTPFlow) -> bool:
+    """End an HTTP/1 response body the client is reading, then close the connection (FIN).
+
+    For chunked framing the last-chunk marker goes out first, so the client reads a complete,
+    shorter body; a close-delimited body ends with the FIN itself. mitmproxy still believes the
+    body is streaming, so the connection must not carry another response: it is closed."""
+    writer = _client_writer(flow)
+    if writer is None:
+        return False
+    resp = flow.response
+    if resp is not None and "chunked" in resp.headers.get("transfer-encoding", "").lower():
+        with contextlib.suppress(OSError, RuntimeError):  # already closing: the FIN below still ends it
+            writer.write(b"0\r\n\r\n")
+    return drop_client(flow, rst=False)
+
+
+def close_upstream(flow: http.HTTPFlow) -> bool:
+    """Close the flow's upstream connection: mitmproxy then ends the client's stream (HTTP/2: only
+    that stream). Used only where the upstream connection serves this flow alone (HTTP/1)."""
+    proxyserver = ctx.master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
+    if handler is None or flow.server_conn not in handler.transports:
+        return False
+    handler.close_connection(flow.server_conn)
+    return True
 
 
 def is_multiplexed(flow: http.HTTPFlow) -> bool:

@@ -16,10 +16,20 @@ from mitmproxy import http
 from brownout.core.guard import Guard
 from brownout.faults.base import StreamTiming
 from brownout.faults.plan import Plan
-from brownout.proxy.connkill import drop_client, is_multiplexed, stream_cancelled
+from brownout.proxy.connkill import close_upstream, drop_client, end_http1_body, is_multiplexed, stream_cancelled
 from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 
-__all__ = ["RelayUnsupported", "drop", "edit_request", "hang", "reset", "route_to_relay", "sync_headers"]
+__all__ = [
+    "RelayUnsupported",
+    "drop",
+    "edit_request",
+    "end_read",
+    "hang",
+    "reframe",
+    "reset",
+    "route_to_relay",
+    "sync_headers",
+]
 
 
 def reset(flow: http.HTTPFlow, guard: Guard) -> None:
@@ -54,6 +64,41 @@ def drop(flow: http.HTTPFlow, guard: Guard, *, now: bool) -> None:
         asyncio.get_running_loop().call_soon(lambda: guard.call("reset", drop_client, flow))
 
 
+def end_read(flow: http.HTTPFlow, guard: Guard) -> None:
+    """After a clean cut: end the client's read just after the bytes handed over, whatever the
+    body's size or framing, instead of leaving it waiting for bytes that will never come."""
+
+    def end() -> None:
+        if not is_multiplexed(flow):
+            guard.call("reset", end_http1_body, flow)
+        elif flow.response is not None and flow.response.http_version.startswith("HTTP/1"):
+            # HTTP/2 client: mitmproxy cannot end one stream early, so close the HTTP/1 upstream
+            # connection that serves this flow alone; mitmproxy then resets just this stream.
+            # An HTTP/2 upstream connection is shared: such a stream ends when upstream ends it.
+            guard.call("reset", close_upstream, flow)
+
+    asyncio.get_running_loop().call_soon(end)
+
+
+def reframe(flow: http.HTTPFlow) -> None:
+    """A fault is about to edit a streamed body: its size may change and a cut may end it early.
+
+    `content-length` goes (an HTTP/1.1 client gets chunked framing instead), and an HTTP/1 client
+    is told `connection: close`: after a cut the connection is closed (see `end_read`), and a
+    client that knows it in advance never tries to reuse it."""
+    resp = flow.response
+    if resp is None or resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD":
+        return  # no body to edit: framing headers stay as they are (a 101 keeps its upgrade)
+    multiplexed = is_multiplexed(flow)
+    if "content-length" in resp.headers:
+        del resp.headers["content-length"]
+        chunked = "chunked" in resp.headers.get("transfer-encoding", "").lower()
+        if flow.request.http_version == "HTTP/1.1" and not multiplexed and not chunked:
+            resp.headers["transfer-encoding"] = "chunked"
+    if not multiplexed:
+        resp.headers["connection"] = "close"
+
+
 class RelayUnsupported(RuntimeError):
     """The flow's proxy mode has no route to the relay; it goes on unpaced."""
 
@@ -79,14 +124,12 @@ def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guar
     return token
 
 
-def edit_request(flow: http.HTTPFlow, plan: Plan) -> None:
-    """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length."""
+def edit_request(flow: http.HTTPFlow, plan: Plan, body: bytes) -> None:
+    """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length.
+
+    `body` is the request body as the proxy decoded it, under its cap (never decoded again here)."""
     req = flow.request
     if req.stream:  # over proxy.buffer_max_bytes: it streams through unread
-        return
-    try:
-        body = req.get_content(strict=False) or b""
-    except ValueError:
         return
     before = {k.lower(): v for k, v in req.headers.items()}
     headers = dict(before)

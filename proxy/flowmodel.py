@@ -48,17 +48,11 @@ def request_info(flow: http.HTTPFlow, headers: dict[str, str], body: bytes) -> R
 
 
 def new_exchange(
-    flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int
+    flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int, body: bytes
 ) -> tuple[Exchange, bytes, dict[str, str]]:
-    """A fresh exchange for a request, with its decoded body and lower-cased headers."""
+    """A fresh exchange for a request with its (already decoded) body; also the lower-cased headers."""
     req = flow.request
     headers = _lower_headers(req.headers)
-    body = b""
-    if not req.stream:
-        try:
-            body = req.get_content(strict=False) or b""
-        except ValueError:  # undecodable content-encoding: keep the raw bytes
-            body = req.raw_content or b""
     client_ip = flow.client_conn.peername[0] if flow.client_conn.peername else "unknown"
     retry = headers.get("x-stainless-retry-count")
     ex = Exchange(

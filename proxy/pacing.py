@@ -9,15 +9,15 @@ client always receives the upstream's original encoded bytes, and the pause fall
 the upstream chunk in which the Nth event ends (compressed bytes cannot be cut at an
 event boundary). Servers that compress event streams flush per event, so that is usually
 exactly after the Nth event. An encoding brownout cannot decode (an unknown or stacked
-one, or bytes that fail to decode) falls back to counting upstream chunks as events.
+one, or bytes that fail to decode or decode to more than `_MAX_DECODED`) falls back to
+counting upstream chunks as events.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
-from brownout.core.wire.decoding import stream_decoder
+from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for, single_coding
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.faults.streams import counts
 
@@ -25,8 +25,9 @@ __all__ = ["StallPoint"]
 
 log = logging.getLogger(__name__)
 
-Decoder = Callable[[bytes], bytes]
 _MAX_PENDING = 1 << 20  # bytes of one unfinished event before giving up on framing
+_MAX_DECODED = 64 << 20  # decoded bytes searched for the Nth event (a compression bomb stops here)
+_SLICE = 1 << 20
 
 
 class StallPoint:
@@ -40,12 +41,13 @@ class StallPoint:
         self.after_events = after_events
         self.seen = 0
         self.done = False
-        self._framer: Framer | None = framer_for(content_type)
+        self._framer: Framer | None = framer_for(content_type, _MAX_PENDING)
         self._decode: Decoder | None = None
+        self._decoded = 0
         self._by_chunk = False  # encoded and not decodable: count upstream chunks instead
-        if content_encoding.strip().lower() not in ("", "identity"):
+        if single_coding(content_encoding) != "":
             # The same decoder the stream parser uses (brownout.core.wire.decoding).
-            self._decode = stream_decoder(content_encoding)
+            self._decode = decoder_for(content_encoding)
             self._by_chunk = self._decode is None
         # Only event streams are paused: other bodies have no events (a framer) to count.
         self.at_start = self._framer is not None and after_events <= 0
@@ -60,19 +62,18 @@ class StallPoint:
             return self._reached(len(chunk), 1)
         if self._decode is not None:
             try:
-                decoded = self._decode(chunk)
-            except Exception as e:  # noqa: BLE001 - corrupt or truncated encoding: count chunks from here on
+                found = self._count_decoded(chunk)
+            except DecodeError as e:  # corrupt or too large to search: count chunks from here on
                 log.info("stall: cannot decode the event stream (%s); pausing after upstream chunks", e)
                 self._decode, self._by_chunk = None, True
                 return self._reached(len(chunk), 1)
-            found = sum(1 for ev in self._framer.feed(decoded) if counts(ev))
             if found:
                 return self._reached(len(chunk), found)
             self._check_pending()
             return None
         # Identity: cut exactly after the Nth event. Events start in bytes fed earlier (the
         # framer's pending part), so offsets into this chunk discount those.
-        offset = -len(self._framer.pending())
+        offset = -self._framer.pending_size
         for ev in self._framer.feed(chunk):
             offset += len(ev.raw)
             if counts(ev) and self._reached(offset, 1) is not None:
@@ -80,9 +81,23 @@ class StallPoint:
         self._check_pending()
         return None
 
+    def _count_decoded(self, chunk: bytes) -> int:
+        """Data events completed in this chunk, decoded in bounded slices."""
+        assert self._decode is not None
+        self._decode.feed(chunk)
+        found = 0
+        while self._framer is not None and (piece := self._decode.read(_SLICE)):
+            self._decoded += len(piece)
+            if self._decoded > _MAX_DECODED:
+                raise DecodeError(f"decodes to over {_MAX_DECODED} bytes")
+            found += sum(1 for ev in self._framer.feed(piece) if counts(ev))
+            if self._framer.overflowed or self.seen + found >= self.after_events:
+                break
+        return found
+
     def _check_pending(self) -> None:
         # A body that never shows an event boundary would grow this copy without limit.
-        if self._framer is not None and len(self._framer.pending()) > _MAX_PENDING:
+        if self._framer is not None and self._framer.overflowed:
             log.info("stall: no event boundary in %d bytes; not pausing this body", _MAX_PENDING)
             self.done, self._framer = True, None
 

@@ -216,6 +216,20 @@ def test_fault_events_and_error_status(otel) -> None:
     assert span.status.status_code is StatusCode.ERROR
 
 
+def test_a_skipped_fault_is_its_own_event_and_not_injected(otel) -> None:
+    tp, exporter = otel
+    skipped = FaultRecord("bad-json", "malformed_json", {"target": "body", "skipped": "the body is not JSON"}, at=T0)
+    SpanBuilder(tp).build(chat(faults_skipped=[skipped], uninspected="decoded_too_large"))
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["brownout.fault.injected"] is False
+    assert "brownout.fault.rules" not in span.attributes
+    assert span.attributes["brownout.inspection.skipped"] == "decoded_too_large"
+    (event,) = span.events
+    assert event.name == "brownout.fault.skipped"
+    assert event.attributes["brownout.fault.rule"] == "bad-json"
+    assert event.attributes["brownout.fault.param.skipped"] == "the body is not JSON"
+
+
 def test_connection_error_is_error(otel) -> None:
     tp, exporter = otel
     SpanBuilder(tp).build(chat(status=None, error_type=None))

@@ -45,7 +45,7 @@ class StreamEvent:
 
         try:
             return json.loads(self.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             return None
 
 

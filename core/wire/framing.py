@@ -2,6 +2,11 @@
 
 Framers only split bytes; they never change them: the concatenation of every event's
 `raw` plus `pending()` is exactly what was fed.
+
+Work is linear in the bytes fed: one buffer, a search that resumes where the last one
+stopped, and one trim per `feed`. Memory is bounded: once more than `max_pending` bytes
+arrive without an event boundary, the framer sets `overflowed`; the caller then stops
+framing that body (it passes through untouched) instead of buffering it whole.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ from abc import ABC, abstractmethod
 
 from brownout.core.wire.base import StreamEvent
 
-__all__ = ["Framer", "NDJSONFramer", "SSEFramer", "framer_for"]
+__all__ = ["DEFAULT_MAX_PENDING", "Framer", "NDJSONFramer", "SSEFramer", "framer_for"]
+
+DEFAULT_MAX_PENDING = 4 << 20  # bytes of one unfinished event; real events are far smaller
 
 _SSE_BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
@@ -19,23 +26,63 @@ _SSE_BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 class Framer(ABC):
     """Splits a byte stream into events; subclasses define the boundary."""
 
-    def __init__(self) -> None:
-        self._buf = b""
+    # How far back a boundary can start in bytes already searched (it may straddle two chunks).
+    _lookback: int = 0
 
-    @abstractmethod
+    def __init__(self, max_pending: int | None = DEFAULT_MAX_PENDING) -> None:
+        self._buf = bytearray()
+        self._scan = 0  # the next boundary search starts here
+        self.max_pending = max_pending
+        self.overflowed = False
+
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         """Complete events found so far; an incomplete tail waits for the next chunk."""
+        buf = self._buf
+        buf += chunk
+        out: list[StreamEvent] = []
+        start = 0
+        pos = self._scan
+        while (end := self._boundary(buf, pos)) >= 0:
+            raw = bytes(buf[start:end])
+            if raw.strip():
+                out.append(self._event(raw))
+            elif out:
+                out[-1].raw += raw  # stray blank lines stay attached, so bytes are conserved
+            else:
+                out.append(StreamEvent(raw=raw, data="", event=None))
+            start = pos = end
+        if start:
+            del buf[:start]
+        self._scan = max(0, len(buf) - self._lookback)
+        if self.max_pending is not None and len(buf) > self.max_pending:
+            self.overflowed = True
+        return out
+
+    @abstractmethod
+    def _boundary(self, buf: bytearray, pos: int) -> int:
+        """The end offset of the first event boundary at or after `pos`, or -1."""
+
+    @property
+    def pending_size(self) -> int:
+        """How many bytes wait for an event boundary."""
+        return len(self._buf)
 
     def pending(self) -> bytes:
         """Bytes fed but not yet part of a complete event."""
-        return self._buf
+        return bytes(self._buf)
+
+    def take_pending(self) -> bytes:
+        """The pending bytes, handed over and forgotten (a caller that stops framing flushes them)."""
+        rest = bytes(self._buf)
+        self._buf.clear()
+        self._scan = 0
+        return rest
 
     def flush(self) -> list[StreamEvent]:
         """End of stream: whatever is left becomes a final (unterminated) event."""
-        if not self._buf.strip():
-            self._buf = b""
+        rest = self.take_pending()
+        if not rest.strip():
             return []
-        rest, self._buf = self._buf, b""
         return [self._event(rest)]
 
     @abstractmethod
@@ -46,20 +93,11 @@ class Framer(ABC):
 class SSEFramer(Framer):
     """Server-sent events: blocks separated by a blank line."""
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        self._buf += chunk
-        out: list[StreamEvent] = []
-        while True:
-            m = _SSE_BOUNDARY.search(self._buf)
-            if m is None:
-                return out
-            raw, self._buf = self._buf[: m.end()], self._buf[m.end() :]
-            if raw.strip():
-                out.append(self._event(raw))
-            elif out:
-                out[-1].raw += raw  # stray blank lines stay attached, so bytes are conserved
-            else:
-                out.append(StreamEvent(raw=raw, data="", event=None))
+    _lookback = 3  # the longest boundary, \r\n\r\n, minus one
+
+    def _boundary(self, buf: bytearray, pos: int) -> int:
+        m = _SSE_BOUNDARY.search(buf, pos)
+        return -1 if m is None else m.end()
 
     def _event(self, raw: bytes) -> StreamEvent:
         text = raw.decode("utf-8", "replace")
@@ -81,28 +119,19 @@ class SSEFramer(Framer):
 class NDJSONFramer(Framer):
     """Newline-delimited JSON (Ollama)."""
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        self._buf += chunk
-        out: list[StreamEvent] = []
-        while (i := self._buf.find(b"\n")) >= 0:
-            raw, self._buf = self._buf[: i + 1], self._buf[i + 1 :]
-            if raw.strip():
-                out.append(self._event(raw))
-            elif out:
-                out[-1].raw += raw
-            else:
-                out.append(StreamEvent(raw=raw, data=""))
-        return out
+    def _boundary(self, buf: bytearray, pos: int) -> int:
+        i = buf.find(b"\n", pos)
+        return -1 if i < 0 else i + 1
 
     def _event(self, raw: bytes) -> StreamEvent:
         return StreamEvent(raw=raw, data=raw.decode("utf-8", "replace").strip())
 
 
-def framer_for(content_type: str) -> Framer | None:
+def framer_for(content_type: str, max_pending: int | None = DEFAULT_MAX_PENDING) -> Framer | None:
     """The framer for a streaming content type, or None for bodies that are not event streams."""
     ct = content_type.split(";", 1)[0].strip().lower()
     if ct == "text/event-stream":
-        return SSEFramer()
+        return SSEFramer(max_pending)
     if ct in ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/json-seq"):
-        return NDJSONFramer()
+        return NDJSONFramer(max_pending)
     return None

@@ -15,7 +15,7 @@ from mitmproxy import http
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.wire.decoding import stream_decoder
+from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.proxy.flowmodel import SECRET_HEADERS, redact_query
 from brownout.proxy.record.cassette import Event, Recorded
@@ -63,7 +63,7 @@ class Capture:
         self.rec.truncated = len(body) > max_body_bytes
         self._size = 0
         self._framer: Framer | None = None
-        self._decode: Callable[[bytes], bytes] | None = None
+        self._decode: Decoder | None = None
         self._raw_chunks = False
 
     def response_head(self, flow: http.HTTPFlow) -> None:
@@ -75,7 +75,7 @@ class Capture:
         encoding = resp.headers.get("content-encoding", "").strip().lower()
         if encoding and encoding != "identity":
             # Kept decoded (readable, diffable); a body brownout cannot decode is kept as sent.
-            self._decode = stream_decoder(encoding)
+            self._decode = decoder_for(encoding)
             self._raw_chunks = self._decode is None
         drop = _DROPPED | ({"content-length", "transfer-encoding"} if self._raw_chunks else _FRAMING)
         rec.response_headers = _headers(resp.headers, drop)
@@ -97,8 +97,8 @@ class Capture:
             return
         if self._decode is not None:
             try:
-                data = self._decode(data)
-            except Exception as e:  # noqa: BLE001 - a corrupt body: record what decoded and say so
+                data = self._decoded(data)
+            except DecodeError as e:  # a corrupt body: record what decoded and say so
                 self.rec.error = self.rec.error or f"content decoding: {e}"
                 self._decode, self._framer = None, None
                 self.rec.truncated = True
@@ -110,6 +110,18 @@ class Capture:
             return
         for ev in self._framer.feed(data):
             self._add(events, t, ev.raw)
+
+    def _decoded(self, data: bytes) -> bytes:
+        """A chunk decoded in bounded slices, never past what the cassette keeps (a bomb stops there)."""
+        assert self._decode is not None
+        self._decode.feed(data)
+        out = bytearray()
+        while piece := self._decode.read(1 << 20):
+            out += piece
+            if self._size + len(out) > self.max_body:
+                self._decode = self._framer = None  # the rest is not kept: no need to inflate it
+                break
+        return bytes(out)
 
     def _add(self, events: list[Event], t: float, data: bytes) -> None:
         if self.rec.truncated:

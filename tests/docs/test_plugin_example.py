@@ -53,5 +53,6 @@ def test_the_documented_plugin_runs_through_the_proxy(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
     )
     assert chat_done.wait(10)
+    assert proxy.addon.pipeline.exporters.flush_logs()  # JSONL is written by its own thread
     records = [json.loads(line) for line in violations.read_text(encoding="utf-8").splitlines()]
     assert [(r["invariant"], r["model"]) for r in records] == [("acme_model_allowlist", "gpt-4o-mini")]

@@ -189,3 +189,11 @@ def test_no_created_series_and_serve_on_port_zero(metrics: Metrics) -> None:
         server.server_close()
     assert "brownout_requests_total{" in text and "_created" not in text
     assert 'model="my-secret-finetune-xyz"' not in text
+
+
+def test_uninspected_bodies_and_skipped_faults(metrics: Metrics) -> None:
+    skipped = FaultRecord("bad", "malformed_json", {"skipped": "the body is not JSON"})
+    metrics.observe_exchange(exchange(uninspected="decoded_too_large", faults_skipped=[skipped]))
+    metrics.observe_exchange(exchange())
+    assert value(metrics, "brownout_uninspected_total", reason="decoded_too_large") == 1
+    assert value(metrics, "brownout_faults_injected_total", rule="bad", fault="malformed_json") is None

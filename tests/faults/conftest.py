@@ -76,6 +76,8 @@ def sleeps() -> Sleeps:
 @pytest.fixture
 def make_ctx(sleeps: Sleeps) -> Callable[..., FaultContext]:
     def make(wire: WireFormat | None = None, seed: int = 1, **exchange: Any) -> FaultContext:
+        # Stream editors act on event streams: an SSE response unless the test says otherwise.
+        exchange.setdefault("content_type", "text/event-stream")
         ex = Exchange(id="ex-1", session="s-1", **exchange)
         return FaultContext(exchange=ex, wire=wire or FakeWire(), rng=random.Random(seed), sleep=sleeps)
 

@@ -5,6 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from brownout.faults.base import NotApplicable
 from brownout.faults.inject import InjectFault, InjectParams
 from tests.faults.conftest import ndjson, run_editor, sse
 from tests.faults.samples import (
@@ -61,8 +62,16 @@ def test_plain_json_tool_api_longest_string_and_path(make_ctx) -> None:
 
 def test_plain_text_and_unplaceable_bodies(make_ctx) -> None:
     assert fault().edit_body(make_ctx(), b"ok", {"content-type": "text/plain"}) == b"ok\n\n" + EVIL.encode()
-    assert fault().edit_body(make_ctx(), b"[1, 2]", dict(JSON)) == b"[1, 2]"
-    assert fault().edit_body(make_ctx(), b"\x89PNG", {"content-type": "image/png"}) == b"\x89PNG"
+    # Nothing to put the text in: the fault does not apply (recorded as skipped, body untouched).
+    with pytest.raises(NotApplicable, match="no place"):
+        fault().edit_body(make_ctx(), b"[1, 2]", dict(JSON))
+    with pytest.raises(NotApplicable, match="neither JSON nor text"):
+        fault().edit_body(make_ctx(), b"\x89PNG", {"content-type": "image/png"})
+
+
+def test_a_streamed_body_that_is_no_event_stream_cannot_be_edited(make_ctx) -> None:
+    with pytest.raises(NotApplicable, match="not an event stream"):
+        fault().stream_editor(make_ctx(content_type="application/json"))
 
 
 def test_completion_openai_chat_sdk(make_ctx) -> None:

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from brownout.core.exchange import ToolSpec
 from brownout.core.wire import by_provider
+from brownout.faults.base import NotApplicable
 from brownout.faults.jsonedit import corrupt_json_text
 from brownout.faults.malformed_json import MalformedJsonFault, MalformedJsonParams
 from tests.faults.conftest import ndjson, run_editor, sse
@@ -66,7 +67,20 @@ def test_body_openai_sdk_fails_to_parse(make_ctx) -> None:
     body = fault().edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
     with pytest.raises(json.JSONDecodeError):
         openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[])
-    assert fault().edit_body(make_ctx(), b"<html>", {"content-type": "text/html"}) == b"<html>"
+    with pytest.raises(NotApplicable, match="not JSON"):
+        fault().edit_body(make_ctx(), b"<html>", {"content-type": "text/html"})
+
+
+@pytest.mark.parametrize("target", ["body", "tool_arguments", "schema_drift"])
+def test_json_nested_too_deeply_is_not_applicable(make_ctx, target: str) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(NotApplicable, match="too deeply"):
+        fault(target=target).edit_body(make_ctx(), deep, dict(JSON))
+
+
+def test_a_streamed_body_that_is_no_event_stream_cannot_be_edited(make_ctx) -> None:
+    with pytest.raises(NotApplicable, match="not an event stream"):
+        fault().stream_editor(make_ctx(content_type="application/json"))
 
 
 def test_tool_arguments_openai_chat(make_ctx) -> None:
@@ -105,9 +119,10 @@ def test_tool_arguments_anthropic_input_stays_an_object_that_breaks_the_schema(m
     assert anthropic_input(body) == {"city": ["Paris"]}
     doc["content"][1]["input"] = {"days": 3}
     assert anthropic_input(fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON))) == {"days": "3"}
-    # An empty input breaks no schema without a required key: left alone.
+    # An empty input breaks no schema without a required key: left alone (the fault does not apply).
     doc["content"][1]["input"] = {}
-    assert fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON)) == dump(doc)
+    with pytest.raises(NotApplicable, match="nothing to change"):
+        fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON))
 
 
 @pytest.mark.parametrize(
@@ -220,6 +235,7 @@ def test_structured_content_no_longer_fits_the_output_schema(make_ctx) -> None:
     assert bad == {"city": 4, "temp_c": "18", "tags": {"0": "mild"}}
     assert len(list(Draft202012Validator(output_schema).iter_errors(bad))) == 3
     assert out["result"]["content"] == result["result"]["content"]
-    # A result without structuredContent is left alone.
+    # A result without structuredContent is left alone: the fault does not apply.
     plain = json.dumps({"jsonrpc": "2.0", "id": 5, "result": {"content": []}}).encode()
-    assert f.edit_body(make_ctx(provider="mcp"), plain, {"content-type": "application/json"}) == plain
+    with pytest.raises(NotApplicable, match="nothing to change"):
+        f.edit_body(make_ctx(provider="mcp"), plain, {"content-type": "application/json"})

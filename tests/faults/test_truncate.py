@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from brownout.core.wire import by_provider
-from brownout.faults.base import CLOSE, RESET, StreamTiming
+from brownout.faults.base import CLOSE, RESET, NotApplicable, StreamTiming
 from brownout.faults.truncate import TruncateFault, TruncateParams
 from tests.faults.conftest import run_editor, sse
 from tests.faults.samples import ANTHROPIC_TEXT_STREAM, JSON, OPENAI_CHAT, OPENAI_TEXT_STREAM, SSE, dump, openai_sdk
@@ -68,7 +68,8 @@ def test_reset_at_fraction_uses_content_length(make_ctx) -> None:
     editor = f.stream_editor(ctx)
     out, end = run_editor(editor, [sse({"x": "a" * 30}, done=False)[0]] * 3)
     assert len(out) == 50 and end == RESET
-    assert f.stream_editor(make_ctx()) is None  # no length: a fraction is undefined
+    with pytest.raises(NotApplicable, match="content-length"):  # no length: a fraction is undefined
+        f.stream_editor(make_ctx())
 
 
 @pytest.mark.parametrize("kw,size", [({"at_bytes": 40}, 40), ({"at_fraction": 0.25}, None)])
@@ -87,4 +88,7 @@ def test_buffered_event_stream_after_events(make_ctx) -> None:
     body = b"".join(e.raw for e in sse(*OPENAI_TEXT_STREAM))
     cut = fault(after_events=1).edit_body(ctx, body, dict(SSE))
     assert cut == sse(*OPENAI_TEXT_STREAM)[0].raw
-    assert fault(after_events=1).edit_body(ctx, b'{"a": 1}', dict(JSON)) == b'{"a": 1}'
+    with pytest.raises(NotApplicable, match="event stream"):
+        fault(after_events=1).edit_body(ctx, b'{"a": 1}', dict(JSON))
+    with pytest.raises(NotApplicable, match="event stream"):
+        fault(after_events=1).stream_editor(make_ctx(content_type="application/json"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.reliability.badinput import (
     sse,
     wait_until,
 )
+from tests.reliability.probes import RssPeak, rss_bytes
 from tests.reliability.rawupstream import (
     H2Response,
     H2Upstream,
@@ -41,35 +41,6 @@ from tests.reliability.rawupstream import (
     http_response,
     ws_echo,
 )
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-class RssPeak:
-    """Samples this process's RSS (proxy, upstream and client all live here) every 20 ms."""
-
-    def __init__(self) -> None:
-        self.peak = rss_bytes()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, rss_bytes())
-
-    def __enter__(self) -> RssPeak:
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._t.join()
 
 
 def big_body(total: int, ctype: bytes, piece: bytes) -> Any:

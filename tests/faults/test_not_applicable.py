@@ -1,0 +1,51 @@
+"""A fault that fires but cannot act is recorded as skipped with its reason, never as injected."""
+
+from __future__ import annotations
+
+import json
+
+from tests.faults.engine_support import WIRE, engine, ex
+
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+def test_a_body_fault_on_a_body_it_cannot_edit_is_skipped_not_injected() -> None:
+    e = engine(
+        {"name": "bad-json", "fault": {"type": "malformed_json"}},
+        {"name": "tag", "fault": {"type": "tag", "text": "+"}},
+    )
+    exchange = ex()
+    plan = e.plan(exchange, WIRE)
+    assert [f.rule for f in exchange.faults] == ["bad-json", "tag"]
+    assert plan.edit_body(b"<html>", dict(JSON_HEADERS)) == b"<html>+"  # the other fault still acts
+    assert [f.rule for f in exchange.faults] == ["tag"]
+    [skipped] = exchange.faults_skipped
+    assert skipped.rule == "bad-json" and skipped.params["skipped"] == "the body is not JSON"
+    outcomes = [(d.rule, d.outcome, d.reason) for d in e.decisions.recent()]
+    assert outcomes[-1] == ("bad-json", "skipped_not_applicable", "the body is not JSON")
+    assert e.decisions.counts["skipped_not_applicable"] == 1
+    assert e.guard.snapshot() == {}
+    assert [f.rule for f in plan.fired] == ["tag"]  # later phases no longer ask the skipped fault
+
+
+def test_deeply_nested_json_degrades_cleanly() -> None:
+    e = engine({"name": "bad-json", "fault": {"type": "malformed_json", "target": "tool_arguments"}})
+    exchange = ex()
+    plan = e.plan(exchange, WIRE)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert plan.edit_body(deep, dict(JSON_HEADERS)) == deep
+    assert exchange.faults == [] and exchange.faults_skipped[0].params["skipped"] == "JSON nested too deeply to edit"
+    assert e.guard.snapshot() == {}
+
+
+def test_skip_body_faults_leaves_faults_that_need_no_body() -> None:
+    e = engine(
+        {"name": "slow", "fault": {"type": "latency", "delay_ms": 1}},
+        {"name": "inject", "fault": {"type": "inject", "text": "x"}},
+    )
+    exchange = ex()
+    plan = e.plan(exchange, WIRE)
+    plan.skip_body_faults("decodes to over 4 bytes")
+    assert [f.rule for f in exchange.faults] == ["slow"]
+    assert [(f.rule, f.params["skipped"]) for f in exchange.faults_skipped] == [("inject", "decodes to over 4 bytes")]
+    assert json.loads(plan.edit_body(b'{"a": "b"}', dict(JSON_HEADERS))) == {"a": "b"}  # inject no longer edits
