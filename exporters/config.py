@@ -168,3 +168,6 @@ class ExportersConfig(Model):
     otlp: OtlpConfig = OtlpConfig()
     jsonl: JsonlConfig = JsonlConfig()
     recent_violations: int = Field(1000, ge=0, description="Violations kept in memory for GET /violations.")
+    recent_exchanges: int = Field(
+        1000, ge=0, description="Exchange summaries kept in memory for GET /exchanges (brownout discover)."
+    )

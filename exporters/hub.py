@@ -88,6 +88,7 @@ class Exporters:
         self._started = False
         self._closed = False
         self._ring: deque[dict[str, Any]] = deque(maxlen=self.config.recent_violations or None)
+        self._exchanges: deque[dict[str, Any]] = deque(maxlen=self.config.recent_exchanges or None)
         self._ring_lock = threading.Lock()  # read by the control API's thread
 
         settings = self.config.otlp.resolve(environ)
@@ -219,17 +220,21 @@ class Exporters:
     def on_exchange(self, exchange: Exchange, violations: Iterable[ViolationRecord] = ()) -> None:
         """One finished exchange and the violations found on it (do not pass these to on_violation too)."""
         self._contain("prometheus", self.metrics.observe_exchange, exchange)
-        if self.exchange_log is not None:
-            self._contain("jsonl", self._write_exchange, exchange)
+        if self.exchange_log is not None or self._exchanges.maxlen != 0:
+            self._contain("exchanges", self._keep_exchange, exchange)
         if self.extra:
             violations = list(violations)  # iterated twice
             self._fan_out("on_exchange", exchange, violations)
         for violation in violations:
             self.on_violation(violation)
 
-    def _write_exchange(self, exchange: Exchange) -> None:
-        assert self.exchange_log is not None
-        self.exchange_log.write(exchange_summary(exchange))
+    def _keep_exchange(self, exchange: Exchange) -> None:
+        record = exchange_summary(exchange)
+        if self.exchange_log is not None:
+            self.exchange_log.write(record)
+        if self._exchanges.maxlen != 0:
+            with self._ring_lock:
+                self._exchanges.append(record)
 
     def on_violation(self, violation: ViolationRecord) -> None:
         """One violation: counter, JSONL line, and the in-memory ring for GET /violations."""
@@ -280,6 +285,14 @@ class Exporters:
         """Kept violation records with timestamp > since, oldest first (thread-safe copy)."""
         with self._ring_lock:
             records = list(self._ring)
+        if since is not None:
+            records = [r for r in records if float(r.get("timestamp") or 0.0) > since]
+        return records[-limit:] if limit else records
+
+    def recent_exchanges(self, since: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Kept exchange summaries that started after `since`, oldest first (thread-safe copy)."""
+        with self._ring_lock:
+            records = list(self._exchanges)
         if since is not None:
             records = [r for r in records if float(r.get("timestamp") or 0.0) > since]
         return records[-limit:] if limit else records

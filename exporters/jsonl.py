@@ -29,6 +29,7 @@ from typing import Any
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.shapes import arguments_shape
 
 __all__ = ["JsonlWriter", "exchange_summary"]
 
@@ -248,6 +249,7 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "model": exchange.model,
         "stream": exchange.stream,
         "tool": exchange.tool_name,
+        "mcp_method": exchange.mcp_method,
         "status": exchange.status,
         "status_class": exchange.status_class,
         "error_type": exchange.error_type,
@@ -262,6 +264,9 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "request_bytes": exchange.request_bytes,
         "response_bytes": exchange.response_bytes,
         "tool_calls": [c.name for c in exchange.tool_calls],
+        # The arguments' structure with type names for values (values can hold secrets), per call.
+        "tool_call_shapes": [arguments_shape(c.arguments, capped=c.capped) for c in exchange.tool_calls],
+        "tools_declared": [t.name for t in exchange.tools_declared],
         # Fault params can hold injected text; rule and fault type are enough to correlate.
         "faults": [{"rule": f.rule, "fault": f.fault, "at": f.at} for f in exchange.faults],
     }

@@ -225,10 +225,25 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 def validate(file: str) -> None:
-    """Check a chaos config (exit 1 naming each bad field and line)."""
+    """Check a chaos config or an experiment file, told apart by their keys (exit 1 naming each bad field and line)."""
+    from pathlib import Path
+
+    import yaml
+
     from brownout.proxy.configload import ConfigError, load_config
+    from brownout.proxy.experiment.check import check_experiment, is_experiment
 
     try:
+        text = Path(file).read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = None  # load_config reports it, with the line of a syntax error
+    try:
+        if is_experiment(data):
+            exp = check_experiment(text, file, Path(file).resolve().parent)
+            rules = sum(len(p.rules or []) for p in exp.phases)
+            click.echo(f"{file}: ok (experiment, {len(exp.phases)} phases, {rules} inline rules, seed {exp.seed})")
+            return
         config: BrownoutConfig = load_config(file)
     except ConfigError as e:
         _fail(str(e))
@@ -264,6 +279,7 @@ def demo() -> None:
 def _register_groups() -> None:
     # The experiment and control-API groups live with their features; they import lazily.
     from brownout.proxy.ctl import ctl
+    from brownout.proxy.discover.cli import discover
     from brownout.proxy.experiment.cli import experiment
     from brownout.proxy.mcpstdio.cli import mcp_stdio
     from brownout.proxy.record.cli import cassette
@@ -272,6 +288,7 @@ def _register_groups() -> None:
     main.add_command(experiment)
     main.add_command(mcp_stdio)
     main.add_command(cassette)
+    main.add_command(discover)
 
 
 _register_groups()

@@ -19,7 +19,7 @@ import yaml
 
 from brownout.proxy.config import BrownoutConfig
 
-__all__ = ["ConfigError", "ConfigProblem", "load_config", "parse_config"]
+__all__ = ["ConfigError", "ConfigProblem", "load_config", "parse_config", "problems_in"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +91,17 @@ def parse_config[M: pydantic.BaseModel](
     except pydantic.ValidationError as e:
         problems = [_problem(source, root, err) for err in e.errors(include_url=False)]
         raise ConfigError(problems) from None  # the problems say it all; pydantic's trace is noise
+
+
+def problems_in(
+    text: str, source: str, error: pydantic.ValidationError, prefix: tuple[str | int, ...] = ()
+) -> list[ConfigProblem]:
+    """`error`, from validating the part of `text` found at `prefix`, as problems on `text`'s own lines."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    return [
+        _problem(source, root, {**err, "loc": (*prefix, *err.get("loc", ()))})
+        for err in error.errors(include_url=False)
+    ]
 
 
 def _construct(root: yaml.Node | None) -> Any:

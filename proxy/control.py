@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _MAX_BODY = 64 * 1024
 _RULE_PATH = re.compile(r"^/rules/(?P<name>[^/]+)$")
+_KNOWN = frozenset({"/status", "/faults/pause", "/faults/resume", "/reload", "/violations", "/exchanges"})
 
 
 class ControlTarget(Protocol):
@@ -43,6 +44,7 @@ class ControlTarget(Protocol):
     def reload(self) -> tuple[bool, str]: ...
     def set_rule_enabled(self, name: str, enabled: bool) -> bool: ...
     def violations(self, since: float | None) -> list[dict[str, Any]]: ...
+    def exchanges(self, since: float | None, limit: int | None) -> list[dict[str, Any]]: ...
 
 
 def _here[T](fn: Callable[..., T], *args: Any) -> T:
@@ -63,12 +65,14 @@ class EngineControl:
         *,
         reload: Callable[[], tuple[bool, str]],
         violations: Callable[[float | None], list[dict[str, Any]]] = lambda since: [],
+        exchanges: Callable[[float | None, int | None], list[dict[str, Any]]] = lambda since, limit: [],
         extra_status: Callable[[], Mapping[str, Any]] | None = None,
         run_on_loop: Callable[..., Any] = _here,
     ) -> None:
         self.engine = engine
         self._reload = reload
         self._violations = violations
+        self._exchanges = exchanges
         self._extra = extra_status
         self._on_loop = run_on_loop
 
@@ -100,6 +104,9 @@ class EngineControl:
 
     def violations(self, since: float | None) -> list[dict[str, Any]]:
         return self._violations(since)
+
+    def exchanges(self, since: float | None, limit: int | None) -> list[dict[str, Any]]:
+        return self._exchanges(since, limit)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -167,6 +174,14 @@ class _Handler(BaseHTTPRequestHandler):
                 raw = parse_qs(url.query).get("since", [""])[0]
                 since = float(raw) if raw else None
                 self._send(200, {"violations": target.violations(since)})
+            elif path == "/exchanges" and method == "GET":
+                query = parse_qs(url.query)
+                since_raw, limit_raw = query.get("since", [""])[0], query.get("limit", [""])[0]
+                limit = int(limit_raw) if limit_raw else None
+                if limit is not None and limit < 1:
+                    raise ValueError("limit must be at least 1")
+                records = target.exchanges(float(since_raw) if since_raw else None, limit)
+                self._send(200, {"exchanges": records})
             elif (m := _RULE_PATH.match(path)) and method == "PUT":
                 body = self._body()
                 if not isinstance(body, dict) or not isinstance(body.get("enabled"), bool):
@@ -177,9 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(200, {"rule": name, "enabled": body["enabled"]})
                 else:
                     self._send(404, {"error": f"no rule named {name!r}"})
-            elif path in ("/status", "/faults/pause", "/faults/resume", "/reload", "/violations") or _RULE_PATH.match(
-                path
-            ):
+            elif path in _KNOWN or _RULE_PATH.match(path):
                 self._send(405, {"error": f"{method} not allowed on {path}"})
             else:
                 self._send(404, {"error": f"no endpoint {path}"})

@@ -1,4 +1,4 @@
-"""Connects the control API to a running addon: the kill switch, reload, rule toggles, violations."""
+"""Connects the control API to a running addon: the kill switch, reload, rule toggles, violations, exchanges."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def start_control(addon: Any) -> ControlServer | None:
         addon.engine,
         reload=reload,
         violations=lambda since: addon.pipeline.exporters.recent_violations(since),
+        exchanges=lambda since, limit: addon.pipeline.exporters.recent_exchanges(since, limit),
         extra_status=lambda: {
             "sessions_active": addon.pipeline.invariants.sessions_active,
             "internal_errors": addon.guard.snapshot(),

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from brownout.core.exchange import Exchange
+from brownout.core.exchange import Exchange, Timings
 from brownout.core.wire import BUILTIN, WireFormats
 from brownout.core.wire.framing import framer_for
 from brownout.proxy.record.cassette import Cassette, Recorded
 from brownout.proxy.record.matcher import recorded_info
 
-__all__ = ["ExchangeView", "describe", "session_summary", "totals"]
+__all__ = ["ExchangeView", "describe", "exchange_of", "session_summary", "totals"]
 
 
 @dataclass(slots=True)
@@ -40,15 +40,29 @@ class ExchangeView:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
-def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
+def exchange_of(rec: Recorded, formats: WireFormats = BUILTIN) -> Exchange:
+    """A recorded exchange read back through its wire format, as the proxy saw it when it was recorded."""
     info = recorded_info(rec)
     wire, operation = formats.detect(info)
     url = urlsplit(rec.url)
     ex = Exchange(
-        id=str(rec.seq), session=rec.session, method=rec.method, host=info.host, path=url.path, operation=operation
+        id=str(rec.seq),
+        session=rec.session,
+        method=rec.method,
+        scheme=url.scheme or "http",
+        host=info.host,
+        port=url.port or (443 if url.scheme == "https" else 80),
+        path=url.path + (f"?{url.query}" if url.query else ""),
+        operation=operation,
     )
     wire.parse_request(ex, rec.request_body)
     ex.status = rec.status
+    ex.response_headers = {k.lower(): v for k, v in rec.response_headers}
+    ex.timings = Timings(start=rec.recorded_at, first_upstream_byte=rec.recorded_at + rec.headers_s)
+    ex.timings.end = rec.recorded_at + rec.end_s
+    ex.request_bytes, ex.response_bytes = len(rec.request_body), rec.body_size
+    if rec.error is not None:
+        ex.error_type, ex.error_message = ex.error_type or "connection", rec.error
     ex.content_type = next((v for k, v in rec.response_headers if k.lower() == "content-type"), "")
     if rec.events is not None:
         parser = wire.stream_parser(ex)
@@ -59,6 +73,11 @@ def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
         parser.finish()
     elif rec.body:
         wire.parse_response(ex, rec.body)
+    return ex
+
+
+def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
+    ex = exchange_of(rec, formats)
     return ExchangeView(
         seq=rec.seq,
         method=rec.method,

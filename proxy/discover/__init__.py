@@ -1,0 +1,1 @@
+"""Discovery: observed traffic becomes an inventory (providers, models, tools, errors, sessions) and an experiment."""
