@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mitmproxy import options as mitm_options
-from mitmproxy.tools.dump import DumpMaster
 
 from brownout.core.config import parse_listen
 from brownout.proxy.certs import CAFiles, connect_host, ensure_ca, proxy_env, proxy_url
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import load_config
+from brownout.proxy.master import BrownoutMaster
 
 __all__ = [
     "ProxyHandle",
@@ -59,7 +59,7 @@ class ProxyHandle:
     url: str  # http://host:port, for HTTP(S)_PROXY or, in reverse mode, as the base URL
     ca: CAFiles
     addon: Any  # the proxy.addon.Brownout instance
-    master: DumpMaster
+    master: BrownoutMaster
     mode: list[str] = field(default_factory=lambda: ["regular"])
 
     @property
@@ -106,7 +106,10 @@ def _apply_options(opts: mitm_options.Options, values: Mapping[str, Any] | Seque
     items = values.items() if isinstance(values, Mapping) else (s.partition("=")[::2] for s in values)
     for name, value in items:
         if name not in opts:
-            raise ProxyStartError(f"unknown mitmproxy option {name!r}")
+            raise ProxyStartError(
+                f"unknown mitmproxy option {name!r} (brownout runs mitmproxy's proxy core without its "
+                "flow-editing addons; to combine them, run brownout inside mitmdump: docs/performance.md)"
+            )
         try:
             if isinstance(value, str):
                 opts.set(f"{name}={value}")
@@ -139,7 +142,7 @@ async def running_proxy_async(
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
     opts = mitm_options.Options(listen_host=host, listen_port=port, mode=modes, confdir=str(ca.confdir))
-    master = DumpMaster(opts, with_termlog=with_termlog, with_dumper=False)
+    master = BrownoutMaster(opts, with_termlog=with_termlog)
     errorcheck = _raise_instead_of_exit(master)
     try:
         opts.update(**{k: v for k, v in BASE_OPTIONS.items() if k in opts})
@@ -183,7 +186,7 @@ async def running_proxy_async(
         errorcheck.logger.uninstall()  # installed on the root logger; mitmproxy leaks it on failed startup
 
 
-def _deepen_backlog(master: DumpMaster) -> None:
+def _deepen_backlog(master: BrownoutMaster) -> None:
     """Listen with the system's maximum backlog instead of asyncio's default of 100.
 
     mitmproxy's `asyncio.start_server` keeps the default: a thousand agents connecting at once
@@ -215,7 +218,7 @@ async def _wait_running(addon: Any, task: asyncio.Task[None]) -> None:
         raise ProxyStartError("proxy stopped during startup" if task.done() else "brownout did not start in time")
 
 
-async def _wait_bound(master: DumpMaster, task: asyncio.Task[None]) -> tuple[str, int]:
+async def _wait_bound(master: BrownoutMaster, task: asyncio.Task[None]) -> tuple[str, int]:
     proxyserver = master.addons.get("proxyserver")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STARTUP_TIMEOUT_S
@@ -235,7 +238,7 @@ async def _wait_bound(master: DumpMaster, task: asyncio.Task[None]) -> tuple[str
 _PROXY_LOGGERS = frozenset({"mitmproxy", "brownout"})
 
 
-def _raise_instead_of_exit(master: DumpMaster) -> Any:
+def _raise_instead_of_exit(master: BrownoutMaster) -> Any:
     """Make a failed startup raise ProxyStartError with mitmproxy's logged errors, not call sys.exit(1).
 
     mitmproxy's errorcheck addon exits the process when errors were logged during startup (port in

@@ -57,7 +57,12 @@ def test_port_in_use_raises_instead_of_exiting(confdir: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "message"), [({"no_such_option": 1}, "unknown"), (["ssl_insecure=maybe"], "ssl_insecure")]
+    ("options", "message"),
+    [
+        ({"no_such_option": 1}, "unknown"),
+        (["ssl_insecure=maybe"], "ssl_insecure"),
+        (["modify_headers=/~q/x-a/b"], "unknown mitmproxy option 'modify_headers'.*run brownout inside mitmdump"),
+    ],
 )
 def test_bad_options(confdir: Path, options: Any, message: str) -> None:
     with pytest.raises(ProxyStartError, match=message), running_proxy(confdir=confdir, extra_options=options):
