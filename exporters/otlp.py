@@ -62,9 +62,11 @@ def make_span_exporter(settings: OtlpSettings) -> SpanExporter:
             headers=settings.headers or None,
             timeout=settings.timeout_s,
         )
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+    from brownout.exporters.otlp_http import DirectHttpSpanExporter
 
-    return HttpExporter(endpoint=settings.endpoint, headers=settings.headers or None, timeout=settings.timeout_s)
+    return DirectHttpSpanExporter(
+        endpoint=settings.endpoint, headers=settings.headers or None, timeout=settings.timeout_s
+    )
 
 
 class OtlpTracing:

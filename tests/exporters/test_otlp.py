@@ -21,6 +21,7 @@ from brownout.core.exchange import FaultRecord
 from brownout.core.spans import SpanBuilder
 from brownout.exporters.config import ExportersConfig, OtlpConfig
 from brownout.exporters.hub import Exporters
+from brownout.exporters.otlp_http import DirectHttpSpanExporter
 from tests.exporters.expsamples import exchange, violation
 
 AGENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -127,6 +128,7 @@ def _check(got: Received) -> None:
 def test_http_protobuf_receiver_gets_spans_events_and_parent(http_receiver: tuple[str, Received]) -> None:
     url, got = http_receiver
     hub = _hub(OtlpConfig(endpoint=url, headers={"x-tenant": "t1"}, schedule_delay_ms=50))
+    assert hub.otlp is not None and isinstance(hub.otlp.exporter.inner, DirectHttpSpanExporter)
     _send_spans(hub)
     hub.shutdown(timeout_s=3)
     _check(got)
