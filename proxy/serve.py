@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 from brownout.proxy.connkill import close_clients
 from brownout.proxy.embed import ProxyHandle, running_proxy_async
 
-__all__ = ["drain", "serve_until_signal"]
+__all__ = ["drain", "serve_until_signal", "settle_heap"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ async def serve_until_signal(
             loop.add_signal_handler(sig, on_signal)
         try:
             on_ready(handle)
+            settle_heap()
             waits = [asyncio.create_task(stop.wait()), asyncio.create_task(handle.master.should_exit.wait())]
             _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for t in pending:
@@ -46,6 +48,18 @@ async def serve_until_signal(
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+
+
+def settle_heap() -> None:
+    """Move everything start-up created (mitmproxy, the SDKs, the config) out of the collector's reach.
+
+    A full collection otherwise walks that whole heap again and again while traffic flows: tens
+    of milliseconds each time, every few seconds under load, straight into the latency tail
+    (measured with bench/run.py: p99 of all-on brownout). Only `brownout run` does this: the
+    process is brownout's own; an application embedding the proxy keeps its own GC policy.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 async def drain(handle: ProxyHandle, *, timeout_s: float, force: asyncio.Event | None = None) -> int:
