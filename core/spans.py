@@ -12,6 +12,7 @@ or in one call: `builder.build(exchange, check=runner.check)`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -91,6 +92,7 @@ class ExchangeSpan:
         return f"{self.span_id:016x}"
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the session id: every exchange of a session asks
 def session_trace_context(session: str) -> Context:
     """A parent context whose trace id is derived from the session id (no agent traceparent).
 

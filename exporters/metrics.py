@@ -198,6 +198,9 @@ class Metrics:
         self._max_tools = max_tools
         self._tools: set[str] = set()
         self._lock = threading.Lock()  # guards _models; prometheus_client metrics lock themselves
+        # Children by (metric, label values): prometheus_client's labels() validates and locks on
+        # every call (about 2 us); label values are already bounded, so the dict stays small.
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.requests = Counter(
             "brownout_requests", "Exchanges seen.", ["provider", "operation", "tool", "status_class"], registry=r
@@ -340,60 +343,67 @@ class Metrics:
 
     # --- observations -------------------------------------------------------------------
 
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe_exchange(self, exchange: Exchange) -> None:
         """Count one finished exchange: traffic, faults, latency, tokens, retries, semconv metrics."""
         provider = self.provider_label(exchange.provider)
         operation = self.operation_label(exchange.operation)
         tool = self.tool_label(exchange.tool_name)
         status_class = exchange.status_class if exchange.status_class in STATUS_CLASSES else "error"
-        self.requests.labels(provider, operation, tool, status_class).inc()
+        self._child(self.requests, provider, operation, tool, status_class).inc()
         for fault in exchange.faults:
-            self.faults.labels(fault.rule, fault.fault).inc()
+            self._child(self.faults, fault.rule, fault.fault).inc()
         if exchange.uninspected is not None:
-            self.uninspected.labels(exchange.uninspected).inc()
+            self._child(self.uninspected, exchange.uninspected).inc()
         duration = exchange.timings.duration_s
         if duration is not None:
-            self.duration.labels(provider, operation, tool).observe(duration)
+            self._child(self.duration, provider, operation, tool).observe(duration)
             if exchange.mcp_method:
                 self._observe_mcp(exchange, tool, duration)
         ttfc = exchange.timings.ttfc_s
         if ttfc is not None:
-            self.ttfc.labels(provider).observe(ttfc)
+            self._child(self.ttfc, provider).observe(ttfc)
         if exchange.retry_count:
-            self.retries.labels(provider).inc()
+            self._child(self.retries, provider).inc()
         model = self.model_label(exchange.model)
         usage = exchange.usage
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count:
-                self.tokens.labels(provider, model, kind).inc(count)
+                self._child(self.tokens, provider, model, kind).inc(count)
         if exchange.cost is not None and exchange.cost.currency == "USD" and exchange.cost.total > 0:
-            self.cost.labels(provider, model).inc(exchange.cost.total)
+            self._child(self.cost, provider, model).inc(exchange.cost.total)
         # The same gen_ai.* values as the span (one mapping, in brownout.core.span_attributes).
         genai_op = operation_name(exchange)
         if genai_op is None:
             return
         genai_provider = provider_name(exchange) or "other"
         if duration is not None:
-            self.genai_duration.labels(genai_op, genai_provider, model).observe(duration)
+            self._child(self.genai_duration, genai_op, genai_provider, model).observe(duration)
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count is not None:
-                self.genai_tokens.labels(genai_op, genai_provider, model, kind).observe(count)
+                self._child(self.genai_tokens, genai_op, genai_provider, model, kind).observe(count)
 
     def _observe_mcp(self, exchange: Exchange, tool: str, duration: float) -> None:
         method = exchange.mcp_method if exchange.mcp_method in MCP_METHODS else "_OTHER"
         transport = "pipe" if exchange.transport == "stdio" else "tcp"
-        self.mcp_duration.labels(method, "" if tool == "none" else tool, _mcp_error_label(exchange), transport).observe(
-            duration
-        )
+        self._child(
+            self.mcp_duration, method, "" if tool == "none" else tool, _mcp_error_label(exchange), transport
+        ).observe(duration)
 
     def observe_violation(self, violation: ViolationLike) -> None:
-        child = self.violations.labels(violation.invariant, violation.severity)
+        child = self._child(self.violations, violation.invariant, violation.severity)
         trace_id = getattr(violation, "trace_id", None)
         # The exemplar lets Grafana jump from a violation spike to its trace.
         child.inc(exemplar={"trace_id": trace_id} if trace_id else None)
 
     def observe_decision(self, decision: DecisionLike) -> None:
-        self.decisions.labels(decision.rule, decision.outcome).inc()
+        self._child(self.decisions, decision.rule, decision.outcome).inc()
 
     def internal_error(self, component: str) -> None:
         self.internal_errors.labels(component).inc()

@@ -43,7 +43,20 @@ class InvariantRunner:
         # Session-end violations of sessions evicted during check(): emitted at once, and also
         # handed out by the next sweep(); bounded in case sweep() is never called.
         self._orphans: deque[Violation] = deque(maxlen=10_000)
-        self.invariants: tuple[Invariant, ...] = self._build(configs)
+        self.invariants = self._build(configs)
+
+    @property
+    def invariants(self) -> tuple[Invariant, ...]:
+        return self._invariants
+
+    @invariants.setter
+    def invariants(self, value: Iterable[Invariant]) -> None:
+        """Also decides, once, which invariants have span and session checks (the base ones do nothing)."""
+        self._invariants = tuple(value)
+        self._span_checks = [_Check(inv, "check_span") for inv in self._invariants if _overrides(inv, "check_span")]
+        self._session_checks = [
+            _Check(inv, "check_session") for inv in self._invariants if _overrides(inv, "check_session")
+        ]
 
     def _build(self, configs: Iterable[InvariantConfigBase]) -> tuple[Invariant, ...]:
         """Instantiate enabled invariants; ValueError on duplicate names or an unloadable one."""
@@ -95,10 +108,10 @@ class InvariantRunner:
             self._emit(closed)
             self._orphans.extend(closed)
         found: list[Violation] = []
-        for invariant in self.invariants:
-            found += self._run(invariant, invariant.check_span, span, summary, session)
-        for invariant in self.invariants:
-            found += self._run(invariant, invariant.check_session, session, final=False)
+        for check in self._span_checks:
+            found += self._run(check, span, summary, session)
+        for check in self._session_checks:
+            found += self._run(check, session, final=False)
         self._emit(found)
         return found
 
@@ -148,15 +161,12 @@ class InvariantRunner:
             return []
         session.closed = True
         found: list[Violation] = []
-        for invariant in self.invariants:
-            found += self._run(invariant, invariant.check_session, session, final=True)
+        for check in self._session_checks:
+            found += self._run(check, session, final=True)
         return found
 
-    def _run(
-        self, invariant: Invariant, method: Callable[..., list[Violation]], *args: object, **kwargs: object
-    ) -> list[Violation]:
-        context = f"invariant {invariant.name!r} {method.__name__}"
-        found = self.guard.call(f"invariant:{invariant.name}", _checked, method, args, kwargs, context=context)
+    def _run(self, check: _Check, *args: object, **kwargs: object) -> list[Violation]:
+        found = self.guard.call(check.component, _checked, check.method, args, kwargs, context=check.context)
         return found or []
 
     def _emit(self, violations: list[Violation]) -> None:
@@ -164,6 +174,25 @@ class InvariantRunner:
             return
         for violation in violations:
             self.guard.call("on_violation", self._on_violation, violation)
+
+
+class _Check:
+    """One invariant's span or session check, with the names its failures are counted and logged under."""
+
+    __slots__ = ("component", "context", "invariant", "name")
+
+    def __init__(self, invariant: Invariant, name: str) -> None:
+        self.invariant, self.name = invariant, name
+        self.component = f"invariant:{invariant.name}"
+        self.context = f"invariant {invariant.name!r} {name}"
+
+    @property
+    def method(self) -> Callable[..., list[Violation]]:
+        return getattr(self.invariant, self.name)  # looked up per call: an instance may replace it
+
+
+def _overrides(invariant: Invariant, method: str) -> bool:
+    return getattr(type(invariant), method) is not getattr(Invariant, method)
 
 
 def _checked(
