@@ -210,7 +210,7 @@ def print_streams(case: dict[str, Any], console: Console | None = None) -> None:
         title_justify="left",
     )
     cols = ["path", "streams complete", "events delivered", "late p50 ms", "p99 ms", "max ms", f"> {LATE_MS:g} ms"]
-    cols += ["peak RSS MB", "proxy CPU s", "client CPU s", "upstream CPU s"]
+    cols += ["first event p50/max ms", "peak RSS MB", "proxy CPU s", "client CPU s", "upstream CPU s"]
     for col in cols:
         table.add_column(col, justify="left" if col == "path" else "right", min_width=15 if col == "path" else None)
     for name, r in case["results"].items():
@@ -219,7 +219,8 @@ def print_streams(case: dict[str, Any], console: Console | None = None) -> None:
             name,
             f"{r['streams_complete']:,}/{r['streams']:,}",
             f"{r['events_delivered']:,}/{r['events_expected']:,}",
-            *(str(late[k]) for k in ("p50_ms", "p99_ms", "max_ms", "late_events")),
+            *(_cell(late[k]) for k in ("p50_ms", "p99_ms", "max_ms", "late_events")),
+            f"{_cell(_get(r, 'first_event', 'p50_ms'))}/{_cell(_get(r, 'first_event', 'max_ms'))}",
             _cell(_get(r, "proxy", "peak_rss_mb")),
             _cell(_get(r, "proxy", "cpu_s")),
             _cell(round(sum(r["client_cpu_s"]), 2)),

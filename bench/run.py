@@ -46,7 +46,7 @@ from bench.streams import PATHS as STREAM_PATHS
 from bench.streams import StreamsConfig, run_case
 from bench.ttft import measure_ttft
 
-__all__ = ["main", "run_bench"]
+__all__ = ["build_parser", "main", "run_bench"]
 
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 
@@ -160,7 +160,7 @@ def _meta(duration_s: float, use_wrk: bool, rounds: int, argv: list[str]) -> dic
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bench/run.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -188,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--streams", type=int, default=1000, help="streams in the streams case")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     duration = args.duration or (2.0 if args.quick else 4.0)
     ttft_runs = args.ttft_runs or (3 if args.quick else 10)
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)

@@ -24,7 +24,7 @@ from typing import Any
 
 import h11
 
-__all__ = ["StreamOutcome", "collect", "lateness_summary", "percentile", "raise_nofile", "summarise"]
+__all__ = ["StreamOutcome", "collect", "lateness_summary", "percentile", "raise_nofile", "spread_ms", "summarise"]
 
 _EVENT = re.compile(rb'"i":(\d+),"t":([\d.]+)')
 
@@ -39,6 +39,8 @@ class StreamOutcome:
     status: int | None = None
     ended: bool = False  # the response ended cleanly (h11 EndOfMessage)
     error: str | None = None
+    started: float | None = None  # Unix time the client began connecting
+    first_event: float | None = None  # Unix time the first event arrived
 
     @property
     def complete(self) -> bool:
@@ -98,6 +100,8 @@ class _SseProtocol(asyncio.Protocol):
             self.pending = buf
             return
         self.pending = buf[cut + 2 :]
+        if self.out.first_event is None:
+            self.out.first_event = now
         for m in _EVENT.finditer(buf, 0, cut):
             self.out.seen.add(int(m.group(1)))
             self.out.lateness_s.append(now - float(m.group(2)))
@@ -113,7 +117,7 @@ class _SseProtocol(asyncio.Protocol):
 async def _one(port: int, target: bytes, events: int, start_in_s: float, timeout_s: float) -> StreamOutcome:
     await asyncio.sleep(start_in_s)
     loop = asyncio.get_running_loop()
-    outcome, done = StreamOutcome(events), loop.create_future()
+    outcome, done = StreamOutcome(events, started=time.time()), loop.create_future()
     try:
         transport, _ = await asyncio.wait_for(
             loop.create_connection(lambda: _SseProtocol(target, outcome, done), "127.0.0.1", port), timeout_s
@@ -146,13 +150,12 @@ def raise_nofile(need: int = 65536) -> int:
     return soft
 
 
-def _client(port: int, streams: int, events: int, interval_ms: int, ramp_s: float) -> tuple[list[Any], float]:
-    """One client process's streams, in a picklable form, and the CPU seconds it spent."""
+def _client(port: int, streams: int, events: int, interval_ms: int, ramp_s: float) -> tuple[list[StreamOutcome], float]:
+    """One client process's streams and the CPU seconds it spent."""
     raise_nofile(streams * 2 + 256)
     cpu0 = time.process_time()
     outcomes = asyncio.run(_streams(port, streams, events, interval_ms, ramp_s))
-    rows = [(o.expected, sorted(o.seen), o.lateness_s, o.status, o.ended, o.error) for o in outcomes]
-    return rows, time.process_time() - cpu0
+    return outcomes, time.process_time() - cpu0
 
 
 def collect(
@@ -166,12 +169,7 @@ def collect(
         with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
             futures = [pool.submit(_client, port, n, events, interval_ms, ramp_s) for n in shares if n]
             parts = [f.result() for f in futures]
-    outcomes = [
-        StreamOutcome(expected, set(seen), lateness, status, ended, error)
-        for rows, _ in parts
-        for expected, seen, lateness, status, ended, error in rows
-    ]
-    return outcomes, [round(cpu, 2) for _, cpu in parts]
+    return [o for outcomes, _ in parts for o in outcomes], [round(cpu, 2) for _, cpu in parts]
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -182,20 +180,20 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[rank - 1]
 
 
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def spread_ms(values_s: list[float]) -> dict[str, float | None]:
+    """p50, p99 and max of durations in seconds, in ms."""
+    ms = sorted(x * 1000 for x in values_s)
+    return {"p50_ms": _r(percentile(ms, 50)), "p99_ms": _r(percentile(ms, 99)), "max_ms": _r(ms[-1] if ms else None)}
+
+
 def lateness_summary(lateness_s: list[float], late_ms: float) -> dict[str, Any]:
     """p50, p99 and max lateness in ms, and how many events came later than `late_ms`."""
-    ms = sorted(x * 1000 for x in lateness_s)
-
-    def r(v: float | None) -> float | None:
-        return None if v is None else round(v, 2)
-
-    return {
-        "p50_ms": r(percentile(ms, 50)),
-        "p99_ms": r(percentile(ms, 99)),
-        "max_ms": r(ms[-1] if ms else None),
-        "late_events": sum(1 for x in ms if x > late_ms),
-        "late_bound_ms": late_ms,
-    }
+    late = sum(1 for x in lateness_s if x * 1000 > late_ms)
+    return {**spread_ms(lateness_s), "late_events": late, "late_bound_ms": late_ms}
 
 
 def summarise(outcomes: list[StreamOutcome], events: int, late_ms: float = 250.0) -> dict[str, Any]:
@@ -212,4 +210,6 @@ def summarise(outcomes: list[StreamOutcome], events: int, late_ms: float = 250.0
         "statuses": sorted({o.status for o in outcomes if o.status is not None}),
         "errors": errors,
         "lateness": lateness_summary([x for o in outcomes for x in o.lateness_s], late_ms),
+        # From starting to connect to the first event: connection setup under load, not counted as lateness.
+        "first_event": spread_ms([o.first_event - o.started for o in outcomes if o.first_event and o.started]),
     }
