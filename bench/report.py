@@ -142,7 +142,7 @@ def _value(t: dict[str, Any]) -> str:
 
 def _console() -> Console:
     # The tables have up to 12 columns: wrap the terminal rather than squeeze numbers into ellipses.
-    return Console(width=max(Console().width, 170))
+    return Console(width=max(Console().width, 200))
 
 
 def print_verdicts(targets: dict[str, dict[str, Any]], console: Console | None = None) -> None:
@@ -210,17 +210,17 @@ def print_streams(case: dict[str, Any], console: Console | None = None) -> None:
         title_justify="left",
     )
     cols = ["path", "streams complete", "events delivered", "late p50 ms", "p99 ms", "max ms", f"> {LATE_MS:g} ms"]
-    cols += ["first event p50/max ms", "peak RSS MB", "proxy CPU s", "client CPU s", "upstream CPU s"]
+    cols += ["1st event p50/max ms", "peak RSS MB", "proxy CPU s", "client CPU s", "upstr. CPU s"]
     for col in cols:
         table.add_column(col, justify="left" if col == "path" else "right", min_width=15 if col == "path" else None)
     for name, r in case["results"].items():
-        late = r["lateness"]
+        late, first = r["lateness"], r.get("first_event", {})
         table.add_row(
             name,
             f"{r['streams_complete']:,}/{r['streams']:,}",
             f"{r['events_delivered']:,}/{r['events_expected']:,}",
             *(_cell(late[k]) for k in ("p50_ms", "p99_ms", "max_ms", "late_events")),
-            f"{_cell(_get(r, 'first_event', 'p50_ms'))}/{_cell(_get(r, 'first_event', 'max_ms'))}",
+            "/".join(f"{v:.0f}" if v is not None else "-" for v in (first.get("p50_ms"), first.get("max_ms"))),
             _cell(_get(r, "proxy", "peak_rss_mb")),
             _cell(_get(r, "proxy", "cpu_s")),
             _cell(round(sum(r["client_cpu_s"]), 2)),
