@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/run.py             # 3 interleaved rounds of 4 s load runs, 10 SSE runs per path
     .venv/bin/python bench/run.py --quick     # 1 round of 2 s runs, 3 SSE runs: a smoke check
-    .venv/bin/python bench/run.py --duration 10 --strict   # exit 1 when a target is missed
+    .venv/bin/python bench/run.py --check     # exit 1 when a target is missed (--strict is the same)
+    .venv/bin/python bench/run.py --streams-case   # also 1,000 concurrent SSE streams (bench/streams.py)
 
 Paths: direct; plain mitmdump (buffers SSE); mitmdump with stream_large_bodies=1 (the same engine
 unbuffered); brownout with no rules; brownout with every invariant and exporter on
@@ -17,7 +18,9 @@ ceiling (a few thousand req/s) caps the direct numbers but not the proxies'.
 Every server runs in its own process (mock upstream, mitmdump, brownout) so none shares a GIL
 with the load generator. Throughput and latency use GET /ping (1 KB JSON); streaming uses GET /sse
 (10 events 100 ms apart): plain mitmdump buffers the stream, brownout must not.
-Results go to bench/results/latest.json.
+With --streams-case, the same servers then carry 1,000 concurrent SSE streams of 60 events each,
+one path after another (about a minute more; see bench/streams.py). Results go to
+bench/results/latest.json, with the machine, the software and the brownout commit they ran on.
 """
 
 from __future__ import annotations
@@ -25,23 +28,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from bench.load import have_wrk, run_load
+from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
-from bench.report import print_report, targets_met
+from bench.report import load_targets, missed, print_report, streams_targets
+from bench.sseclient import raise_nofile
+from bench.streams import PATHS as STREAM_PATHS
+from bench.streams import StreamsConfig, run_case
 from bench.ttft import measure_ttft
 
-__all__ = ["main", "run_bench"]
+__all__ = ["build_parser", "main", "run_bench"]
 
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 
@@ -97,22 +102,31 @@ def _measure_all(
 
 
 def run_bench(
-    duration_s: float, ttft_runs: int, use_wrk: bool, brownout_config: str | None, all_on: bool = True, rounds: int = 3
+    duration_s: float,
+    ttft_runs: int,
+    use_wrk: bool,
+    brownout_config: str | None,
+    all_on: bool = True,
+    rounds: int = 3,
+    streams: StreamsConfig | None = None,
 ) -> dict[str, Any]:
+    """Measure every path; with `streams`, then the concurrent-streams case on the same servers."""
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
     procs: list[Proc] = []
     notes: list[str] = []
+    by_name: dict[str, Proc] = {}
+    data: dict[str, Any] = {}
+    if streams is not None:
+        raise_nofile(streams.fds())  # before the servers start: they inherit it
     try:
         upstream = start_upstream(workdir)
         procs.append(upstream)
-        targets: dict[str, int] = {"direct": upstream.port}
-        mitm = start_mitmdump(upstream.port, workdir)
-        procs.append(mitm)
-        targets["mitmdump"] = mitm.port
+        by_name["direct"] = upstream
+        by_name["mitmdump"] = start_mitmdump(upstream.port, workdir)
+        procs.append(by_name["mitmdump"])
         # The same engine told to stream every body: what unbuffered mitmproxy itself costs.
-        mitm_stream = start_mitmdump(upstream.port, workdir, stream_all=True)
-        procs.append(mitm_stream)
-        targets["mitmdump-stream"] = mitm_stream.port
+        by_name["mitmdump-stream"] = start_mitmdump(upstream.port, workdir, stream_all=True)
+        procs.append(by_name["mitmdump-stream"])
         variants = {"brownout": brownout_config}
         if all_on:
             variants["brownout-all-on"] = str(ROOT / "bench" / "all-on.yaml")
@@ -123,34 +137,30 @@ def run_bench(
                 print(f"{name} skipped: {brownout}")
             else:
                 procs.append(brownout)
-                targets[name] = brownout.port
-        results = _measure_all(targets, duration_s, rounds, ttft_runs, use_wrk)
+                by_name[name] = brownout
+        ports = {name: proc.port for name, proc in by_name.items()}
+        data["results"] = _measure_all(ports, duration_s, rounds, ttft_runs, use_wrk)
+        if streams is not None:
+            paths = {name: by_name[name] for name in STREAM_PATHS if name in by_name}
+            data["streams"] = run_case(paths, upstream, streams)
     finally:
         for p in reversed(procs):
             p.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"results": results, "notes": notes}
+    return {**data, "notes": notes}
 
 
-def _meta(duration_s: float, use_wrk: bool) -> dict[str, Any]:
-    try:
-        from importlib.metadata import version
-
-        mitm_version = version("mitmproxy")
-    except Exception:  # noqa: BLE001 - a benchmark case that fails is reported, the others still run
-        mitm_version = "unknown"
+def _meta(duration_s: float, use_wrk: bool, rounds: int, argv: list[str]) -> dict[str, Any]:
+    tool = (wrk_version() or "wrk") if use_wrk else "python asyncio (bench/load.py)"
     return {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "mitmproxy": mitm_version,
-        "load_tool": "wrk" if use_wrk else "python",
+        "command": " ".join(["bench/run.py", *argv]),
         "duration_s": duration_s,
+        "rounds": rounds,
+        "machine": describe(tool),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bench/run.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -168,9 +178,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the second brownout with every invariant and exporter on (bench/all-on.yaml)",
     )
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--check", "--strict", dest="check", action="store_true", help="exit 1 when a target is missed, naming it"
+    )
+    parser.add_argument(
+        "--streams-case",
+        action="store_true",
+        help="then 1,000 concurrent SSE streams through direct, both mitmdumps and brownout-all-on (bench/streams.py)",
+    )
+    parser.add_argument("--streams", type=int, default=1000, help="streams in the streams case")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     duration = args.duration or (2.0 if args.quick else 4.0)
     ttft_runs = args.ttft_runs or (3 if args.quick else 10)
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
@@ -178,16 +200,23 @@ def main(argv: list[str] | None = None) -> int:
         f"brownout bench: {duration:g} s per load run, {ttft_runs} SSE runs, load via {'wrk' if use_wrk else 'python'}"
     )
     rounds = args.rounds or (1 if args.quick else 3)
-    data = run_bench(duration, ttft_runs, use_wrk, args.brownout_config, all_on=not args.no_all_on, rounds=rounds)
-    data["meta"] = _meta(duration, use_wrk)
-    data["meta"]["rounds"] = rounds
-    data["targets"] = targets_met(data["results"])
+    streams = StreamsConfig(streams=args.streams) if args.streams_case else None
+    data = run_bench(
+        duration, ttft_runs, use_wrk, args.brownout_config, all_on=not args.no_all_on, rounds=rounds, streams=streams
+    )
+    data["meta"] = _meta(duration, use_wrk, rounds, argv if argv is not None else sys.argv[1:])
+    data["targets"] = load_targets(data["results"])
+    if "streams" in data:
+        data["targets"].update(streams_targets(data["streams"]))
     print_report(data)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(data, indent=2) + "\n")
     print(f"results written to {args.output}")
-    missed = [k for k, v in data["targets"].items() if v.get("met") is False]
-    return 1 if args.strict and (missed or "brownout" not in data["results"]) else 0
+    misses = missed(data["targets"])
+    if args.check and misses:
+        print("targets missed:\n  " + "\n  ".join(misses))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -202,6 +202,23 @@ def test_body_bytes_and_tool_api(up: MockUpstream) -> None:
         assert c.get("/sse", params={"events": 3, "delay_ms": 0}).text.count("data:") == 3
 
 
+def test_sse_stamp_carries_each_event_send_time(up: MockUpstream) -> None:
+    def events(**params: int) -> list[dict[str, float]]:
+        text = c.get("/sse", params=params).text
+        return [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")]
+
+    with httpx.Client(base_url=up.url) as c:
+        before = time.time()
+        stamped = events(events=3, delay_ms=50, stamp=1)
+        after = time.time()
+        plain = events(events=1)
+    assert [d["i"] for d in stamped] == [0, 1, 2]
+    stamps = [d["t"] for d in stamped]
+    assert before <= stamps[0] and stamps[-1] <= after
+    assert all(b - a >= 0.045 for a, b in itertools.pairwise(stamps))  # stamped when sent, 50 ms apart
+    assert plain == [{"i": 0}]
+
+
 def test_gemini_ollama_mcp(up: MockUpstream) -> None:
     with httpx.Client(base_url=up.url) as c:
         body = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -42,13 +43,21 @@ def bytes_body(n: int, resp: Responder) -> None:
 
 
 async def sse_events(query: str, resp: Responder) -> None:
+    """`events` ticks `delay_ms` apart; with `stamp=1` each carries `t`, its send time in Unix seconds.
+
+    The stamp lets a client on the same machine measure each event's lateness through a proxy.
+    """
     q = _q(query)
     n, delay_s = int(q.get("events", "10")), int(q.get("delay_ms", "100")) / 1000.0
+    stamp = q.get("stamp") == "1"
     await resp.start_stream(200, "text/event-stream")
     for i in range(n):
         if i and delay_s:
             await asyncio.sleep(delay_s)
-        await resp.chunk(b'id: %d\nevent: tick\ndata: {"i":%d}\n\n' % (i, i))
+        if stamp:
+            await resp.chunk(b'id: %d\nevent: tick\ndata: {"i":%d,"t":%.6f}\n\n' % (i, i, time.time()))
+        else:
+            await resp.chunk(b'id: %d\nevent: tick\ndata: {"i":%d}\n\n' % (i, i))
 
 
 _TOOL = {
