@@ -31,7 +31,7 @@ from brownout.proxy.record.writer import CassetteWriter
 from brownout.proxy.relay import Relay
 
 if TYPE_CHECKING:
-    from brownout.proxy.addon import FlowState
+    from brownout.proxy.flowstate import FlowState
 
 __all__ = ["MISS_STATUS", "Tape"]
 

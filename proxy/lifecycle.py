@@ -1,0 +1,168 @@
+"""The addon's lifecycle: options, configuration and hot reload, start-up and shutdown of its endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from mitmproxy import ctx, exceptions
+from mitmproxy.utils import human
+
+from brownout.core.guard import Guard
+from brownout.faults.engine import FaultEngine
+from brownout.proxy.clientlimits import ClientLimits
+from brownout.proxy.config import BrownoutConfig, with_listen_overrides
+from brownout.proxy.configload import ConfigError, load_config
+from brownout.proxy.control_link import start_control
+from brownout.proxy.ignore import HostGlobs
+from brownout.proxy.onloop import LoopRunner
+from brownout.proxy.pipeline import Pipeline
+from brownout.proxy.record import config as cassette_options
+from brownout.proxy.record.cassette import CassetteError
+from brownout.proxy.record.tape import Tape
+from brownout.proxy.relay import Relay
+from brownout.proxy.tokenshield import TokenShield
+from brownout.proxy.watch import ConfigWatcher
+
+__all__ = ["Lifecycle"]
+
+log = logging.getLogger(__name__)
+
+
+def _option(name: str) -> str:
+    """A brownout option's value, or "" outside a running mitmproxy (e.g. in unit tests)."""
+    try:
+        return str(getattr(ctx.options, name) or "")
+    except (AttributeError, KeyError):
+        return ""
+
+
+class Lifecycle:
+    """Mixed into the addon: mitmproxy's load/configure/running/done hooks and config switching."""
+
+    config: BrownoutConfig
+    guard: Guard
+    engine: FaultEngine
+    pipeline: Pipeline
+    tape: Tape
+    limits: ClientLimits
+    on_loop: LoopRunner
+    started: asyncio.Event
+    start_error: str | None
+    control: Any
+    relay: Relay | None
+    watcher: ConfigWatcher | None
+    _fixed: bool
+    _loaded_path: str | None
+    _stream_above: int
+    _buffer_max: int
+    _ignored: HostGlobs
+    _shield: TokenShield
+
+    def cut_in_flight(self) -> int:
+        raise NotImplementedError
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("brownout_config", str, "", "Path of the brownout chaos config (YAML); empty: defaults.")
+        loader.add_option(
+            "brownout_reload_s", int, 1, "Seconds between checks of the config file for hot reload; 0: off."
+        )
+        loader.add_option(
+            "brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one)."
+        )
+        loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
+        cassette_options.add_options(loader)
+
+    def configure(self, updated: set[str]) -> None:
+        path = ctx.options.brownout_config
+        if "brownout_config" in updated and not self._fixed and path and path != self._loaded_path:
+            try:
+                self.apply_config(load_config(ctx.options.brownout_config))
+            except (ConfigError, CassetteError, OSError, ValueError) as e:
+                raise exceptions.OptionsError(str(e)) from e
+        elif updated & {"brownout_metrics_listen", "brownout_control_listen", *cassette_options.OPTIONS}:
+            try:
+                self.apply_config(self.config)
+            except (CassetteError, OSError, ValueError) as e:
+                raise exceptions.OptionsError(str(e)) from e
+        # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
+        # request is still buffered, recognised and faulted; responses stream from our threshold.
+        if updated & {"stream_large_bodies", "brownout_config"} and ctx.options.stream_large_bodies is None:
+            ctx.options.update(stream_large_bodies=self.config.proxy.buffer_max_bytes)
+
+    async def running(self) -> None:
+        self.on_loop.loop = asyncio.get_running_loop()
+        try:
+            self.relay = Relay(verify=self._upstream_verify())
+            await self.relay.start()
+            await self.tape.start()
+            self.pipeline.start(rules=self.engine.active_rules)
+            self.pipeline.exporters.watch(client_connections=lambda: self.limits.open)
+            self.control = start_control(self)
+            self._shield.control_url = self.control.url if self.control is not None else ""
+        except OSError as e:
+            # An endpoint that was asked for and cannot bind: say which, and do not run without it.
+            self.start_error = str(e)
+            log.error("brownout cannot start: %s", e)
+            ctx.master.shutdown()
+            return
+        finally:
+            self.started.set()
+        path = ctx.options.brownout_config
+        if path and not self._fixed and ctx.options.brownout_reload_s > 0:
+            self.watcher = ConfigWatcher(path, self.reload_from_file, interval_s=ctx.options.brownout_reload_s)
+            self.watcher.start()
+
+    async def done(self) -> None:
+        self.cut_in_flight()  # recorded before the exporters close; their connections die with the loop
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.control is not None:
+            self.guard.call("control", self.control.stop)
+        if self.relay is not None:
+            await self.relay.stop()
+        await self.tape.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
+        # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
+        await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
+
+    def apply_config(self, config: BrownoutConfig) -> None:
+        """Switch to a validated config; new exchanges use it."""
+        config = with_listen_overrides(config, _option("brownout_metrics_listen"), _option("brownout_control_listen"))
+        config = cassette_options.with_cassette_overrides(config, _option)
+        self.tape.configure(config.record, config.replay, config.catalogue.wire)  # raises before anything changes
+        self.config = config
+        self.engine.reload(config.ruleset)
+        self.pipeline.reload(config)
+        self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
+        self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
+        self._ignored = HostGlobs(config.proxy.ignore_hosts)
+        self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
+        self.limits.settings = config.proxy
+        if (
+            getattr(ctx, "master", None) is not None
+            and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
+        ):
+            ctx.options.update(stream_large_bodies=config.proxy.buffer_max_bytes)
+
+    def reload_from_file(self, path: str) -> tuple[bool, str]:
+        """Parse and validate `path` here (call it off the loop: YAML, plugins), then apply it on the loop.
+
+        A bad file keeps the last good config; the result says which happened."""
+        try:
+            config: BrownoutConfig = load_config(path)
+        except ConfigError as e:
+            log.error("brownout: config reload rejected, keeping the last good config: %s", e)
+            return False, f"rejected, keeping the last good config: {e}"
+        self.on_loop.call(self.apply_config, config)
+        log.info("brownout: config reloaded from %s", path)
+        return True, f"reloaded {path}"
+
+    def _upstream_verify(self) -> Any:
+        import ssl
+
+        if ctx.options.ssl_insecure:
+            return False
+        ca = ctx.options.ssl_verify_upstream_trusted_ca
+        return ssl.create_default_context(cafile=ca) if ca else True

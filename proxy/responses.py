@@ -1,0 +1,172 @@
+"""The addon's response side: stream or buffer, apply response faults, parse, announce, errors."""
+
+from __future__ import annotations
+
+import time
+
+from mitmproxy import http
+
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.wire.framing import Framer, framer_for
+from brownout.proxy import bodies, effects, flowmodel
+from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.connkill import drop_client, is_multiplexed
+from brownout.proxy.flowstate import FlowState
+from brownout.proxy.ignore import IGNORED
+from brownout.proxy.record.tape import Tape
+from brownout.proxy.streaming import StreamTap
+
+__all__ = ["ResponseHooks"]
+
+
+class ResponseHooks:
+    """Mixed into the addon: responseheaders, response and error, from upstream bytes to the client."""
+
+    config: BrownoutConfig
+    guard: Guard
+    tape: Tape
+    _states: dict[str, FlowState]
+    _stream_above: int
+    _buffer_max: int
+
+    def _close(self, state: FlowState, *, defer: bool = True) -> None:
+        raise NotImplementedError
+
+    async def responseheaders(self, flow: http.HTTPFlow) -> None:
+        state = self._states.get(flow.id)
+        if state is None or flow.response is None:
+            if flow.response is not None and flow.metadata.get(IGNORED):
+                flow.response.stream = True
+            return
+        ex = state.exchange
+        resp = flow.response
+        ex.status = resp.status_code
+        ex.timings.first_upstream_byte = resp.timestamp_start or time.time()
+        ex.response_headers = flowmodel.response_headers(flow)
+        ex.content_type = resp.headers.get("content-type", "")
+        self.tape.on_response_headers(flow, state)  # what upstream sent, before header faults
+        if state.plan is not None:
+            headers = dict(ex.response_headers)
+            await self.guard.acall("engine", state.plan.on_response_headers, ex.status, headers)
+            effects.sync_headers(resp, ex.response_headers, headers)
+        framer = framer_for(ex.content_type, self.config.proxy.event_max_bytes)
+        wants_body = state.plan is not None and bool(self.guard.call("engine", state.plan.wants_body))
+        # Bodies of unknown size (chunked, close-delimited) count as large: they may be any size.
+        length = resp.headers.get("content-length", "")
+        large = not length.isdigit() or int(length) > self._stream_above
+        # Event streams always stream, compressed or not, edited or not (a compressed one under a
+        # body fault is transcoded chunk by chunk); other bodies buffer when small or a fault needs them.
+        if state.timing is not None or resp.stream or framer is not None or (large and not wants_body):
+            self._stream(flow, state, framer)
+
+    def _stream(self, flow: http.HTTPFlow, state: FlowState, framer: Framer | None) -> None:
+        ex, resp, plan = state.exchange, flow.response, state.plan
+        assert resp is not None
+        editor = self.guard.call("engine", plan.stream_editor) if plan is not None else None
+        state.tap = StreamTap(
+            ex,
+            state.wire,
+            framer,
+            editor,
+            state.timing,
+            self.guard,
+            on_reset=lambda now: effects.drop(flow, self.guard, now=now),
+            on_cut=lambda: effects.end_read(flow, self.guard),
+            on_skip=lambda reason: self.guard.call("engine", plan.skip_body_faults, reason) if plan else None,
+            content_encoding=resp.headers.get("content-encoding", ""),
+            decoded_max=self._buffer_max,
+            keep_copy=self.config.proxy.capture_max_bytes,
+        )
+        if state.tap.editor is not None:
+            effects.reframe(flow)  # edits change the size: content-length no longer holds
+        resp.stream = self.tape.wrap_stream(state, state.tap, ex.content_type)
+        ex.streamed = True
+        self._announce(resp, ex)
+
+    async def response(self, flow: http.HTTPFlow) -> None:
+        state = self._states.pop(flow.id, None)
+        if state is None or flow.response is None:
+            return
+        ex = state.exchange
+        resp = flow.response
+        if ex.status is None:  # answered in `request` (injected) or by mitmproxy itself
+            ex.status = resp.status_code
+            ex.response_headers = flowmodel.response_headers(flow)
+            ex.content_type = resp.headers.get("content-type", "")
+        if not ex.streamed:
+            self.tape.on_response(flow, state)  # the body as upstream sent it, before body faults
+            await self._finish_buffered(flow, state)
+        ex.timings.end = resp.timestamp_end or time.time()
+        self._close(state)
+
+    async def _finish_buffered(self, flow: http.HTTPFlow, state: FlowState) -> None:
+        ex, resp = state.exchange, flow.response
+        assert resp is not None
+        body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)
+        if isinstance(body, bodies.Uninspected):
+            e = body  # too large once decoded, or undecodable: the body passes through untouched, unread
+            ex.response_bytes = len(resp.raw_content or b"")
+            ex.mark_uninspected(e.reason, e.detail)
+            if e.reason == "undecodable":
+                ex.parse_error = ex.parse_error or e.detail
+            if state.plan is not None:
+                self.guard.call("engine", state.plan.skip_body_faults, e.detail)
+            self._announce(resp, ex)
+            ex.timings.first_client_byte = time.time()
+            return
+        body = body or b""
+        ex.response_bytes = len(body)
+        # 1xx (a 101 hands the connection to WebSocket), 204, 304 and HEAD answers carry no body by
+        # definition: giving them one (inject on an empty body) would corrupt the connection.
+        bodiless = resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD"
+        if state.plan is not None and not bodiless and self.guard.call("engine", state.plan.wants_body):
+            headers = dict(ex.response_headers)
+            edited = self.guard.call("engine", state.plan.edit_body, body, headers, default=body)
+            if (
+                edited is not None
+                and edited != body
+                and await self.guard.acall("wire", bodies.set_content, resp, edited)
+            ):
+                body = edited
+            effects.sync_headers(resp, ex.response_headers, headers)
+        bodies.parse(state.wire, ex, body, self.guard)
+        self._announce(resp, ex)
+        ex.timings.first_client_byte = time.time()
+
+    def _announce(self, resp: http.Response, ex: Exchange) -> None:
+        if ex.faults and self.config.proxy.announce_faults:
+            resp.headers["x-brownout-fault"] = ", ".join(f"{f.rule}:{f.fault}" for f in ex.faults)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        state = self._states.pop(flow.id, None)
+        if state is None:
+            return
+        ex = state.exchange
+        self.tape.on_error(flow, state)
+        cut = state.tap is not None and state.tap.cut  # a clean truncation ended the read: no error
+        if ex.error_type is None and not cut:
+            ex.error_type = "connection"
+            ex.error_message = flow.error.msg if flow.error else None
+        if flow.response is None and flow.client_conn.connected and flow.killable:
+            self._no_response(flow, ex)
+        elif flow.response is not None and not ex.streamed and flow.client_conn.connected:
+            # The upstream died mid-body while mitmproxy buffered it. mitmproxy would now answer
+            # its own 502 page; without brownout the client would see the connection drop, so
+            # drop it (FIN, nothing written): a 200 cut short must not turn into a 502.
+            if is_multiplexed(flow):  # HTTP/2: reset this stream only, never its neighbours
+                self.guard.call("reset", flow.kill)
+            else:
+                self.guard.call("reset", lambda: drop_client(flow, rst=False))
+        ex.timings.end = time.time()
+        self._close(state)
+
+    def _no_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        """Upstream gave no response at all; mitmproxy would now answer its own 502 page, which SDKs
+        retry as a server error. Without brownout the client's connection would fail instead."""
+        if self.config.proxy.upstream_error == "502":
+            ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
+        elif flow.server_conn.timestamp_tcp_setup is None:
+            effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
+        else:
+            self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
