@@ -6,9 +6,10 @@ import logging
 from typing import Any
 
 from brownout.core.exchange import Exchange, Message, ToolCall
-from brownout.core.wire import openai_faults
+from brownout.core.wire import openai_edits, openai_faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps
 from brownout.core.wire.openai_history import ChatHistory, ResponsesHistory
@@ -176,6 +177,20 @@ class OpenAIFormat(ProviderFormat):
         if exchange is not None and exchange.operation == "responses":
             return openai_faults.responses_completed_event(exchange)
         return b"data: [DONE]\n\n"
+
+    # -- places faults edit (see brownout.core.wire.edits) -----------------------------
+
+    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
+        return openai_edits.tool_arguments(doc, edit)
+
+    def tool_arguments_events(self) -> EventArguments:
+        return openai_edits.stream_tool_arguments
+
+    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
+        return openai_edits.assistant_text(doc, edit)
+
+    def assistant_text_events(self) -> EventText:
+        return openai_edits.event_text
 
 
 def _choices_response(exchange: Exchange, choices: list[Any], cap: int) -> None:
