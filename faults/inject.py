@@ -1,15 +1,19 @@
-"""inject: insert text into what the agent reads (tool output or the completion): prompt injection."""
+"""inject: insert text into what the agent reads (tool output or the completion): prompt injection.
+
+Where a completion's text is belongs to the exchange's wire format (`WireFormat.edit_assistant_text`,
+`.assistant_text_events`); a format that knows no place for it leaves the fault skipped.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from brownout.core.wire.framing import framer_for
 from brownout.faults.base import Fault, FaultContext, FaultParams, NotApplicable, StreamEditor
-from brownout.faults.completion import inject_completion, inject_completion_event
 from brownout.faults.jsonedit import NOT_JSON, dumps, find_longest_string, iter_path, load, parse_path
 from brownout.faults.streams import JsonEventEditor, edit_events_in_body
 
@@ -43,6 +47,11 @@ def _join(old: str, p: InjectParams) -> str:
     if p.position == "replace":
         return p.text
     return p.text + p.separator + old if p.position == "start" else old + p.separator + p.text
+
+
+def _join_completion(old: str, p: InjectParams) -> str:
+    # The answer's own text: an answer without text gets the text alone, with no separator.
+    return _join(old, p) if old else p.text
 
 
 def inject_tool_output(doc: Any, p: InjectParams) -> bool:
@@ -82,19 +91,24 @@ class InjectFault(Fault):
     def wants_body(self, ctx: FaultContext) -> bool:
         return True
 
-    def _edit(self, doc: Any) -> bool:
+    def _edit(self, ctx: FaultContext, doc: Any) -> bool:
         p = self.params
         if p.target == "completion":
-            return inject_completion(doc, p.text, at_start=p.position == "start", sep=p.separator)
+            return ctx.wire.edit_assistant_text(doc, partial(_join_completion, p=p))
         return inject_tool_output(doc, p)
 
     def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
         if framer_for(ctx.exchange.content_type) is None:
             raise NotApplicable("the body streamed (too large to buffer) and is not an event stream")
-        return self._event_editor()
+        return self._event_editor(ctx)
 
-    def _event_editor(self) -> StreamEditor:
+    def _event_editor(self, ctx: FaultContext) -> StreamEditor:
         p = self.params
+        text_events = None
+        if p.target == "completion":
+            text_events = ctx.wire.assistant_text_events()
+            if text_events is None:
+                raise NotApplicable(f"the {ctx.wire.provider} wire format locates no assistant text in streams")
         done = False
 
         def once(doc: Any) -> bool:
@@ -102,8 +116,8 @@ class InjectFault(Fault):
             nonlocal done
             if done:
                 return False
-            if p.target == "completion":
-                done = inject_completion_event(doc, p.text, at_start=p.position == "start", sep=p.separator)
+            if text_events is not None:
+                done = text_events(doc, partial(_join_completion, p=p))
             else:
                 done = inject_tool_output(doc, p)
             return done
@@ -112,7 +126,8 @@ class InjectFault(Fault):
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         ct = headers.get("content-type", ctx.exchange.content_type)
-        edited = edit_events_in_body(self._event_editor(), body, ct)
+        # A buffered SSE/NDJSON body is edited event by event.
+        edited = edit_events_in_body(self._event_editor(ctx), body, ct) if framer_for(ct) else None
         if edited is not None:
             return edited
         doc = load(body)
@@ -123,6 +138,6 @@ class InjectFault(Fault):
             raise NotApplicable("the body is neither JSON nor text")
         if isinstance(doc, str):
             return dumps(_join(doc, self.params)).encode()
-        if not self._edit(doc):
+        if not self._edit(ctx, doc):
             raise NotApplicable(f"no place for the text ({self.params.target})")
         return dumps(doc).encode()

@@ -8,11 +8,11 @@ from pydantic import Field, model_validator
 
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.framing import framer_for
+from brownout.faults.arguments import CorruptArguments
 from brownout.faults.base import Fault, FaultContext, FaultParams, NotApplicable, StreamEditor
 from brownout.faults.drift import apply_drift
 from brownout.faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
 from brownout.faults.mcplists import retype
-from brownout.faults.providers import StreamArgsCorrupter, corrupt_tool_args
 from brownout.faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
 
 __all__ = ["MalformedJsonFault", "MalformedJsonParams"]
@@ -86,6 +86,19 @@ def _json_document(data: str) -> bool:
         return True
 
 
+def _schemas(ctx: FaultContext) -> dict[str, Any]:
+    return {t.name: t.schema for t in ctx.exchange.tools_declared}
+
+
+def _arguments_editor(ctx: FaultContext) -> StreamEditor:
+    """Breaks tool-call arguments event by event, where the exchange's wire format finds them."""
+    events = ctx.wire.tool_arguments_events()
+    if events is None:
+        raise NotApplicable(f"the {ctx.wire.provider} wire format locates no tool-call arguments in streams")
+    edit = CorruptArguments(ctx.rng, _schemas(ctx))
+    return JsonEventEditor(lambda doc: events(doc, edit) > 0)
+
+
 class MalformedJsonFault(Fault):
     """Corrupts JSON the client must parse, in streamed and buffered responses alike."""
 
@@ -106,7 +119,7 @@ class MalformedJsonFault(Fault):
     def _event_editor(self, ctx: FaultContext) -> StreamEditor:
         p = self.params
         if p.target == "tool_arguments":
-            return JsonEventEditor(StreamArgsCorrupter(lambda s: corrupt_json_text(s, ctx.rng)).edit)
+            return _arguments_editor(ctx)
         if p.target == "schema_drift":
             return JsonEventEditor(lambda doc: apply_drift(doc, p.field, p.action, p.rename_to) > 0)
         if p.target == "structured_content":
@@ -117,20 +130,20 @@ class MalformedJsonFault(Fault):
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         ct = headers.get("content-type", ctx.exchange.content_type)
-        editor = self._event_editor(ctx)  # built either way: it draws from the rng, as it always has
-        # A buffered SSE/NDJSON body is edited event by event.
-        edited = edit_events_in_body(editor, body, ct)
-        if edited is not None:
-            return edited
+        p = self.params
+        if framer_for(ct) is not None or p.target in ("body", "sse_event"):
+            # A buffered SSE/NDJSON body is edited event by event. The body and sse_event editor is
+            # built either way: its seeded pick draws from the rng, as it always has.
+            edited = edit_events_in_body(self._event_editor(ctx), body, ct)
+            if edited is not None:
+                return edited
         doc = load(body)
         if doc is NOT_JSON:
             raise NotApplicable("the body is not JSON")
-        p = self.params
         if p.target in ("body", "sse_event"):
             return corrupt_json_text(body.decode("utf-8", "replace"), ctx.rng).encode()
         if p.target == "tool_arguments":
-            schemas = {t.name: t.schema for t in ctx.exchange.tools_declared}
-            changed = corrupt_tool_args(doc, lambda s: corrupt_json_text(s, ctx.rng), schemas)
+            changed = ctx.wire.edit_tool_arguments(doc, CorruptArguments(ctx.rng, _schemas(ctx)))
         elif p.target == "structured_content":
             changed = retype_structured_content(doc)
         else:

@@ -10,6 +10,12 @@ Typical use by the proxy addon::
 None of these raise: a parser that gives up records `exchange.parse_error`. Formats hold no
 state, so one instance of each built-in serves every config; text is capped per exchange
 (`exchange.capture_max_bytes`).
+
+Faults never look for a provider's fields themselves: they ask the exchange's format where its
+answers carry tool-call arguments and the assistant's text (`edit_tool_arguments`,
+`edit_assistant_text`, and per stream `tool_arguments_events` / `assistant_text_events`; see
+`brownout.core.wire.edits`). Each provider's places live in its `<provider>_edits` module; the
+generic format tries them all by shape (`shape_edits`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 A wire format recognises its requests, parses request and response bodies (streamed ones
 event by event) into the `Exchange`, and knows its provider's exact bytes for faults
-(error bodies, error events, terminal events, empty completions).
+(error bodies, error events, terminal events, empty completions) and where its responses
+carry what faults rewrite in place (tool-call arguments, the assistant's text; see
+`brownout.core.wire.edits`). Those hooks do nothing by default: a fault that needs one on a
+format without it is recorded as skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange
+from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.replaykey import normalised_body
 
@@ -98,6 +102,24 @@ class WireFormat(ABC):
 
     def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
         """The conversation in a decoded request document, for request mutations; None: it has none."""
+        return None
+
+    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
+        """Hand each tool call's arguments in a decoded whole response to `edit`; returns how many changed."""
+        return 0
+
+    def tool_arguments_events(self) -> EventArguments | None:
+        """An editor of tool-call arguments for one stream's decoded events, called in wire order (it may
+        keep per-stream state, e.g. which call a fragment belongs to); None: this format knows none."""
+        return None
+
+    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
+        """Hand the assistant's text in a decoded whole response to `edit` (an answer without text gets a
+        piece, edited from ""); False when the response has no place for text."""
+        return False
+
+    def assistant_text_events(self) -> EventText | None:
+        """An editor of the assistant's text for one stream's decoded events; None: this format knows none."""
         return None
 
     def reparse_request(self, exchange: Exchange, body: bytes) -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
-from brownout.core.wire import openai_faults
+from brownout.core.exchange import Exchange, Message, ToolCall
+from brownout.core.wire import openai_edits, openai_faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
 from brownout.core.wire.history import RequestHistory
-from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
+from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps
 from brownout.core.wire.openai_history import ChatHistory, ResponsesHistory
+from brownout.core.wire.openai_request import chat_request, responses_request
 from brownout.core.wire.openai_stream import (
     RESPONSES_TERMINAL,
     ChatStreamParser,
@@ -97,13 +99,13 @@ class OpenAIFormat(ProviderFormat):
         if op not in _OPERATIONS:  # the caller did not copy detect()'s operation: derive it
             op = exchange.operation = _operation(path.rstrip("/")) or "chat"
         if op == "responses":
-            _responses_request(exchange, data)
+            responses_request(exchange, data)
         elif op == "text_completion":
             prompt = data.get("prompt")
             if isinstance(prompt, str):
                 exchange.messages.append(Message("user", prompt))
         elif op != "embeddings":
-            _chat_request(exchange, data)
+            chat_request(exchange, data)
 
     def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
         if not isinstance(doc, dict):
@@ -176,65 +178,19 @@ class OpenAIFormat(ProviderFormat):
             return openai_faults.responses_completed_event(exchange)
         return b"data: [DONE]\n\n"
 
+    # -- places faults edit (see brownout.core.wire.edits) -----------------------------
 
-def _chat_request(exchange: Exchange, data: dict[str, Any]) -> None:
-    opts = data.get("stream_options")
-    if isinstance(opts, dict) and opts.get("include_usage"):
-        exchange.notes["openai_include_usage"] = True  # empty_response() mirrors the usage chunk
-    for tool in as_list(data.get("tools")):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            params = fn.get("parameters")
-            exchange.tools_declared.append(ToolSpec(fn["name"], params if isinstance(params, dict) else None))
-    for fn in as_list(data.get("functions")):  # the deprecated function-calling API
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            params = fn.get("parameters")
-            exchange.tools_declared.append(ToolSpec(fn["name"], params if isinstance(params, dict) else None))
-    names: dict[str, str] = {}  # tool_call_id -> name, so results can name their tool
-    for msg in as_list(data.get("messages")):
-        if not isinstance(msg, dict):
-            continue
-        role = str(msg.get("role") or "")
-        text = text_of(msg.get("content"))
-        exchange.messages.append(Message(role, text))
-        for tc in as_list(msg.get("tool_calls")):
-            fn = tc.get("function") if isinstance(tc, dict) else None
-            if isinstance(fn, dict) and isinstance(tc.get("id"), str):
-                names[tc["id"]] = str(fn.get("name") or "")
-        if role in ("tool", "function"):
-            call_id = msg.get("tool_call_id")
-            call_id = call_id if isinstance(call_id, str) else None
-            name = msg.get("name") if isinstance(msg.get("name"), str) else names.get(call_id or "")
-            exchange.tool_results.append(ToolResult(call_id, text, name))
+    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
+        return openai_edits.tool_arguments(doc, edit)
 
+    def tool_arguments_events(self) -> EventArguments:
+        return openai_edits.stream_tool_arguments
 
-def _responses_request(exchange: Exchange, data: dict[str, Any]) -> None:
-    for tool in as_list(data.get("tools")):
-        # Responses tools are flat: {"type": "function", "name", "parameters"}.
-        if isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("name"), str):
-            params = tool.get("parameters")
-            exchange.tools_declared.append(ToolSpec(tool["name"], params if isinstance(params, dict) else None))
-    if isinstance(data.get("instructions"), str):
-        exchange.messages.append(Message("system", data["instructions"]))
-    items = data.get("input")
-    if isinstance(items, str):
-        exchange.messages.append(Message("user", items))
-        return
-    names: dict[str, str] = {}
-    for item in as_list(items):
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "function_call":
-            names[str(item.get("call_id"))] = str(item.get("name") or "")
-        elif kind == "function_call_output":
-            call_id = item.get("call_id") if isinstance(item.get("call_id"), str) else None
-            output = item.get("output")
-            text = output if isinstance(output, str) else text_of(output)
-            exchange.tool_results.append(ToolResult(call_id, text, names.get(call_id or "")))
-            exchange.messages.append(Message("tool", text))
-        elif "role" in item:
-            exchange.messages.append(Message(str(item["role"]), text_of(item.get("content"))))
+    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
+        return openai_edits.assistant_text(doc, edit)
+
+    def assistant_text_events(self) -> EventText:
+        return openai_edits.event_text
 
 
 def _choices_response(exchange: Exchange, choices: list[Any], cap: int) -> None:

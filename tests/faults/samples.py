@@ -125,6 +125,23 @@ OPENAI_TOOL_STREAM = [
 ]
 
 
+def responses_tool_stream(*fragments: str) -> list[tuple[str, dict[str, Any]]]:
+    """A Responses stream calling one function: its fragments, then the full string three more times."""
+    head = {k: v for k, v in OPENAI_RESPONSES.items() if k != "output"} | {"status": "in_progress", "output": []}
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+    whole = dict(item, arguments="".join(fragments), status="completed")
+    deltas = [{"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": f} for f in fragments]
+    events = [
+        {"type": "response.created", "response": head},
+        {"type": "response.output_item.added", "output_index": 0, "item": dict(item, status="in_progress")},
+        *deltas,
+        {"type": "response.function_call_arguments.done", "item_id": "fc_1", "arguments": whole["arguments"]},
+        {"type": "response.output_item.done", "output_index": 0, "item": whole},
+        {"type": "response.completed", "response": head | {"status": "completed", "output": [whole]}},
+    ]
+    return [(str(e["type"]), dict(e, sequence_number=i)) for i, e in enumerate(events)]
+
+
 def anthropic_stream(*deltas: dict[str, Any], block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     msg = {k: v for k, v in ANTHROPIC_MSG.items() if k != "content"} | {"content": [], "stop_reason": None}
     return [

@@ -5,6 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from brownout.core.wire import by_provider
 from brownout.faults.base import NotApplicable
 from brownout.faults.inject import InjectFault, InjectParams
 from tests.faults.conftest import ndjson, run_editor, sse
@@ -75,36 +76,42 @@ def test_a_streamed_body_that_is_no_event_stream_cannot_be_edited(make_ctx) -> N
 
 
 def test_completion_openai_chat_sdk(make_ctx) -> None:
-    body = fault(target="completion").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    body = fault(target="completion").edit_body(make_ctx(wire=by_provider("openai")), dump(OPENAI_CHAT), dict(JSON))
     msg = openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices[0].message
     assert msg.content == "Checking.\n\n" + EVIL
 
 
 def test_completion_openai_responses_sdk(make_ctx) -> None:
-    body = fault(target="completion").edit_body(make_ctx(), dump(OPENAI_RESPONSES), dict(JSON))
+    body = fault(target="completion").edit_body(
+        make_ctx(wire=by_provider("openai")), dump(OPENAI_RESPONSES), dict(JSON)
+    )
     assert openai_sdk(200, JSON, body).responses.create(model="m", input="x").output_text.endswith(EVIL)
 
 
 def test_completion_anthropic_sdk(make_ctx) -> None:
-    body = fault(target="completion", position="start").edit_body(make_ctx(), dump(ANTHROPIC_MSG), dict(JSON))
+    body = fault(target="completion", position="start").edit_body(
+        make_ctx(wire=by_provider("anthropic")), dump(ANTHROPIC_MSG), dict(JSON)
+    )
     msg = anthropic_sdk(200, JSON, body).messages.create(model="c", max_tokens=9, messages=[])
     assert msg.content[0].text.startswith(EVIL) and msg.content[1].type == "tool_use"
 
 
 @pytest.mark.parametrize(
-    "doc,get",
+    "provider,doc,get",
     [
-        (GEMINI, lambda d: d["candidates"][0]["content"]["parts"][0]["text"]),
-        (OLLAMA, lambda d: d["message"]["content"]),
+        ("gemini", GEMINI, lambda d: d["candidates"][0]["content"]["parts"][0]["text"]),
+        ("ollama", OLLAMA, lambda d: d["message"]["content"]),
     ],
 )
-def test_completion_gemini_ollama(make_ctx, doc: dict, get) -> None:
-    assert get(json.loads(fault(target="completion").edit_body(make_ctx(), dump(doc), dict(JSON)))).endswith(EVIL)
+def test_completion_gemini_ollama(make_ctx, provider: str, doc: dict, get) -> None:
+    ctx = make_ctx(wire=by_provider(provider))
+    assert get(json.loads(fault(target="completion").edit_body(ctx, dump(doc), dict(JSON)))).endswith(EVIL)
 
 
 def test_completion_openai_stream_sdk(make_ctx) -> None:
     out, _ = run_editor(
-        fault(target="completion", position="start").stream_editor(make_ctx()), sse(*OPENAI_TEXT_STREAM)
+        fault(target="completion", position="start").stream_editor(make_ctx(wire=by_provider("openai"))),
+        sse(*OPENAI_TEXT_STREAM),
     )
     text = "".join(
         c.choices[0].delta.content or ""
@@ -114,7 +121,10 @@ def test_completion_openai_stream_sdk(make_ctx) -> None:
 
 
 def test_completion_anthropic_stream_sdk(make_ctx) -> None:
-    out, _ = run_editor(fault(target="completion").stream_editor(make_ctx()), sse(*ANTHROPIC_TEXT_STREAM, done=False))
+    out, _ = run_editor(
+        fault(target="completion").stream_editor(make_ctx(wire=by_provider("anthropic"))),
+        sse(*ANTHROPIC_TEXT_STREAM, done=False),
+    )
     with anthropic_sdk(200, SSE, out).messages.stream(model="c", max_tokens=9, messages=[]) as stream:
         assert stream.get_final_text() == "Hello\n\n" + EVIL + " world"
 
@@ -124,13 +134,13 @@ def test_completion_ollama_stream(make_ctx) -> None:
         {"message": {"role": "assistant", "content": "Hi"}, "done": False},
         {"message": {"content": ""}, "done": True},
     ]
-    out, _ = run_editor(fault(target="completion").stream_editor(make_ctx()), ndjson(*chunks))
+    out, _ = run_editor(fault(target="completion").stream_editor(make_ctx(wire=by_provider("ollama"))), ndjson(*chunks))
     assert json.loads(out.splitlines()[0])["message"]["content"] == "Hi\n\n" + EVIL
 
 
 def test_buffered_sse_body(make_ctx) -> None:
     body = b"".join(e.raw for e in sse(*OPENAI_TEXT_STREAM))
-    out = fault(target="completion").edit_body(make_ctx(), body, dict(SSE))
+    out = fault(target="completion").edit_body(make_ctx(wire=by_provider("openai")), body, dict(SSE))
     assert out.count(EVIL.encode()) == 1 and out.endswith(b"data: [DONE]\n\n")
 
 
@@ -141,3 +151,16 @@ def test_mcp_result_swapped_for_the_text(make_ctx) -> None:
     assert out["result"]["structuredContent"] == {"temp_c": 21}  # what the model reads is the content
     with pytest.raises(ValidationError):
         InjectParams.model_validate({"type": "inject", "text": EVIL, "target": "completion", "position": "replace"})
+
+
+def test_completion_needs_a_wire_format_that_knows_the_text(make_ctx) -> None:
+    # The fake wire format implements none of the hooks: OpenAI-shaped text is no place to it.
+    with pytest.raises(NotApplicable, match="no place for the text"):
+        fault(target="completion").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    with pytest.raises(NotApplicable, match="the fake wire format locates no assistant text in streams"):
+        fault(target="completion").stream_editor(make_ctx())
+    body = b"".join(e.raw for e in sse(*OPENAI_TEXT_STREAM))
+    with pytest.raises(NotApplicable, match="locates no assistant text"):
+        fault(target="completion").edit_body(make_ctx(), body, dict(SSE))
+    # Tool output is found without the wire format's help.
+    assert fault().stream_editor(make_ctx()) is not None

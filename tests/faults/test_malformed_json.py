@@ -26,6 +26,7 @@ from tests.faults.samples import (
     anthropic_sdk,
     dump,
     openai_sdk,
+    responses_tool_stream,
 )
 
 
@@ -84,13 +85,15 @@ def test_a_streamed_body_that_is_no_event_stream_cannot_be_edited(make_ctx) -> N
 
 
 def test_tool_arguments_openai_chat(make_ctx) -> None:
-    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    body = fault(target="tool_arguments").edit_body(make_ctx(wire=by_provider("openai")), dump(OPENAI_CHAT), dict(JSON))
     msg = openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices[0].message
     assert msg.tool_calls[0].function.name == "get_weather" and unparseable(msg.tool_calls[0].function.arguments)
 
 
 def test_tool_arguments_openai_responses(make_ctx) -> None:
-    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(OPENAI_RESPONSES), dict(JSON))
+    body = fault(target="tool_arguments").edit_body(
+        make_ctx(wire=by_provider("openai")), dump(OPENAI_RESPONSES), dict(JSON)
+    )
     resp = openai_sdk(200, JSON, body).responses.create(model="m", input="hi")
     assert unparseable(resp.output[1].arguments)
 
@@ -110,35 +113,43 @@ def anthropic_input(body: bytes) -> object:
 
 def test_tool_arguments_anthropic_input_stays_an_object_that_breaks_the_schema(make_ctx) -> None:
     # The API always returns `input` as an object: the realistic fault is one the tool's schema rejects.
-    ctx = make_ctx(tools_declared=[ToolSpec("get_weather", WEATHER_SCHEMA)])
+    ctx = make_ctx(wire=by_provider("anthropic"), tools_declared=[ToolSpec("get_weather", WEATHER_SCHEMA)])
     doc = json.loads(dump(ANTHROPIC_MSG))
     doc["content"][1]["input"] = {"units": "metric", "city": "Paris"}
     assert anthropic_input(fault(target="tool_arguments").edit_body(ctx, dump(doc), dict(JSON))) == {"units": "metric"}
     # No declared schema to go by: the first value gets the wrong type.
-    body = fault(target="tool_arguments").edit_body(make_ctx(), dump(ANTHROPIC_MSG), dict(JSON))
+    body = fault(target="tool_arguments").edit_body(
+        make_ctx(wire=by_provider("anthropic")), dump(ANTHROPIC_MSG), dict(JSON)
+    )
     assert anthropic_input(body) == {"city": ["Paris"]}
     doc["content"][1]["input"] = {"days": 3}
-    assert anthropic_input(fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON))) == {"days": "3"}
+    assert anthropic_input(
+        fault(target="tool_arguments").edit_body(make_ctx(wire=by_provider("anthropic")), dump(doc), dict(JSON))
+    ) == {"days": "3"}
     # An empty input breaks no schema without a required key: left alone (the fault does not apply).
     doc["content"][1]["input"] = {}
     with pytest.raises(NotApplicable, match="nothing to change"):
-        fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON))
+        fault(target="tool_arguments").edit_body(make_ctx(wire=by_provider("anthropic")), dump(doc), dict(JSON))
 
 
 @pytest.mark.parametrize(
-    "doc,get",
+    "provider,doc,get",
     [
-        (GEMINI, lambda d: d["candidates"][0]["content"]["parts"][1]["functionCall"]["args"]),
-        (OLLAMA, lambda d: d["message"]["tool_calls"][0]["function"]["arguments"]),
+        ("gemini", GEMINI, lambda d: d["candidates"][0]["content"]["parts"][1]["functionCall"]["args"]),
+        ("ollama", OLLAMA, lambda d: d["message"]["tool_calls"][0]["function"]["arguments"]),
     ],
 )
-def test_tool_arguments_object_args(make_ctx, doc: dict, get) -> None:
-    out = json.loads(fault(target="tool_arguments").edit_body(make_ctx(), dump(doc), dict(JSON)))
+def test_tool_arguments_object_args(make_ctx, provider: str, doc: dict, get) -> None:
+    ctx = make_ctx(wire=by_provider(provider))
+    out = json.loads(fault(target="tool_arguments").edit_body(ctx, dump(doc), dict(JSON)))
     assert isinstance(get(out), str) and unparseable(get(out))
 
 
 def test_tool_arguments_openai_stream_reassembles_to_garbage(make_ctx) -> None:
-    out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*OPENAI_TOOL_STREAM))
+    out, _ = run_editor(
+        fault(target="tool_arguments").stream_editor(make_ctx(wire=by_provider("openai"), stream=True)),
+        sse(*OPENAI_TOOL_STREAM),
+    )
     args = "".join(
         c.choices[0].delta.tool_calls[0].function.arguments or ""
         for c in openai_sdk(200, SSE, out).chat.completions.create(model="m", messages=[], stream=True)
@@ -149,7 +160,8 @@ def test_tool_arguments_openai_stream_reassembles_to_garbage(make_ctx) -> None:
 
 def test_tool_arguments_anthropic_stream(make_ctx) -> None:
     out, _ = run_editor(
-        fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), sse(*ANTHROPIC_TOOL_STREAM, done=False)
+        fault(target="tool_arguments").stream_editor(make_ctx(wire=by_provider("anthropic"), stream=True)),
+        sse(*ANTHROPIC_TOOL_STREAM, done=False),
     )
     client = anthropic_sdk(200, SSE, out)
     parts = [
@@ -164,7 +176,9 @@ def test_tool_arguments_anthropic_stream(make_ctx) -> None:
 
 
 def test_tool_arguments_ollama_stream(make_ctx) -> None:
-    out, _ = run_editor(fault(target="tool_arguments").stream_editor(make_ctx(stream=True)), ndjson(OLLAMA))
+    out, _ = run_editor(
+        fault(target="tool_arguments").stream_editor(make_ctx(wire=by_provider("ollama"), stream=True)), ndjson(OLLAMA)
+    )
     assert isinstance(json.loads(out)["message"]["tool_calls"][0]["function"]["arguments"], str)
 
 
@@ -239,3 +253,26 @@ def test_structured_content_no_longer_fits_the_output_schema(make_ctx) -> None:
     plain = json.dumps({"jsonrpc": "2.0", "id": 5, "result": {"content": []}}).encode()
     with pytest.raises(NotApplicable, match="nothing to change"):
         f.edit_body(make_ctx(provider="mcp"), plain, {"content-type": "application/json"})
+
+
+def test_tool_arguments_need_a_wire_format_that_knows_them(make_ctx) -> None:
+    # The fake wire format implements none of the hooks: OpenAI-shaped calls are nothing to it.
+    with pytest.raises(NotApplicable, match="nothing to change for target tool_arguments"):
+        fault(target="tool_arguments").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    with pytest.raises(NotApplicable, match="the fake wire format locates no tool-call arguments in streams"):
+        fault(target="tool_arguments").stream_editor(make_ctx(stream=True))
+    body = b"".join(e.raw for e in sse(*OPENAI_TOOL_STREAM))
+    with pytest.raises(NotApplicable, match="locates no tool-call arguments"):
+        fault(target="tool_arguments").edit_body(make_ctx(), body, dict(SSE))
+
+
+def test_tool_arguments_responses_stream_copies_agree_with_the_fragments(make_ctx) -> None:
+    ctx = make_ctx(wire=by_provider("openai"), stream=True, operation="responses")
+    stream = sse(*responses_tool_stream('{"ci', 'ty": "Pa', 'ris"}'), done=False)
+    out, _ = run_editor(fault(target="tool_arguments").stream_editor(ctx), stream)
+    events = list(openai_sdk(200, SSE, out).responses.create(model="m", input="x", stream=True))
+    streamed = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    copies = [e.arguments for e in events if e.type == "response.function_call_arguments.done"]
+    copies += [e.item.arguments for e in events if e.type == "response.output_item.done"]
+    copies += [i.arguments for e in events if e.type == "response.completed" for i in e.response.output]
+    assert copies == [streamed] * 3 and unparseable(streamed)

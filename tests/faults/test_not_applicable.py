@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from brownout.core.wire import by_provider
 from tests.faults.engine_support import WIRE, engine, ex
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -49,3 +50,41 @@ def test_skip_body_faults_leaves_faults_that_need_no_body() -> None:
     assert [f.rule for f in exchange.faults] == ["slow"]
     assert [(f.rule, f.params["skipped"]) for f in exchange.faults_skipped] == [("inject", "decodes to over 4 bytes")]
     assert json.loads(plan.edit_body(b'{"a": "b"}', dict(JSON_HEADERS))) == {"a": "b"}  # inject no longer edits
+
+
+ARGS_AND_TEXT = (
+    {"name": "bad-args", "fault": {"type": "malformed_json", "target": "tool_arguments"}},
+    {"name": "evil", "fault": {"type": "inject", "target": "completion", "text": "x"}},
+)
+CHAT = {"choices": [{"message": {"content": "Hi", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}]}
+
+
+def test_a_wire_format_that_knows_no_places_skips_argument_and_text_faults_on_streams() -> None:
+    e = engine(*ARGS_AND_TEXT)
+    exchange = ex(content_type="text/event-stream", stream=True)
+    plan = e.plan(exchange, WIRE)  # WIRE implements none of the hooks that locate arguments or text
+    assert plan.stream_editor() is None
+    assert exchange.faults == []
+    assert [(f.rule, f.params["skipped"]) for f in exchange.faults_skipped] == [
+        ("bad-args", "the openai wire format locates no tool-call arguments in streams"),
+        ("evil", "the openai wire format locates no assistant text in streams"),
+    ]
+    assert e.decisions.counts["skipped_not_applicable"] == 2
+
+
+def test_a_wire_format_that_knows_no_places_skips_argument_and_text_faults_on_whole_bodies() -> None:
+    body = json.dumps(CHAT).encode()
+    e = engine(*ARGS_AND_TEXT)
+    exchange = ex()
+    assert e.plan(exchange, WIRE).edit_body(body, dict(JSON_HEADERS)) == body
+    assert [f.params["skipped"] for f in exchange.faults_skipped] == [
+        "nothing to change for target tool_arguments",
+        "no place for the text (completion)",
+    ]
+    # The built-in OpenAI format knows both places: the same rules act and stay injected.
+    e = engine(*ARGS_AND_TEXT)
+    exchange = ex()
+    out = json.loads(e.plan(exchange, by_provider("openai")).edit_body(body, dict(JSON_HEADERS)))
+    assert out["choices"][0]["message"]["content"] == "Hi\n\nx"
+    assert out["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] != "{}"
+    assert [f.rule for f in exchange.faults] == ["bad-args", "evil"] and exchange.faults_skipped == []

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Hashable
 from typing import Any
 
 from brownout.core.exchange import Exchange
 from brownout.core.wire import detect
 from brownout.core.wire.base import RequestInfo
 from brownout.core.wire.common import ProviderFormat
+from brownout.core.wire.edits import ArgumentsEdit
 from brownout.core.wire.framing import NDJSONFramer, SSEFramer
 
-__all__ = ["request", "sse", "stream_through"]
+__all__ = ["Tagging", "request", "sse", "stream_through", "tagged"]
 
 
 def request(
@@ -59,3 +61,36 @@ def stream_through(fmt: ProviderFormat, ex: Exchange, body: bytes, *, ndjson: bo
         parser.feed(event)
     parser.finish()
     return ex
+
+
+class Tagging(ArgumentsEdit):
+    """Marks every place a wire format hands over, by form, and records what it was handed."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, ...]] = []
+
+    def text(self, arguments: str) -> str:
+        self.seen.append(("text", arguments))
+        return "T" + arguments
+
+    def value(self, arguments: Any) -> Any:
+        self.seen.append(("value", arguments))
+        return "V"
+
+    def object(self, arguments: dict[str, Any], tool: str | None) -> bool:
+        self.seen.append(("object", dict(arguments), tool))
+        arguments["o"] = True
+        return True
+
+    def fragment(self, call: Hashable, fragment: str) -> str:
+        self.seen.append(("fragment", call, fragment))
+        return "F" + fragment
+
+    def repeat(self, call: Hashable, arguments: str) -> str:
+        self.seen.append(("repeat", call, arguments))
+        return "R" + arguments
+
+
+def tagged(old: str) -> str:
+    """A text edit whose result shows what it was given."""
+    return f"<{old}>"
