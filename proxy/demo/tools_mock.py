@@ -14,7 +14,7 @@ from brownout.proxy.demo.sse import sse_event
 
 __all__ = ["PING_BODY", "bytes_body", "mcp", "search", "sse_events", "weather"]
 
-# Exactly 1 KB so benchmark numbers compare with the brief's reference (1 KB JSON).
+# Exactly 1 KB: the benchmark's hot path (GET /ping) is a 1 KB JSON answer.
 PING_BODY = pad_json({"ok": True, "service": "brownout-mock"}, 1024)
 
 
