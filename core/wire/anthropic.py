@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire import anthropic_edits, anthropic_faults
 from brownout.core.wire.anthropic_history import AnthropicHistory
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat
-from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
+from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps, text_of
 
@@ -46,6 +46,7 @@ class AnthropicFormat(ProviderFormat):
 
     provider = "anthropic"
     gen_ai_provider = "anthropic"
+    edit_places: ClassVar[EditPlaces | None] = anthropic_edits
     calls_tools = True
     replay_fields = frozenset(["model", "messages", "system", "tools", "tool_choice", "stream", "thinking"])
 
@@ -166,20 +167,6 @@ class AnthropicFormat(ProviderFormat):
 
     def terminal_bytes(self, exchange: Exchange | None = None) -> bytes:
         return anthropic_faults.MESSAGE_STOP
-
-    # -- places faults edit (see brownout.core.wire.edits) -----------------------------
-
-    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
-        return anthropic_edits.tool_arguments(doc, edit)
-
-    def tool_arguments_events(self) -> EventArguments:
-        return anthropic_edits.stream_tool_arguments
-
-    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
-        return anthropic_edits.assistant_text(doc, edit)
-
-    def assistant_text_events(self) -> EventText:
-        return anthropic_edits.event_text
 
 
 class AnthropicStreamParser(BaseStreamParser):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange
-from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
+from brownout.core.wire.edits import ArgumentsEdit, EditPlaces, EventArguments, EventText, TextEdit
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.replaykey import normalised_body
 
@@ -104,23 +104,27 @@ class WireFormat(ABC):
         """The conversation in a decoded request document, for request mutations; None: it has none."""
         return None
 
+    # A provider's edits module (brownout.core.wire.edits.EditPlaces); None: no places to edit, so the
+    # four methods below find nothing. A format may override the methods instead.
+    edit_places: ClassVar[EditPlaces | None] = None
+
     def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
         """Hand each tool call's arguments in a decoded whole response to `edit`; returns how many changed."""
-        return 0
+        return self.edit_places.tool_arguments(doc, edit) if self.edit_places is not None else 0
 
     def tool_arguments_events(self) -> EventArguments | None:
         """An editor of tool-call arguments for one stream's decoded events, called in wire order (it may
         keep per-stream state, e.g. which call a fragment belongs to); None: this format knows none."""
-        return None
+        return self.edit_places.stream_tool_arguments if self.edit_places is not None else None
 
     def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
         """Hand the assistant's text in a decoded whole response to `edit` (an answer without text gets a
         piece, edited from ""); False when the response has no place for text."""
-        return False
+        return self.edit_places.assistant_text(doc, edit) if self.edit_places is not None else False
 
     def assistant_text_events(self) -> EventText | None:
         """An editor of the assistant's text for one stream's decoded events; None: this format knows none."""
-        return None
+        return self.edit_places.event_text if self.edit_places is not None else None
 
     def reparse_request(self, exchange: Exchange, body: bytes) -> None:
         """Read a request again after a fault rewrote it: the exchange then shows what upstream got."""

@@ -22,7 +22,7 @@ the formats return how many places changed, so a fault that changed nothing can 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "ArgumentsEdit",
@@ -121,3 +121,16 @@ def edit_repeat(holder: dict[str, Any], key: str, call: Hashable, edit: Argument
         return 0
     new = holder[key] = edit.repeat(call, old)
     return int(new != old)
+
+
+class EditPlaces(Protocol):
+    """Where one provider's responses keep tool-call arguments and assistant text: a provider's
+    `*_edits` module, named by its wire format's `edit_places`."""
+
+    def tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int: ...
+
+    def stream_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int: ...
+
+    def assistant_text(self, doc: Any, edit: TextEdit) -> bool: ...
+
+    def event_text(self, doc: Any, edit: TextEdit) -> bool: ...

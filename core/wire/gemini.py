@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire import gemini_edits
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
+from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.gemini_history import GeminiHistory
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import TextBuffer, as_int, as_list, dumps, new_id
@@ -97,6 +97,7 @@ class GeminiFormat(ProviderFormat):
 
     provider = "gemini"
     gen_ai_provider = "gcp.gemini"
+    edit_places: ClassVar[EditPlaces | None] = gemini_edits
     calls_tools = True
     replay_fields = frozenset(
         ["contents", "tools", "toolConfig", "tool_config", "systemInstruction", "system_instruction"]
@@ -212,20 +213,6 @@ class GeminiFormat(ProviderFormat):
         if exchange is not None and not _is_sse(exchange):
             return b",\r\n" + body + b"]"
         return b"data: " + body + b"\r\n\r\n"
-
-    # -- places faults edit (see brownout.core.wire.edits) -----------------------------
-
-    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
-        return gemini_edits.tool_arguments(doc, edit)
-
-    def tool_arguments_events(self) -> EventArguments:
-        return gemini_edits.stream_tool_arguments
-
-    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
-        return gemini_edits.assistant_text(doc, edit)
-
-    def assistant_text_events(self) -> EventText:
-        return gemini_edits.event_text
 
 
 def _iter_array(text: str) -> Iterator[Any]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import ClassVar
 
 from brownout.core.exchange import Exchange, ToolCall
 from brownout.core.wire import shape_edits
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
-from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
+from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.jsonutil import decode_capped
 
 __all__ = ["GenericFormat", "GenericStreamParser", "tool_name_from_path"]
@@ -41,6 +41,9 @@ class GenericFormat(ProviderFormat):
     """Any HTTP exchange; JSON ones are treated as tool executions."""
 
     provider = "http"
+    edit_places: ClassVar[EditPlaces | None] = (
+        shape_edits  # by shape: OpenAI-compatible servers on their own paths, relabelled gateways
+    )
 
     def recognise(self, req: RequestInfo) -> str:
         if "json" in req.headers.get("content-type", "") or _looks_json(req.body):
@@ -88,18 +91,6 @@ class GenericFormat(ProviderFormat):
         return GenericStreamParser(exchange)
 
     # -- places faults edit, found by shape (see brownout.core.wire.shape_edits) -------
-
-    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
-        return shape_edits.tool_arguments(doc, edit)
-
-    def tool_arguments_events(self) -> EventArguments:
-        return shape_edits.stream_tool_arguments
-
-    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
-        return shape_edits.assistant_text(doc, edit)
-
-    def assistant_text_events(self) -> EventText:
-        return shape_edits.event_text
 
 
 class GenericStreamParser(BaseStreamParser):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire import ollama_edits
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat
-from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
+from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import TextBuffer, as_int, as_list, dumps
 from brownout.core.wire.openai_history import ChatHistory
@@ -81,6 +81,7 @@ class OllamaFormat(ProviderFormat):
 
     provider = "ollama"
     gen_ai_provider = "ollama"
+    edit_places: ClassVar[EditPlaces | None] = ollama_edits
     calls_tools = True
     replay_fields = frozenset(["model", "messages", "prompt", "system", "tools", "format", "stream", "input"])
 
@@ -184,20 +185,6 @@ class OllamaFormat(ProviderFormat):
 
     def terminal_bytes(self, exchange: Exchange | None = None) -> bytes:
         return self._done_line(exchange) + b"\n"
-
-    # -- places faults edit (see brownout.core.wire.edits) -----------------------------
-
-    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
-        return ollama_edits.tool_arguments(doc, edit)
-
-    def tool_arguments_events(self) -> EventArguments:
-        return ollama_edits.stream_tool_arguments
-
-    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
-        return ollama_edits.assistant_text(doc, edit)
-
-    def assistant_text_events(self) -> EventText:
-        return ollama_edits.event_text
 
     @staticmethod
     def _done_line(exchange: Exchange | None) -> bytes:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from brownout.core.exchange import Exchange, Message, ToolCall
 from brownout.core.wire import openai_edits, openai_faults
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import ProviderFormat
-from brownout.core.wire.edits import ArgumentsEdit, EventArguments, EventText, TextEdit
+from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.history import RequestHistory
 from brownout.core.wire.jsonutil import as_int, as_list, cap_text, dumps
 from brownout.core.wire.openai_history import ChatHistory, ResponsesHistory
@@ -57,6 +57,7 @@ class OpenAIFormat(ProviderFormat):
 
     provider = "openai"
     gen_ai_provider = "openai"
+    edit_places: ClassVar[EditPlaces | None] = openai_edits
     calls_tools = True
     replay_fields = frozenset(
         [
@@ -177,20 +178,6 @@ class OpenAIFormat(ProviderFormat):
         if exchange is not None and exchange.operation == "responses":
             return openai_faults.responses_completed_event(exchange)
         return b"data: [DONE]\n\n"
-
-    # -- places faults edit (see brownout.core.wire.edits) -----------------------------
-
-    def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
-        return openai_edits.tool_arguments(doc, edit)
-
-    def tool_arguments_events(self) -> EventArguments:
-        return openai_edits.stream_tool_arguments
-
-    def edit_assistant_text(self, doc: Any, edit: TextEdit) -> bool:
-        return openai_edits.assistant_text(doc, edit)
-
-    def assistant_text_events(self) -> EventText:
-        return openai_edits.event_text
 
 
 def _choices_response(exchange: Exchange, choices: list[Any], cap: int) -> None:
