@@ -1,0 +1,126 @@
+"""Write docs/benchmark.md's results from the committed run in bench/results/published/.
+
+    .venv/bin/python bench/run.py --streams-case --output bench/results/published/run.json
+    .venv/bin/python bench/publish.py            # rewrites the results blocks of docs/benchmark.md
+    .venv/bin/python bench/publish.py --check    # exit 1 when the page and the committed run disagree
+
+Figures in the docs are never typed by hand: this renders them from the JSON, which carries the
+command, the machine and the commit it ran at, and tests/docs/test_benchmark_published.py fails
+when the page and the JSON drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ROOT / "bench" / "results" / "published" / "run.json"
+PAGE = ROOT / "docs" / "benchmark.md"
+BEGIN, END = "<!-- RESULTS:BEGIN (bench/publish.py) -->", "<!-- RESULTS:END -->"
+STREAMS_BEGIN, STREAMS_END = "<!-- STREAMS:BEGIN (bench/publish.py) -->", "<!-- STREAMS:END -->"
+
+PATHS = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _machine(data: dict[str, Any]) -> str:
+    meta = data["meta"]
+    m = meta["machine"]
+    dirty = " (uncommitted changes)" if m.get("brownout_dirty") else ""
+    return (
+        f"Run `{meta['command']}` on {m['date']}, brownout commit `{m['brownout_commit'][:12]}`{dirty}: "
+        f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}, Python {m['python']}, "
+        f"mitmproxy {m['mitmproxy']}, load from {m['load_tool']}; {meta['rounds']} interleaved rounds of "
+        f"{meta['duration_s']:g} s per path, the median round."
+    )
+
+
+def render_results(data: dict[str, Any]) -> str:
+    results = data["results"]
+    lines = [
+        _machine(data),
+        "",
+        "| path | req/s, 1 conn | p50 ms | p99 ms | req/s, 8 conns | p99 ms | SSE first chunk ms (kept-alive) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in PATHS:
+        r = results.get(name)
+        if not r:
+            continue
+        lines.append(
+            f"| {name} | {_num(r['c1']['rps'], 0)} | {_num(r['c1']['p50_ms'], 2)} | {_num(r['c1']['p99_ms'], 2)} | "
+            f"{_num(r['c8']['rps'], 0)} | {_num(r['c8']['p99_ms'], 2)} | {_num(r['sse']['ttft_keepalive_ms'], 2)} |"
+        )
+    lines += ["", "| target | measured | target | verdict |", "|---|---:|---|---|"]
+    for name, t in data["targets"].items():
+        if t.get("kind") != "target":
+            continue
+        verdict = "met" if t["met"] else ("missed" if t["met"] is False else "not measured")
+        value = "-" if t["value"] is None else f"{t['value']:g}{t.get('unit', '')}"
+        lines.append(f"| {name} | {value} | {t['target']} | {verdict} |")
+    return "\n".join(lines)
+
+
+def render_streams(data: dict[str, Any]) -> str:
+    streams = data.get("streams")
+    if not streams:
+        return "No committed run of the concurrent-streams case."
+    cfg = streams["config"]
+    lines = [
+        f"{cfg['streams']:,} concurrent streams of {cfg['events']} events {cfg['interval_ms']} ms apart, from "
+        f"{cfg['client_processes']} client processes, in the same run as the table above.",
+        "",
+        "| path | streams complete | events delivered | lateness p50 ms | p99 ms | max ms | later than 250 ms "
+        "| peak RSS MB | proxy CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in streams["results"].items():
+        late, proxy = r["lateness"], r.get("proxy") or {}
+        lines.append(
+            f"| {name} | {r['streams_complete']:,}/{r['streams']:,} | "
+            f"{r['events_delivered']:,}/{r['events_expected']:,} | {_num(late['p50_ms'])} | {_num(late['p99_ms'])} | "
+            f"{_num(late['max_ms'])} | {late['late_events']:,} | {_num(proxy.get('peak_rss_mb'))} | "
+            f"{_num(proxy.get('cpu_s'), 2)} |"
+        )
+    return "\n".join(lines)
+
+
+def _replace(page: str, begin: str, end: str, body: str) -> str:
+    head, sep, rest = page.partition(begin)
+    if not sep or end not in rest:
+        raise SystemExit(f"{PAGE}: markers {begin!r} ... {end!r} not found")
+    return head + begin + "\n" + body + "\n" + end + rest.partition(end)[2]
+
+
+def rendered(page: str, data: dict[str, Any]) -> str:
+    page = _replace(page, BEGIN, END, render_results(data))
+    return _replace(page, STREAMS_BEGIN, STREAMS_END, render_streams(data))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the page is stale")
+    parser.add_argument("--results", type=Path, default=PUBLISHED)
+    args = parser.parse_args(argv)
+    data = json.loads(args.results.read_text())
+    page = PAGE.read_text()
+    new = rendered(page, data)
+    if args.check:
+        if new != page:
+            print(f"{PAGE} does not match {args.results}: run bench/publish.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(new)
+    print(f"wrote {PAGE} from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
