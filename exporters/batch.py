@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -35,7 +36,12 @@ class BoundedBatchProcessor(SpanProcessor):
         max_queue_size: int = 2048,
         max_export_batch_size: int = 512,
         schedule_delay_millis: float = 1000,
+        encode: Callable[[ReadableSpan], Any] | None = None,
     ) -> None:
+        """With `encode`, each span is encoded as it ends (on the thread that ends it) and batches go to
+        `exporter.export_encoded`: the worker thread then only sends bytes, so it barely competes with
+        the event loop for the GIL, and the queue holds bytes instead of span objects for the collector
+        to walk."""
         if max_queue_size < 1 or max_export_batch_size < 1 or schedule_delay_millis <= 0:
             raise ValueError("max_queue_size, max_export_batch_size and schedule_delay_millis must be positive")
         self.exporter = exporter
@@ -43,7 +49,8 @@ class BoundedBatchProcessor(SpanProcessor):
         self._max_queue = max_queue_size
         self._batch = min(max_export_batch_size, max_queue_size)
         self._delay_s = schedule_delay_millis / 1000
-        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._encode = encode
+        self._queue: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition()
         self._flush_requests: list[threading.Event] = []
         self._stopped = False
@@ -65,18 +72,26 @@ class BoundedBatchProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if span.context is None or not span.context.trace_flags.sampled:
             return
+        item: Any = span
+        if self._encode is not None and not self._stopped and len(self._queue) < self._max_queue:
+            try:
+                item = self._encode(span)
+            except (TypeError, ValueError, AttributeError, OverflowError):
+                log.debug("span encoding failed", exc_info=True)
+                self._on_dropped(1)
+                return
         with self._cond:
             if self._stopped or len(self._queue) >= self._max_queue:
                 dropped = True
             else:
                 dropped = False
-                self._queue.append(span)
+                self._queue.append(item)
                 if len(self._queue) >= self._batch:
                     self._cond.notify()
         if dropped:
             self._on_dropped(1)
 
-    def _take(self) -> list[ReadableSpan]:
+    def _take(self) -> list[Any]:
         n = min(self._batch, len(self._queue))
         return [self._queue.popleft() for _ in range(n)]
 
@@ -97,9 +112,12 @@ class BoundedBatchProcessor(SpanProcessor):
             if stop:
                 return
 
-    def _export(self, batch: list[ReadableSpan]) -> None:
+    def _export(self, batch: list[Any]) -> None:
         try:
-            self.exporter.export(batch)  # a CountingSpanExporter counts a failed export itself
+            if self._encode is not None:
+                self.exporter.export_encoded(batch)  # type: ignore[attr-defined]
+            else:
+                self.exporter.export(batch)  # a CountingSpanExporter counts a failed export itself
         except Exception:
             log.debug("span export raised", exc_info=True)
             self._on_dropped(len(batch))

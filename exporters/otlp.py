@@ -16,6 +16,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from brownout.exporters.batch import BoundedBatchProcessor
 from brownout.exporters.config import OtlpSettings
+from brownout.exporters.otlp_http import DirectHttpSpanExporter
+from brownout.exporters.otlp_wire import EncodedSpan, encode_span
 
 __all__ = ["CountingSpanExporter", "OtlpTracing", "make_span_exporter"]
 
@@ -44,6 +46,19 @@ class CountingSpanExporter(SpanExporter):
             self._on_dropped(len(spans))
         return result
 
+    def export_encoded(self, spans: Sequence[EncodedSpan]) -> SpanExportResult:
+        """Spans encoded as they ended, for an inner exporter that sends such bytes."""
+        try:
+            result = self.inner.export_encoded(spans)  # type: ignore[attr-defined]
+        except Exception:  # the SDK would log and forget; we count
+            log.debug("OTLP export raised", exc_info=True)
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self.exported += len(spans)
+        else:
+            self._on_dropped(len(spans))
+        return result
+
     def shutdown(self) -> None:
         self.inner.shutdown()
 
@@ -62,8 +77,6 @@ def make_span_exporter(settings: OtlpSettings) -> SpanExporter:
             headers=settings.headers or None,
             timeout=settings.timeout_s,
         )
-    from brownout.exporters.otlp_http import DirectHttpSpanExporter
-
     return DirectHttpSpanExporter(
         endpoint=settings.endpoint, headers=settings.headers or None, timeout=settings.timeout_s
     )
@@ -87,13 +100,15 @@ class OtlpTracing:
         resource = resource or Resource.create(attrs)
         if str(resource.attributes.get(SERVICE_NAME, "unknown_service")).startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: "brownout"}))
-        self.exporter = CountingSpanExporter(exporter or make_span_exporter(settings), on_dropped)
+        inner = exporter or make_span_exporter(settings)
+        self.exporter = CountingSpanExporter(inner, on_dropped)
         self.processor = BoundedBatchProcessor(
             self.exporter,
             on_dropped,
             max_queue_size=settings.max_queue_size,
             max_export_batch_size=settings.max_export_batch_size,
             schedule_delay_millis=settings.schedule_delay_ms,
+            encode=encode_span if isinstance(inner, DirectHttpSpanExporter) and inner.sends_encoded() else None,
         )
         self.provider = TracerProvider(resource=resource)
         self.provider.add_span_processor(self.processor)

@@ -15,7 +15,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from brownout.exporters.otlp_wire import encode_request
+from brownout.exporters.otlp_wire import EncodedSpan, encode_request, join_request
 
 __all__ = ["DirectHttpSpanExporter"]
 
@@ -26,17 +26,35 @@ class DirectHttpSpanExporter(OTLPSpanExporter):
     """OTLPSpanExporter whose export() encodes with `encode_request`."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        client = getattr(self, "_client", None)
-        limit = getattr(self, "_max_request_size", None)
-        if client is None or not isinstance(limit, int) or not hasattr(client, "export"):
+        if not self._direct():
             return super().export(spans)
+        return self._send(encode_request(spans), len(spans))
+
+    def export_encoded(self, spans: Sequence[EncodedSpan]) -> SpanExportResult:
+        """Spans encoded by `encode_span` as they ended: joined into one request and sent."""
+        if not self._direct():
+            raise TypeError("this exporter's release has no client to send encoded spans through")
+        return self._send(join_request(spans), len(spans))
+
+    def sends_encoded(self) -> bool:
+        """This release's internals are the ones export_encoded sends through."""
+        return self._direct()
+
+    def _direct(self) -> bool:
+        client = getattr(self, "_client", None)
+        return (
+            client is not None
+            and hasattr(client, "export")
+            and isinstance(getattr(self, "_max_request_size", None), int)
+        )
+
+    def _send(self, data: bytes, count: int) -> SpanExportResult:
         if getattr(self, "_shutdown", False):
             return SpanExportResult.FAILURE
-        data = encode_request(spans)
+        limit = self._max_request_size
+        client = self._client
         if 0 < limit < len(data):
-            log.warning(
-                "OTLP batch of %d spans is %d bytes, over the %d-byte request limit", len(spans), len(data), limit
-            )
+            log.warning("OTLP batch of %d spans is %d bytes, over the %d-byte request limit", count, len(data), limit)
             return SpanExportResult.FAILURE
         result = client.export(data)
         return SpanExportResult.SUCCESS if getattr(result, "success", False) else SpanExportResult.FAILURE

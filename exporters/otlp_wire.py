@@ -13,15 +13,15 @@ Field numbers are those of opentelemetry/proto/{collector/trace,trace,common,res
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind
 
-__all__ = ["encode_request"]
+__all__ = ["EncodedSpan", "encode_request", "encode_span", "join_request"]
 
 _DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
@@ -176,12 +176,29 @@ def _scope(scope: InstrumentationScope | None) -> bytes:
     return _str_field(1, scope.name) + _str_field(2, scope.version) + _attributes(3, scope.attributes)
 
 
+class EncodedSpan(NamedTuple):
+    """One span already encoded, with what the request groups it by."""
+
+    resource: Resource
+    scope: InstrumentationScope | None
+    data: bytes
+
+
+def encode_span(span: ReadableSpan) -> EncodedSpan:
+    """Encode one ended span now (on the thread that ends it), to join a request later."""
+    return EncodedSpan(span.resource, span.instrumentation_scope or None, _span(span))
+
+
 def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
     """An ExportTraceServiceRequest for `spans`, grouped by resource then instrumentation scope."""
+    return join_request([encode_span(span) for span in spans])
+
+
+def join_request(spans: Iterable[EncodedSpan]) -> bytes:
+    """An ExportTraceServiceRequest of spans encoded by `encode_span`, grouped as the official encoder does."""
     grouped: dict[Resource, dict[InstrumentationScope | None, list[bytes]]] = {}
     for span in spans:
-        by_scope = grouped.setdefault(span.resource, {})
-        by_scope.setdefault(span.instrumentation_scope or None, []).append(_span(span))
+        grouped.setdefault(span.resource, {}).setdefault(span.scope, []).append(span.data)
     out = []
     for resource, scopes in grouped.items():
         body = [_len_field(1, _attributes(1, resource.attributes))]

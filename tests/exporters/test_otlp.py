@@ -129,6 +129,7 @@ def test_http_protobuf_receiver_gets_spans_events_and_parent(http_receiver: tupl
     url, got = http_receiver
     hub = _hub(OtlpConfig(endpoint=url, headers={"x-tenant": "t1"}, schedule_delay_ms=50))
     assert hub.otlp is not None and isinstance(hub.otlp.exporter.inner, DirectHttpSpanExporter)
+    assert hub.otlp.exporter.inner.sends_encoded()  # spans are encoded as they end, the thread only sends
     _send_spans(hub)
     hub.shutdown(timeout_s=3)
     _check(got)

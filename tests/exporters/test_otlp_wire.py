@@ -128,3 +128,39 @@ def test_an_unencodable_value_is_left_out(bad: Any) -> None:
     finished._attributes = {"bad": bad, "good": "g"}
     assert [a.key for a in ExportTraceServiceRequest.FromString(encode_request([finished])).resource_spans[0]
             .scope_spans[0].spans[0].attributes] == ["good"]  # fmt: skip
+
+
+def test_spans_encoded_as_they_end_reach_the_exporter_as_one_request_and_failures_count() -> None:
+    from brownout.exporters.batch import BoundedBatchProcessor
+    from brownout.exporters.otlp_wire import encode_span, join_request
+
+    sent: list[bytes] = []
+    dropped: list[int] = []
+
+    class Sink:
+        def export_encoded(self, spans: Any) -> None:
+            sent.append(join_request(spans))
+
+        def shutdown(self) -> None:
+            return None
+
+    def encode(span: ReadableSpan) -> Any:
+        if span.name == "unencodable":
+            raise TypeError("planted")
+        return encode_span(span)
+
+    processor = BoundedBatchProcessor(Sink(), dropped.append, schedule_delay_millis=60_000, encode=encode)  # type: ignore[arg-type]
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({"service.name": "b"}))
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    for name in ("one", "unencodable", "two"):
+        tracer.start_span(name, attributes={"k": name}).end()
+    assert processor.force_flush(5000)
+    got = ExportTraceServiceRequest.FromString(b"".join(sent))
+    assert [s.name for rs in got.resource_spans for ss in rs.scope_spans for s in ss.spans] == ["one", "two"]
+    kept = [s for s in memory.get_finished_spans() if s.name != "unencodable"]
+    assert got == ExportTraceServiceRequest.FromString(encode_spans(kept).SerializeToString())
+    assert dropped == [1]
+    processor.shutdown(2)
