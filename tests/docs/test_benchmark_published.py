@@ -1,0 +1,41 @@
+"""The benchmark page's figures are the committed run's, rendered by bench/publish.py, never typed by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from bench import publish
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_page_is_rendered_from_the_committed_run() -> None:
+    data = json.loads(publish.PUBLISHED.read_text())
+    page = publish.PAGE.read_text()
+    assert publish.rendered(page, data) == page, "docs/benchmark.md is stale: run bench/publish.py"
+
+
+def test_the_committed_run_names_its_machine_command_and_a_clean_commit_of_this_history() -> None:
+    data = json.loads(publish.PUBLISHED.read_text())
+    machine = data["meta"]["machine"]
+    for key in ("cpu_model", "cores", "memory_gib", "os", "python", "mitmproxy", "load_tool", "date"):
+        assert machine.get(key), key
+    assert data["meta"]["command"].startswith("bench/run.py")
+    assert machine["brownout_dirty"] is False, "published runs come from a committed tree"
+    if (ROOT / ".git").exists():
+        ancestor = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", machine["brownout_commit"], "HEAD"], cwd=ROOT, check=False
+        )
+        assert ancestor.returncode == 0, f"commit {machine['brownout_commit']} is not in this history"
+
+
+def test_rendering_shows_every_path_and_target_verdict() -> None:
+    data = json.loads(publish.PUBLISHED.read_text())
+    text = publish.render_results(data)
+    for path in data["results"]:
+        assert f"| {path} |" in text
+    for name, target in data["targets"].items():
+        if target.get("kind") == "target":
+            assert f"| {name} |" in text
