@@ -3,8 +3,8 @@
 The demo agent (official openai and anthropic SDKs, a JSON tool API) runs once through brownout with
 an exchanges log and `--record`. `brownout discover` reads the log, the cassettes and the running
 proxy's control API; each inventory must agree with the agent's own account of its steps, two runs
-must print the same bytes, and the generated experiment must pass `brownout validate` and then run
-against the demo upstream with a gate that passes.
+must print the same bytes, and the generated experiment must pass `brownout validate`. Running a
+generated experiment against the demo upstream is docs/discovery.md's walkthrough, tested as written.
 """
 
 from __future__ import annotations
@@ -172,29 +172,16 @@ def test_same_input_same_output(observed: Observed, tmp_path: Path) -> None:
         assert b"Paris" not in outputs[0][1]
 
 
-def test_the_generated_experiment_validates_and_runs(observed: Observed, tmp_path: Path) -> None:
+def test_the_generated_experiment_validates(observed: Observed, tmp_path: Path) -> None:
+    """`brownout validate` accepts what discover wrote; docs/discovery.md's walkthrough then runs such a
+    file end to end (tests/docs/test_discovery_walkthrough.py checks its report phase by phase)."""
     assert BROWNOUT is not None, "brownout is not installed in this virtualenv"
     exp = tmp_path / "exp.yaml"
     agent = f"{{python}} -m brownout.proxy.demo.agent --upstream {shlex.quote(observed.upstream)}"
     _discover(str(observed.log), "--out", str(exp), "--agent", agent, "--runs", "1", "--min-success-rate", "0.3")
     generated = yaml.safe_load(exp.read_text(encoding="utf-8"))
+    assert generated["agent"] == {"command": agent, "runs_per_task": 1}
+    assert generated["gate"]["min_success_rate"] == 0.3
     env = _clean_env(BROWNOUT_CONFDIR=str(observed.root / "conf"))
     check = subprocess.run([BROWNOUT, "validate", str(exp)], env=env, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0 and "ok (experiment, 10 phases" in check.stdout, check.stdout + check.stderr
-    report_dir = tmp_path / "report"
-    run = subprocess.run(
-        [BROWNOUT, "experiment", "run", str(exp), "--out", str(report_dir), "--no-progress"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
-    assert run.returncode == 0 and report["gate"]["passed"], run.stdout[-3000:] + run.stderr[-3000:]
-    rules = {p["name"]: {r["name"] for r in p.get("rules", [])} for p in generated["phases"]}
-    phases = {p["name"]: p for p in report["phases"]}
-    assert list(phases) == list(rules)
-    assert phases["baseline"]["faults"] == 0 and phases["baseline"]["success_rate"] == 1.0
-    assert sum(p["faults"] for p in phases.values()) > 0
-    for name, phase in phases.items():
-        assert set(phase["faults_per_rule"]) <= rules[name], name  # each phase fires only its own family

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.docs.mdpages import DOCS, page
 
@@ -55,3 +56,12 @@ def test_the_walkthrough_runs(tmp_path: Path) -> None:
     assert "exp.yaml: ok (experiment, 10 phases" in run.stdout
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     assert report["gate"]["passed"] and report["experiment"] == "discovered"
+    # The generated phases ran as generated: a clean baseline, and each chaos phase fires only its own family.
+    generated = yaml.safe_load((tmp_path / "exp.yaml").read_text(encoding="utf-8"))
+    rules = {p["name"]: {r["name"] for r in p.get("rules", [])} for p in generated["phases"]}
+    phases = {p["name"]: p for p in report["phases"]}
+    assert list(phases) == list(rules)
+    assert phases["baseline"]["faults"] == 0 and phases["baseline"]["success_rate"] == 1.0
+    assert sum(p["faults"] for p in phases.values()) > 0
+    for name, phase in phases.items():
+        assert set(phase["faults_per_rule"]) <= rules[name], name
