@@ -23,6 +23,16 @@ from brownout.proxy.certs import ensure_ca
 from brownout.proxy.embed import ProxyHandle, running_proxy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _throwaway_default_confdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Commands that fall back to the default CA directory (`brownout demo`, ...) get a fresh one per run
+    (per worker process when tests run in parallel), never ~/.brownout: two processes creating the same
+    CA at once could read each other's half-written key."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BROWNOUT_CONFDIR", str(tmp_path_factory.mktemp("default-confdir")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def _ca_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One generated CA per test session; each confdir gets a copy (RSA key generation costs ~0.3 s)."""
