@@ -55,7 +55,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     feeder.start()
     port = _free_port()
     (tmp / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "global: {scrape_interval: 250ms, evaluation_interval: 250ms}\n"
         "scrape_configs:\n"
         "  - job_name: brownout\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{server.server_port}']}}]\n"
