@@ -18,6 +18,10 @@ from brownout.proxy.certs import CA_CERT_NAME
 from brownout.proxy.cli import main
 from tests.cli.helpers import REPO, brownout_cmd, clean_env, free_port, wait_for_port
 
+# `brownout run` serves /metrics and the control API on 9464 and 9465 unless told otherwise: free ports
+# here, so a brownout already running on the machine (or a test on another worker) cannot collide.
+FREE_ENDPOINTS = ["--set", "brownout_metrics_listen=127.0.0.1:0", "--set", "brownout_control_listen=127.0.0.1:0"]
+
 ENV_VARS = {
     "HTTP_PROXY",
     "HTTPS_PROXY",
@@ -147,7 +151,7 @@ def test_exec_rejects_bad_config_before_running(tmp_path: Path) -> None:
 def test_run_foreground_serves_and_stops_on_sigterm(confdir: Path, upstream: Any) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [*brownout_cmd(), "run", "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir)],
+        [*brownout_cmd(), "run", "--listen", f"127.0.0.1:{port}", "--confdir", str(confdir), *FREE_ENDPOINTS],
         env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -173,7 +177,7 @@ def test_run_foreground_serves_and_stops_on_sigterm(confdir: Path, upstream: Any
 
 def test_run_warns_on_non_loopback(confdir: Path) -> None:
     proc = subprocess.Popen(
-        [*brownout_cmd(), "run", "--listen", "0.0.0.0:0", "--confdir", str(confdir)],
+        [*brownout_cmd(), "run", "--listen", "0.0.0.0:0", "--confdir", str(confdir), *FREE_ENDPOINTS],
         env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

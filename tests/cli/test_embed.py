@@ -14,6 +14,10 @@ import pytest
 from brownout.proxy.configload import ConfigError
 from brownout.proxy.embed import ProxyStartError, running_proxy
 
+# /metrics and the control API on free ports: their defaults (9464, 9465) may be taken by a brownout
+# already running on the machine, or by a test on another worker.
+FREE_ENDPOINTS = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
+
 
 def test_regular_mode_https_and_handle(upstream_tls: Any, brownout_proxy: Callable[..., Any]) -> None:
     proxy = brownout_proxy(upstream=upstream_tls)
@@ -70,13 +74,14 @@ def test_bad_options(confdir: Path, options: Any, message: str) -> None:
 
 
 def test_string_options_are_parsed_like_set(confdir: Path) -> None:
-    with running_proxy(confdir=confdir, extra_options={"ssl_insecure": "true", "allow_hosts": "example"}) as proxy:
+    options = {"ssl_insecure": "true", "allow_hosts": "example", **FREE_ENDPOINTS}
+    with running_proxy(confdir=confdir, extra_options=options) as proxy:
         assert proxy.master.options.ssl_insecure is True
         assert proxy.master.options.allow_hosts == ["example"]
 
 
 def test_stop_frees_the_port(confdir: Path) -> None:
-    with running_proxy(confdir=confdir) as proxy:
+    with running_proxy(confdir=confdir, extra_options=FREE_ENDPOINTS) as proxy:
         port = proxy.port
-    with running_proxy(listen=f"127.0.0.1:{port}", confdir=confdir) as again:
+    with running_proxy(listen=f"127.0.0.1:{port}", confdir=confdir, extra_options=FREE_ENDPOINTS) as again:
         assert again.port == port
