@@ -36,7 +36,7 @@ _set_opt = click.option(
     "set_options",
     multiple=True,
     metavar="OPTION=VALUE",
-    help="Any mitmproxy option, e.g. ssl_verify_upstream_trusted_ca=ca.pem (repeatable).",
+    help="An option of mitmproxy's proxy core, e.g. ssl_verify_upstream_trusted_ca=ca.pem (repeatable).",
 )
 _confdir_opt = click.option(
     "--confdir",
