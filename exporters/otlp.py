@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -35,21 +36,15 @@ class CountingSpanExporter(SpanExporter):
         self.exported = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self.inner.export(spans)
-        except Exception:  # the SDK would log and forget; we count
-            log.debug("OTLP export raised", exc_info=True)
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            self.exported += len(spans)
-        else:
-            self._on_dropped(len(spans))
-        return result
+        return self._counted(self.inner.export, spans)
 
     def export_encoded(self, spans: Sequence[EncodedSpan]) -> SpanExportResult:
         """Spans encoded as they ended, for an inner exporter that sends such bytes."""
+        return self._counted(self.inner.export_encoded, spans)  # type: ignore[attr-defined]
+
+    def _counted(self, export: Callable[[Sequence[Any]], SpanExportResult], spans: Sequence[Any]) -> SpanExportResult:
         try:
-            result = self.inner.export_encoded(spans)  # type: ignore[attr-defined]
+            result = export(spans)
         except Exception:  # the SDK would log and forget; we count
             log.debug("OTLP export raised", exc_info=True)
             result = SpanExportResult.FAILURE
