@@ -14,8 +14,9 @@ APT_PACKAGES ?= prometheus
 demo: setup
 	$(VENV)/bin/brownout demo
 
+# Two workers, whole files each (module fixtures run once); files with slow tests start first.
 test: setup system-deps lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
 # package-dir mapping, so it checks the brownout.* namespace through a tree of links to the folders.

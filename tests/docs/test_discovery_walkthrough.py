@@ -33,6 +33,7 @@ def test_the_walkthrough_starts_the_upstream_first() -> None:
     assert all("127.0.0.1:8000" in b for b in blocks if "demo.agent" in b)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_walkthrough_runs(tmp_path: Path) -> None:
     venv = Path(sys.executable).parent

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_brownout_demo_prints_violations() -> None:
     exe = Path(sys.executable).with_name("brownout")
     cmd = [str(exe), "demo"] if exe.exists() else [sys.executable, "-m", "brownout.proxy", "demo"]

@@ -120,6 +120,7 @@ def check_report(out: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", WITH_COMMANDS, ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_commands_run_verbatim(source: Path, workspace: Workspace) -> None:
     for command in commands(source):

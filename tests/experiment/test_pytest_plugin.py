@@ -53,6 +53,7 @@ rules:
 """
 
 
+@pytest.mark.slow
 def test_plugin_in_sample_module(
     pytester: pytest.Pytester, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from brownout.proxy.embed import running_proxy
 from brownout.proxy.record.cassette import read_dir
@@ -23,6 +24,7 @@ def brownout_exec(confdir: Path, *args: str) -> subprocess.CompletedProcess[str]
     return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_exec_records_then_replays_without_the_upstream(tmp_path: Path, confdir: Path) -> None:
     tape = tmp_path / "tape"
     with mock_upstream() as up:

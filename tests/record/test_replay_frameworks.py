@@ -30,6 +30,7 @@ def run_framework_agent(proxy: ProxyHandle, upstream_url: str, city: str) -> sub
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _has_agents_sdk(), reason="the OpenAI Agents SDK is not installed")
 @pytest.mark.timeout(240)
 def test_openai_agents_run_replays_without_its_upstream(brownout_proxy, tmp_path: Path) -> None:

@@ -285,7 +285,8 @@ def paced_sse(events: int, interval_s: float) -> Any:
     return handle
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_1000_concurrent_streams(brownout_proxy):
     """1,000 SSE streams open at once through one proxy; each gets every event, in order."""
     import resource

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.soak import run_soak
 from bench.soakmon import Limits
 
 
+@pytest.mark.slow
 def test_short_soak_has_no_unexpected_errors_and_no_growth(tmp_path: Path) -> None:
     # A modest rate: CI machines are shared; the promise is about leaks, not throughput.
     limits = Limits(rss_growth_mb=15.0, warmup_s=8.0)
