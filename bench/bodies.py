@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 import httpx
 
 from bench.procs import ROOT, Proc, start_brownout, start_module
+from bench.procstat import rss_mb
 
 __all__ = ["CASES", "main"]
 
@@ -98,20 +99,12 @@ class Row:
     missed: list[str] = field(default_factory=list)
 
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 class Probe:
     """Samples a process's RSS and runs another client against `ping_url` while a case runs."""
 
     def __init__(self, ping_url: str, pid: int | None) -> None:
         self.ping_url, self.pid = ping_url, pid
-        self.start = rss_mb(pid) if pid else 0.0
+        self.start = (rss_mb(pid) or 0.0) if pid else 0.0
         self.peak = self.start
         self.worst_s = 0.0
         self.answered = 0
@@ -123,7 +116,7 @@ class Probe:
     def _rss(self) -> None:
         assert self.pid
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, rss_mb(self.pid))
+            self.peak = max(self.peak, rss_mb(self.pid) or 0.0)
 
     def _other(self) -> None:
         with httpx.Client(trust_env=False, timeout=60) as client:

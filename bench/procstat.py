@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProcUsage", "ProcWatch", "cpu_ticks", "peak_rss_kb", "status_kb"]
+__all__ = ["ProcUsage", "ProcWatch", "cpu_seconds", "cpu_ticks", "open_fds", "peak_rss_kb", "rss_mb", "status_kb"]
 
 
 def status_kb(text: str, key: str) -> int | None:
@@ -59,6 +59,27 @@ class ProcUsage:
 def _read(pid: int, name: str) -> str | None:
     try:
         return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return None  # not Linux, or the process is gone
+
+
+def rss_mb(pid: int) -> float | None:
+    """The process's resident set size now, in MB."""
+    text = _read(pid, "status")
+    kb = None if text is None else status_kb(text, "VmRSS")
+    return None if kb is None else kb / 1024
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The process's CPU time so far (user + system), in seconds."""
+    text = _read(pid, "stat")
+    return None if text is None else cpu_ticks(text) / os.sysconf("SC_CLK_TCK")
+
+
+def open_fds(pid: int) -> int | None:
+    """How many file descriptors the process holds."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None  # not Linux, or the process is gone
 

@@ -35,19 +35,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
+from bench.procstat import open_fds
 from bench.rawhttp import RawConnection
 
 __all__ = ["main"]
 
 HOST = "127.0.0.1"
 SLOW_HEAD = b"GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-
-
-def _fds(pid: int) -> int | None:
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return None  # not Linux, or gone
 
 
 def _ms(values: list[float]) -> dict[str, float | None]:
@@ -95,7 +89,7 @@ async def _slow(port: int, duration_s: float) -> float | None:
 async def _sample_fds(pid: int, stop: asyncio.Event) -> int:
     peak = 0
     while not stop.is_set():
-        peak = max(peak, _fds(pid) or 0)
+        peak = max(peak, open_fds(pid) or 0)
         await asyncio.sleep(0.2)
     return peak
 
@@ -106,7 +100,7 @@ async def slowloris(proc: Proc, clients: int, duration_s: float, baseline_s: flo
     await asyncio.sleep(baseline_s)
     stop.set()
     quiet = await probe
-    fds_before = _fds(proc.popen.pid)
+    fds_before = open_fds(proc.popen.pid)
     stop = asyncio.Event()
     probe = asyncio.create_task(_probe(proc.port, stop))
     fds = asyncio.create_task(_sample_fds(proc.popen.pid, stop))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import statistics
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from bench.procstat import cpu_seconds, open_fds, rss_mb
 
 __all__ = ["Limits", "Sample", "Tally", "Verdict", "judge", "sample_process", "samples_table", "to_json"]
 
@@ -73,20 +74,6 @@ class Verdict:
         return not self.failures
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _control_status(control_url: str, token: str) -> dict[str, Any]:
     req = urllib.request.Request(f"{control_url}/status", headers={"Authorization": f"Bearer {token}"})
     try:
@@ -102,13 +89,13 @@ def sample_process(pid: int, control_url: str, token: str, t_s: float, tally: Ta
     status = _control_status(control_url, token)
     return Sample(
         t_s=round(t_s, 1),
-        rss_mb=round(_rss_mb(pid), 1),
-        fds=len(os.listdir(f"/proc/{pid}/fd")),
+        rss_mb=round(rss_mb(pid) or float("nan"), 1),
+        fds=open_fds(pid) or 0,
         tasks=status.get("tasks"),
         in_flight=status.get("in_flight"),
         sent=tally.sent,
         unexpected=tally.unexpected,
-        cpu_s=round(_cpu_s(pid), 2),
+        cpu_s=round(cpu_seconds(pid) or 0.0, 2),
         idle=idle,
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bench.machine import cpu_model, describe, git_state, mem_total_kb
-from bench.procstat import ProcWatch, cpu_ticks, peak_rss_kb, status_kb
+from bench.procstat import ProcWatch, cpu_seconds, cpu_ticks, open_fds, peak_rss_kb, rss_mb, status_kb
 from bench.sseclient import StreamOutcome, collect, lateness_summary, percentile, summarise
 
 LINUX = Path("/proc/self/status").exists()
@@ -162,6 +162,15 @@ def test_procwatch_catches_a_spike_between_samples_and_counts_cpu() -> None:
     assert usage.rss_start_mb is not None and usage.peak_rss_mb is not None
     assert usage.peak_rss_mb >= usage.rss_start_mb + 80
     assert usage.cpu_s is not None and usage.cpu_s >= 0.15
+
+
+def test_one_look_at_a_process_sees_its_memory_cpu_and_descriptors(tmp_path: Path) -> None:
+    pid = os.getpid()
+    before = open_fds(pid)
+    with open(tmp_path / "held", "w"):
+        assert before is not None and open_fds(pid) == before + 1
+    assert (rss_mb(pid) or 0) > 5 and (cpu_seconds(pid) or 0) > 0
+    assert rss_mb(2**22 + 1) is None and cpu_seconds(2**22 + 1) is None and open_fds(2**22 + 1) is None
 
 
 def test_procwatch_without_a_process_knows_nothing() -> None:
