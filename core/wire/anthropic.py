@@ -22,16 +22,20 @@ _VERTEX = "/publishers/anthropic/models/"
 
 
 def _set_usage(exchange: Exchange, usage: dict[str, Any]) -> None:
-    # Cached prompt tokens are billed input too; the GenAI conventions count them as input.
+    # Anthropic's input_tokens leaves out the cached prompt tokens; the GenAI conventions (and the price
+    # table) count them as input, with the cache reads and writes as parts of it.
+    usage_ = exchange.usage
+    write, read = as_int(usage.get("cache_creation_input_tokens")), as_int(usage.get("cache_read_input_tokens"))
+    if write is not None:
+        usage_.cache_write_tokens = write
+    if read is not None:
+        usage_.cache_read_tokens = read
     base = as_int(usage.get("input_tokens"))
     if base is not None:
-        cached = (as_int(usage.get("cache_creation_input_tokens")) or 0) + (
-            as_int(usage.get("cache_read_input_tokens")) or 0
-        )
-        exchange.usage.input_tokens = base + cached
+        usage_.input_tokens = base + (usage_.cache_write_tokens or 0) + (usage_.cache_read_tokens or 0)
     out = as_int(usage.get("output_tokens"))
     if out is not None:
-        exchange.usage.output_tokens = out
+        usage_.output_tokens = out
 
 
 def _set_error(exchange: Exchange, err: Any) -> None:
