@@ -7,7 +7,7 @@ endpoint, ...), then from the wire format (a gateway, a proxy or a mock speaking
 is priced as OpenAI). A model the table does not know, and local runtimes such as Ollama, stay
 unpriced (`cost` None) rather than guessed. Prompt tokens read from or written to the provider's
 cache are priced at the table's cache rates where it has them (a cache read costs a fraction of an
-input token, an Anthropic cache write more than one).
+input token, an Anthropic cache write more than one, and more again when kept an hour).
 """
 
 from __future__ import annotations
@@ -114,5 +114,9 @@ def _tokens(prices: Any, usage: Usage) -> Any:
     read = min(usage.cache_read_tokens or 0, inp)
     write = min(usage.cache_write_tokens or 0, inp - read)
     return prices.Usage(
-        input_tokens=inp, output_tokens=usage.output_tokens or 0, cache_read_tokens=read, cache_write_tokens=write
+        input_tokens=inp,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        cache_write_1h_tokens=min(usage.cache_write_1h_tokens or 0, write),
     )

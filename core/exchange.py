@@ -105,6 +105,7 @@ class Usage:
     output_tokens: int | None = None
     cache_read_tokens: int | None = None  # of input_tokens: read from the provider's prompt cache
     cache_write_tokens: int | None = None  # of input_tokens: written to the provider's prompt cache
+    cache_write_1h_tokens: int | None = None  # of cache_write_tokens: kept an hour (Anthropic), dearer
 
 
 @dataclass(slots=True, frozen=True)

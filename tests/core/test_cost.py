@@ -182,6 +182,7 @@ def test_an_anthropic_answer_with_a_cached_prompt_costs_what_the_table_says() ->
         "usage": {
             "input_tokens": 50,
             "cache_creation_input_tokens": 2_000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1_500, "ephemeral_1h_input_tokens": 500},
             "cache_read_input_tokens": 10_000,
             "output_tokens": 20,
         },
@@ -196,6 +197,17 @@ def test_an_anthropic_answer_with_a_cached_prompt_costs_what_the_table_says() ->
         output_tokens=20,
         cache_read_tokens=10_000,
         cache_write_tokens=2_000,
+        cache_write_1h_tokens=500,
     )
     assert cost.total == pytest.approx(reference)
+    five_minutes = priced(
+        "claude-sonnet-4-5",
+        "anthropic",
+        input_tokens=12_050,
+        output_tokens=20,
+        cache_read_tokens=10_000,
+        cache_write_tokens=2_000,
+    )
+    assert cost.total > five_minutes  # an hour's cache write costs more than five minutes'
+
     assert cost.total < priced("claude-sonnet-4-5", "anthropic", input_tokens=12_050, output_tokens=20)

@@ -79,6 +79,7 @@ def test_response() -> None:
         "usage": {
             "input_tokens": 100,
             "cache_creation_input_tokens": 10,
+            "cache_creation": {"ephemeral_5m_input_tokens": 6, "ephemeral_1h_input_tokens": 4},
             "cache_read_input_tokens": 20,
             "output_tokens": 30,
         },
@@ -87,7 +88,7 @@ def test_response() -> None:
     assert ex.response_id == "msg_01" and ex.finish_reasons == ["tool_use"]
     # Anthropic's input_tokens leaves the cached prompt out; the exchange counts it in, as its parts.
     assert (ex.usage.input_tokens, ex.usage.output_tokens) == (130, 30)
-    assert (ex.usage.cache_read_tokens, ex.usage.cache_write_tokens) == (20, 10)
+    assert (ex.usage.cache_read_tokens, ex.usage.cache_write_tokens, ex.usage.cache_write_1h_tokens) == (20, 10, 4)
     assert ex.output_text == "Checking "
     assert [(c.name, json.loads(c.arguments), c.id) for c in ex.tool_calls] == [
         ("get_weather", {"city": "Rome"}, "toolu_2")
