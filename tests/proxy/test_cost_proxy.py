@@ -1,4 +1,5 @@
-"""Cost per exchange through the real proxy: on the span, the exchange log and the Prometheus counter; cached prompts at the cache rates."""
+"""Cost per exchange through the real proxy: on the span, the exchange log and the Prometheus counter;
+a cached prompt at the cache rates."""
 
 from __future__ import annotations
 
