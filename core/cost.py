@@ -5,7 +5,9 @@ exchange is priced at the prices in force when it started (a replayed recording 
 The provider is found from the upstream's URL first (api.openai.com, api.groq.com, an Azure
 endpoint, ...), then from the wire format (a gateway, a proxy or a mock speaking OpenAI's format
 is priced as OpenAI). A model the table does not know, and local runtimes such as Ollama, stay
-unpriced (`cost` None) rather than guessed.
+unpriced (`cost` None) rather than guessed. Prompt tokens read from or written to the provider's
+cache are priced at the table's cache rates where it has them (a cache read costs a fraction of an
+input token, an Anthropic cache write more than one, and more again when kept an hour).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from brownout.core.exchange import Cost, Exchange
+from brownout.core.exchange import Cost, Exchange, Usage
 from brownout.core.span_attributes import LLM_OPERATIONS, operation_name
 
 __all__ = ["CURRENCY", "Pricer", "price_table_version"]
@@ -60,7 +62,7 @@ class Pricer:
         ):
             return None
         prices = _prices()
-        tokens = prices.Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
+        tokens = _tokens(prices, usage)
         when = datetime.fromtimestamp(exchange.timings.start, UTC) if exchange.timings.start else None
         for model in dict.fromkeys(m for m in (exchange.response_model, exchange.model) if m):
             key = (exchange.scheme, exchange.host, exchange.provider, model)
@@ -100,3 +102,21 @@ class Pricer:
         if len(self._how) >= _CACHE_MAX:  # model names come from traffic: keep the memory bounded
             self._how.clear()
         self._how[key] = how
+
+
+def _tokens(prices: Any, usage: Usage) -> Any:
+    """The table's usage: the prompt's cache reads and writes apart, so each is priced at its own rate.
+
+    Both are parts of `input_tokens`; counts that claim more than the whole (a provider's or a proxy's
+    bug) are capped to it, since the table refuses them and the call would go unpriced.
+    """
+    inp = usage.input_tokens or 0
+    read = min(usage.cache_read_tokens or 0, inp)
+    write = min(usage.cache_write_tokens or 0, inp - read)
+    return prices.Usage(
+        input_tokens=inp,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        cache_write_1h_tokens=min(usage.cache_write_1h_tokens or 0, write),
+    )

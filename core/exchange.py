@@ -101,8 +101,11 @@ class Message:
 class Usage:
     """Token usage reported by the provider."""
 
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # every prompt token, the cached ones included
     output_tokens: int | None = None
+    cache_read_tokens: int | None = None  # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int | None = None  # of input_tokens: written to the provider's prompt cache
+    cache_write_1h_tokens: int | None = None  # of cache_write_tokens: kept an hour (Anthropic), dearer
 
 
 @dataclass(slots=True, frozen=True)

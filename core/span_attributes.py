@@ -206,6 +206,10 @@ def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: 
         attrs["gen_ai.usage.input_tokens"] = exchange.usage.input_tokens
     if exchange.usage.output_tokens is not None:
         attrs["gen_ai.usage.output_tokens"] = exchange.usage.output_tokens
+    if exchange.usage.cache_read_tokens is not None:
+        attrs["gen_ai.usage.cache_read.input_tokens"] = exchange.usage.cache_read_tokens
+    if exchange.usage.cache_write_tokens is not None:
+        attrs["gen_ai.usage.cache_creation.input_tokens"] = exchange.usage.cache_write_tokens
     if exchange.cost is not None:
         attrs["brownout.cost.total"] = exchange.cost.total
         attrs["brownout.cost.input"] = exchange.cost.input

@@ -47,7 +47,7 @@ def chat(**fields: object) -> Exchange:
         response_id="chatcmpl-1",
         response_model="gpt-4o-mini-2024-07-18",
         finish_reasons=["stop"],
-        usage=Usage(12, 7),
+        usage=Usage(12, 7, cache_read_tokens=4),
         output_text="Hi there",
         stream_complete=True,
         request_headers={"authorization": "Bearer sk-secret-secret-secret-secret", "x-api-key": "k"},
@@ -78,6 +78,7 @@ def test_chat_span_attributes_follow_genai_semconv(otel) -> None:
     assert a["gen_ai.response.id"] == "chatcmpl-1"
     assert a["gen_ai.response.finish_reasons"] == ("stop",)
     assert a["gen_ai.usage.input_tokens"] == 12 and a["gen_ai.usage.output_tokens"] == 7
+    assert a["gen_ai.usage.cache_read.input_tokens"] == 4 and "gen_ai.usage.cache_creation.input_tokens" not in a
     assert a["gen_ai.request.stream"] is True
     assert a["gen_ai.response.time_to_first_chunk"] == pytest.approx(0.25)
     assert a["server.address"] == "api.openai.com" and a["server.port"] == 443

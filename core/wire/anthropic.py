@@ -21,17 +21,25 @@ log = logging.getLogger(__name__)
 _VERTEX = "/publishers/anthropic/models/"
 
 
-def _set_usage(exchange: Exchange, usage: dict[str, Any]) -> None:
-    # Cached prompt tokens are billed input too; the GenAI conventions count them as input.
-    base = as_int(usage.get("input_tokens"))
+def _set_usage(exchange: Exchange, reported: dict[str, Any]) -> None:
+    # Anthropic's input_tokens leaves out the cached prompt tokens; the GenAI conventions (and the price
+    # table) count them as input, with the cache reads and writes as parts of it.
+    usage = exchange.usage
+    write, read = as_int(reported.get("cache_creation_input_tokens")), as_int(reported.get("cache_read_input_tokens"))
+    if write is not None:
+        usage.cache_write_tokens = write
+    if read is not None:
+        usage.cache_read_tokens = read
+    detail = reported.get("cache_creation")  # the writes by lifetime: 5 minutes or 1 hour
+    hour = as_int(detail.get("ephemeral_1h_input_tokens")) if isinstance(detail, dict) else None
+    if hour is not None:
+        usage.cache_write_1h_tokens = hour
+    base = as_int(reported.get("input_tokens"))
     if base is not None:
-        cached = (as_int(usage.get("cache_creation_input_tokens")) or 0) + (
-            as_int(usage.get("cache_read_input_tokens")) or 0
-        )
-        exchange.usage.input_tokens = base + cached
-    out = as_int(usage.get("output_tokens"))
+        usage.input_tokens = base + (usage.cache_write_tokens or 0) + (usage.cache_read_tokens or 0)
+    out = as_int(reported.get("output_tokens"))
     if out is not None:
-        exchange.usage.output_tokens = out
+        usage.output_tokens = out
 
 
 def _set_error(exchange: Exchange, err: Any) -> None:

@@ -66,6 +66,9 @@ def _chunk(exchange: Exchange, data: Any, text: TextBuffer) -> None:
             exchange.usage.input_tokens = inp
         if out is not None:
             exchange.usage.output_tokens = out
+        cached = as_int(usage.get("cachedContentTokenCount"))  # part of promptTokenCount
+        if cached is not None:
+            exchange.usage.cache_read_tokens = cached
     for cand in as_list(data.get("candidates")):
         if not isinstance(cand, dict):
             continue

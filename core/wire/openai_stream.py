@@ -22,6 +22,11 @@ def set_usage(exchange: Exchange, usage: dict[str, Any]) -> None:
         exchange.usage.input_tokens = inp
     if out is not None:
         exchange.usage.output_tokens = out
+    # Cached prompt tokens are part of the input count: prompt_tokens_details (Chat), input_tokens_details (Responses).
+    details = usage.get("prompt_tokens_details", usage.get("input_tokens_details"))
+    cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is not None:
+        exchange.usage.cache_read_tokens = cached
 
 
 def set_error(exchange: Exchange, err: Any) -> None:

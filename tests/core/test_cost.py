@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -117,3 +118,96 @@ def test_pricing_needs_no_network() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) > 0
+
+
+def priced(model: str, provider_id: str, **tokens: int) -> float:
+    when = datetime.fromtimestamp(T, UTC)
+    return float(
+        calc_price(PriceUsage(**tokens), model, genai_request_timestamp=when, provider_id=provider_id).total_price
+    )
+
+
+@pytest.mark.parametrize(
+    ("host", "provider", "model", "table_provider", "read", "write"),
+    [
+        ("api.openai.com", "openai", "gpt-4o-mini", "openai", 8_000, None),
+        ("api.anthropic.com", "anthropic", "claude-sonnet-4-5", "anthropic", 6_000, 4_000),
+        ("generativelanguage.googleapis.com", "gemini", "gemini-2.5-flash", "google", 8_000, None),
+    ],
+)
+def test_cached_prompt_tokens_are_priced_at_the_cache_rates(
+    host: str, provider: str, model: str, table_provider: str, read: int, write: int | None
+) -> None:
+    usage = Usage(12_000, 3_000, cache_read_tokens=read, cache_write_tokens=write)
+    cost = Pricer().price(exchange(host, provider, model, usage=usage))
+    assert cost is not None
+    tokens = {
+        "input_tokens": 12_000,
+        "output_tokens": 3_000,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write or 0,
+    }
+    assert cost.total == pytest.approx(priced(model, table_provider, **tokens))
+    uncached = priced(model, table_provider, input_tokens=12_000, output_tokens=3_000)
+    reads_only = priced(model, table_provider, input_tokens=12_000, output_tokens=3_000, cache_read_tokens=read)
+    assert reads_only < uncached  # a cache read costs a fraction of an input token
+    if write:
+        assert cost.total > reads_only  # an Anthropic cache write costs more than an input token
+
+
+def test_cache_counts_beyond_the_input_are_capped_not_unpriced() -> None:
+    # The table refuses cache counts above the input; a provider's or proxy's bad count still gets a price.
+    usage = Usage(1_000, 10, cache_read_tokens=5_000, cache_write_tokens=400)
+    cost = Pricer().price(exchange("api.anthropic.com", "anthropic", "claude-sonnet-4-5", usage=usage))
+    assert cost is not None
+    assert cost.total == pytest.approx(
+        priced("claude-sonnet-4-5", "anthropic", input_tokens=1_000, output_tokens=10, cache_read_tokens=1_000)
+    )
+
+
+def test_an_anthropic_answer_with_a_cached_prompt_costs_what_the_table_says() -> None:
+    # From the wire: Anthropic's input_tokens leaves the cache out, the price table counts it in.
+    from tests.wire._wire_helpers import request
+
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi"}]}
+    fmt, ex = request("/v1/messages", body, host="api.anthropic.com")
+    ex.scheme, ex.timings = "https", Timings(start=T)
+    answer = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Hello"}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": 50,
+            "cache_creation_input_tokens": 2_000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1_500, "ephemeral_1h_input_tokens": 500},
+            "cache_read_input_tokens": 10_000,
+            "output_tokens": 20,
+        },
+    }
+    fmt.parse_response(ex, json.dumps(answer).encode())
+    cost = Pricer().price(ex)
+    assert cost is not None
+    reference = priced(
+        "claude-sonnet-4-5",
+        "anthropic",
+        input_tokens=12_050,
+        output_tokens=20,
+        cache_read_tokens=10_000,
+        cache_write_tokens=2_000,
+        cache_write_1h_tokens=500,
+    )
+    assert cost.total == pytest.approx(reference)
+    five_minutes = priced(
+        "claude-sonnet-4-5",
+        "anthropic",
+        input_tokens=12_050,
+        output_tokens=20,
+        cache_read_tokens=10_000,
+        cache_write_tokens=2_000,
+    )
+    assert cost.total > five_minutes  # an hour's cache write costs more than five minutes'
+
+    assert cost.total < priced("claude-sonnet-4-5", "anthropic", input_tokens=12_050, output_tokens=20)

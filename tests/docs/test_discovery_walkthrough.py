@@ -57,6 +57,11 @@ def test_the_walkthrough_runs(tmp_path: Path) -> None:
     assert "exp.yaml: ok (experiment, 10 phases" in run.stdout
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     assert report["gate"]["passed"] and report["experiment"] == "discovered"
+    # Priced in dollars phase by phase, with the cost of chaos per fault type (the page's last bullet).
+    assert report["cost_usd"]["baseline_per_run"] > 0
+    assert all(p["cost_usd_per_run"] > 0 for p in report["phases"])
+    assert any(c["extra_cost_usd_per_run"] is not None for c in report["cost_of_chaos"].values())
+    assert "### Cost of chaos" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     # The generated phases ran as generated: a clean baseline, and each chaos phase fires only its own family.
     generated = yaml.safe_load((tmp_path / "exp.yaml").read_text(encoding="utf-8"))
     rules = {p["name"]: {r["name"] for r in p.get("rules", [])} for p in generated["phases"]}

@@ -48,6 +48,9 @@ rules:
   - name: plant
     match: {{session: "planted-*", provider: openai}}
     fault: {{type: mutate, kind: inject, text: {json.dumps(PLANT)}}}
+  - name: poison
+    match: {{session: "poisoned-*", mcp_method: tools/call}}
+    fault: {{type: inject, target: tool_output, text: {json.dumps(PLANT)}}}
 invariants:
   - type: tool_policy
     deny: ["delete_all_*"]
@@ -184,6 +187,25 @@ def test_a_planted_instruction_and_the_tool_misuse_that_follows(bo: Brownout, ag
     (event,) = [dict(e.attributes or {}) for e in span.events if e.name == "brownout.fault"]
     assert event["brownout.fault.param.kind"] == "inject" and event["brownout.fault.param.mutated"] is True
     assert event["brownout.fault.param.tool_call_id"] == "call_w"
+
+
+def test_a_poisoned_tool_result_and_the_tool_misuse_that_follows(bo: Brownout, agent: Any) -> None:
+    # The response-side twin: the MCP tool's result carries the instruction, the agent feeds it back.
+    session = "poisoned-1"
+    a = agent(session)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "What's the weather in Paris?"}]
+    history += a.turn(history, [WEATHER])  # get_weather over MCP: its result is poisoned on the way back
+    assert PLANT in history[-1]["content"]
+    history += a.turn(history, [WEATHER])  # the model answers from the tool result
+    history.append({"role": "user", "content": "Thanks. Anything else I should do?"})
+    a.turn(history, [DELETE_ALL, WEATHER])  # the model asks for delete_all_files; the agent runs it
+    found = bo.violations.wait(session, "tool_policy", n=2)
+    assert sorted(v.details["source"] for v in found) == ["executed", "model"]
+    sources = {s.attributes["brownout.exchange.id"]: s for s in bo.spans.of(session)}
+    for v in found:
+        assert (v.rule, v.fault) == ("poison", "inject") and "denied by 'delete_all_*'" in v.message
+        source = sources[v.details["after_injection"]]  # the exchange whose result was poisoned
+        assert source.attributes["mcp.method.name"] == "tools/call" and v.exchange_id != v.details["after_injection"]
 
 
 def test_cost_budget_flags_a_session_that_spends_too_much(bo: Brownout, agent: Any) -> None:

@@ -59,6 +59,13 @@ def test_runs_are_attributed_and_replay_reproduces_decisions(tmp_path: Path, dem
     assert base["success_rate"] == 1.0 and base["faults"] == 0
     assert all(r["calls"] == 2 for r in rep["runs"]), [r["calls"] for r in rep["runs"]]
     assert 0 < chaos["faults"] < 6 and chaos["passed"] == 6 - chaos["faults"]
+    # Priced by the proxy: every run made one gpt-4o-mini call, and a tool's 500 added no LLM spend.
+    per_run = base["cost_usd_per_run"]
+    assert per_run is not None and per_run > 0 and chaos["cost_usd_per_run"] == pytest.approx(per_run)
+    assert base["cost_usd"] == pytest.approx(6 * per_run) and rep["cost_usd"]["baseline_per_run"] == pytest.approx(
+        per_run
+    )
+    assert rep["cost_of_chaos"]["http_error"]["extra_cost_usd_per_run"] == pytest.approx(0.0, abs=1e-12)
     assert outcome.decisions and {d["session"] for d in outcome.decisions} <= {r["run_id"] for r in rep["runs"]}
     for name in ("report.json", "junit.xml", "report.md", "report.html", "manifest.json", "decisions.jsonl"):
         assert (tmp_path / "out" / name).exists()

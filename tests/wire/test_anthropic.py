@@ -76,11 +76,19 @@ def test_response() -> None:
             {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Rome"}},
         ],
         "stop_reason": "tool_use",
-        "usage": {"input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 30},
+        "usage": {
+            "input_tokens": 100,
+            "cache_creation_input_tokens": 10,
+            "cache_creation": {"ephemeral_5m_input_tokens": 6, "ephemeral_1h_input_tokens": 4},
+            "cache_read_input_tokens": 20,
+            "output_tokens": 30,
+        },
     }
     fmt.parse_response(ex, json.dumps(body).encode())
     assert ex.response_id == "msg_01" and ex.finish_reasons == ["tool_use"]
-    assert (ex.usage.input_tokens, ex.usage.output_tokens) == (120, 30)
+    # Anthropic's input_tokens leaves the cached prompt out; the exchange counts it in, as its parts.
+    assert (ex.usage.input_tokens, ex.usage.output_tokens) == (130, 30)
+    assert (ex.usage.cache_read_tokens, ex.usage.cache_write_tokens, ex.usage.cache_write_1h_tokens) == (20, 10, 4)
     assert ex.output_text == "Checking "
     assert [(c.name, json.loads(c.arguments), c.id) for c in ex.tool_calls] == [
         ("get_weather", {"city": "Rome"}, "toolu_2")
@@ -101,7 +109,12 @@ def realistic_stream() -> bytes:
                     "model": "claude-sonnet-4-5-20250929",
                     "content": [],
                     "stop_reason": None,
-                    "usage": {"input_tokens": 472, "output_tokens": 2},
+                    "usage": {
+                        "input_tokens": 472,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 2048,
+                        "output_tokens": 2,
+                    },
                 },
             },
         ),
@@ -160,7 +173,9 @@ def test_stream_with_input_json_delta() -> None:
     assert [(c.name, c.id, c.arguments) for c in ex.tool_calls] == [
         ("get_weather", "toolu_S", '{"city": "Paris", "units": "c"}')
     ]
-    assert (ex.usage.input_tokens, ex.usage.output_tokens) == (472, 89)
+    # message_delta reports only the output: the cached prompt of message_start stays counted.
+    assert (ex.usage.input_tokens, ex.usage.output_tokens) == (472 + 2048, 89)
+    assert (ex.usage.cache_read_tokens, ex.usage.cache_write_tokens) == (2048, 0)
     assert ex.finish_reasons == ["tool_use"] and ex.response_id == "msg_S"
 
 

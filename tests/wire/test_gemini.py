@@ -57,14 +57,19 @@ def test_response_with_function_call() -> None:
                 "index": 0,
             }
         ],
-        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 9, "totalTokenCount": 49},
+        "usageMetadata": {
+            "promptTokenCount": 40,
+            "cachedContentTokenCount": 16,
+            "candidatesTokenCount": 9,
+            "totalTokenCount": 49,
+        },
         "modelVersion": "gemini-2.5-flash",
         "responseId": "abc",
     }
     fmt.parse_response(ex, json.dumps(body).encode())
     assert ex.output_text == "Let me look." and ex.finish_reasons == ["STOP"]
     assert [(c.name, json.loads(c.arguments)) for c in ex.tool_calls] == [("get_weather", {"city": "Lima"})]
-    assert (ex.usage.input_tokens, ex.usage.output_tokens) == (40, 9)
+    assert (ex.usage.input_tokens, ex.usage.output_tokens, ex.usage.cache_read_tokens) == (40, 9, 16)
     assert ex.response_id == "abc" and ex.response_model == "gemini-2.5-flash"
     assert ex.stream_complete is None
 

@@ -112,12 +112,18 @@ def test_chat_response_with_tool_calls() -> None:
                 },
             }
         ],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 40, "total_tokens": 160},
+        "usage": {
+            "prompt_tokens": 120,
+            "completion_tokens": 40,
+            "total_tokens": 160,
+            "prompt_tokens_details": {"cached_tokens": 64, "audio_tokens": 0},
+        },
     }
     fmt.parse_response(ex, json.dumps(body).encode())
     assert ex.response_id == "chatcmpl-abc" and ex.response_model == "gpt-4o-2024-08-06"
     assert ex.finish_reasons == ["tool_calls"]
     assert (ex.usage.input_tokens, ex.usage.output_tokens) == (120, 40)
+    assert ex.usage.cache_read_tokens == 64 and ex.usage.cache_write_tokens is None
     assert ex.output_text == "Checking."
     assert [(c.name, c.arguments, c.id, c.index) for c in ex.tool_calls] == [
         ("get_weather", '{"city":"Paris"}', "call_a", 0),
@@ -293,7 +299,8 @@ def responses_stream() -> bytes:
             },
         )
     )
-    done = dict(resp, status="completed", usage={"input_tokens": 50, "output_tokens": 12, "total_tokens": 62})
+    usage = {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 32}, "output_tokens": 12, "total_tokens": 62}
+    done = dict(resp, status="completed", usage=usage)
     events.append(("response.completed", {"type": "response.completed", "sequence_number": 21, "response": done}))
     return sse(*[e for _, e in events], event_names=[n for n, _ in events])
 
@@ -319,7 +326,7 @@ def test_responses_request_and_function_call_stream() -> None:
     assert ex.stream_complete is True
     assert ex.output_text == "Let me check."
     assert [(c.name, c.id, c.arguments) for c in ex.tool_calls] == [("get_weather", "call_X", '{"city": "Oslo"}')]
-    assert (ex.usage.input_tokens, ex.usage.output_tokens) == (50, 12)
+    assert (ex.usage.input_tokens, ex.usage.output_tokens, ex.usage.cache_read_tokens) == (50, 12, 32)
     assert ex.response_id == "resp_1" and ex.finish_reasons == ["completed"]
 
 
