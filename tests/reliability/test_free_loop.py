@@ -1,23 +1,25 @@
-"""The event loop never waits on slow work: a large body's edit.
+"""The event loop never waits on slow work: a large body's edit, a config reload, a disk that stalls.
 
 Each case runs through the real proxy while another client (tests/reliability/probes.py) sends
 small requests on its own connection and keeps the slowest answer. The slow parts are made slow
-by sleeping (a test plugin), not by burning CPU, so the other client's
+by sleeping (a test plugin, a named pipe nobody reads), not by burning CPU, so the other client's
 wait measures whether the loop was held, not how busy this machine is.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.reliability import slow_plugin
-from tests.reliability.badinput import JSON_CT, Collector, internal_errors
+from tests.reliability.badinput import JSON_CT, Collector, internal_errors, wait_until
 from tests.reliability.probes import OtherClient
 from tests.reliability.rawupstream import RawRequest, RawUpstream, fixed, http_response, routes
 
@@ -78,3 +80,54 @@ rules:
     ex = next(e for e in seen.wait(1) if e.path == "/v1/chat/completions")
     assert [f.fault for f in ex.faults] == ["slow_edit"] and ex.response_model == "gpt-4o-mini"
     assert internal_errors(proxy) == {}
+
+
+@pytest.mark.timeout(60)
+def test_a_slow_hot_reload_holds_up_no_exchange(brownout_proxy, tmp_path: Path):
+    path = tmp_path / "chaos.yaml"
+    head = f"version: 1\nseed: 1\nplugins: ['{PLUGIN}:slow_load_plugin']\nrules:\n"
+    teapot = "  - {name: teapot, match: {path: /v1/chat/completions}, fault: {type: http_error, status: 418}}\n"
+    path.write_text(head + "  []\n")
+    proxy = brownout_proxy(path)
+    up = upstream()
+    with (
+        up.running(),
+        httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=30) as client,
+        OtherClient(proxy, up.url + "/ping") as other,
+    ):
+        assert client.post(up.url + "/v1/chat/completions", json={}).status_code == 200
+        path.write_text(head + teapot)  # picked up within brownout_reload_s (1 s); the load takes 2 x LOAD_S
+        assert wait_until(
+            lambda: client.post(up.url + "/v1/chat/completions", json={}).status_code == 418, timeout_s=10
+        )
+        time.sleep(0.2)
+    assert other.answered > 5 and not other.failures, other.failures
+    assert other.worst_s < HELD_S, f"another client waited {other.worst_s:.2f} s during a reload"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_stalled_log_file_holds_up_no_exchange_and_loses_no_line(brownout_proxy, tmp_path: Path):
+    # Opening a named pipe for writing blocks until a reader comes: a disk that does not answer.
+    fifo = tmp_path / "exchanges.jsonl"
+    os.mkfifo(fifo)
+    seen = Collector()
+    proxy = brownout_proxy(f"version: 1\nexporters:\n  jsonl: {{exchanges_path: '{fifo}'}}\n", on_exchange=seen)
+    up = upstream()
+    with up.running(), httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=5) as client:
+        for _ in range(5):
+            t0 = time.monotonic()
+            assert client.post(up.url + "/v1/chat/completions", json={}).status_code == 200
+            assert time.monotonic() - t0 < HELD_S
+    ids = [e.id for e in seen.wait(5)]
+    got: list[str] = []
+
+    def read() -> None:
+        with open(fifo, encoding="utf-8") as f:
+            got.extend(f)  # line by line as they come, until brownout closes the log
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert proxy.addon.pipeline.exporters.flush_logs()  # the writer thread gets through once someone reads
+    assert wait_until(lambda: len(got) == len(ids), timeout_s=5), got
+    assert sorted(json.loads(line)["id"] for line in got) == sorted(ids)
