@@ -1,4 +1,4 @@
-"""The event loop never waits on slow work: a large body's edit, a config reload, a disk that stalls.
+"""The event loop never waits on slow work: a large body's edit, a config load or reload, a stalled disk.
 
 Each case runs through the real proxy while another client (tests/reliability/probes.py) sends
 small requests on its own connection and keeps the slowest answer. The slow parts are made slow
@@ -8,6 +8,7 @@ wait measures whether the loop was held, not how busy this machine is.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from brownout.proxy.embed import running_proxy_async
 from tests.reliability import slow_plugin
 from tests.reliability.badinput import JSON_CT, Collector, internal_errors, wait_until
 from tests.reliability.probes import OtherClient
@@ -131,3 +133,35 @@ def test_a_stalled_log_file_holds_up_no_exchange_and_loses_no_line(brownout_prox
     assert proxy.addon.pipeline.exporters.flush_logs()  # the writer thread gets through once someone reads
     assert wait_until(lambda: len(got) == len(ids), timeout_s=5), got
     assert sorted(json.loads(line)["id"] for line in got) == sorted(ids)
+
+
+@pytest.mark.timeout(60)
+def test_starting_on_a_running_loop_loads_the_config_off_it(tmp_path: Path, confdir: Path):
+    path = tmp_path / "chaos.yaml"
+    path.write_text(f"version: 1\nseed: 1\nplugins: ['{PLUGIN}:slow_load_plugin']\nrules: []\n")
+    endpoints = {"brownout_metrics_listen": "127.0.0.1:0", "brownout_control_listen": "127.0.0.1:0"}
+
+    async def start() -> tuple[float, float]:
+        """(the longest the loop was away from a 10 ms ticker, how long start-up took)"""
+        gaps: list[float] = []
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0.05)  # ticking
+        t0 = time.monotonic()
+        async with running_proxy_async(path, confdir=confdir, extra_options=endpoints):
+            took = time.monotonic() - t0
+        done.set()
+        await ticker
+        return max(gaps), took
+
+    worst, took = asyncio.run(start())
+    assert took >= 2 * slow_plugin.LOAD_S  # the plugin was read while starting
+    assert worst < HELD_S, f"the loop was held {worst:.2f} s while the config loaded"
