@@ -2,15 +2,16 @@
 
     .venv/bin/python bench/bodies.py            # every case, once through brownout and once direct
     .venv/bin/python bench/bodies.py --strict   # exit 1 when a target is missed
+    .venv/bin/python bench/bodies.py --only json  # the cases whose name contains "json"
 
 Cases: a 12 MB OpenAI stream (80,000 events) plain, gzip-compressed, and gzip-compressed under
 `truncate` (which edits it: decoded, cut, re-compressed); a 16 MB event stream with no event
-boundary; a 1 MB gzip response inflating to 1 GB, with no fault and under `malformed_json`; and
-the same bomb as a client's request body. For each case it prints the time until the client has
+boundary; a 1 MB gzip response inflating to 1 GB, with no fault and under `malformed_json`; the
+same bomb as a client's request body; and a 24 MB JSON answer that `malformed_json` edits whole. For each case it prints the time until the client has
 read the whole body, brownout's RSS growth during the case, and the worst latency another client
 on the same path saw meanwhile (it sends small requests back to back); both keep being measured for
 1.5 s after the body arrived, while brownout may still be parsing its copy. Targets: streams under 4 s
-and 150 MB of RSS growth; bombs under 300 MB, the other client answered within 1 s.
+and 150 MB of RSS growth; bombs and the edited JSON under 300 MB, the other client answered within 1 s.
 
 The upstream (bench/bodyserver.py) and brownout each run in their own process; the clients run
 here. Results go to bench/results/bodies.json.
@@ -73,6 +74,7 @@ CASES = [
     Case("1 GB response bomb", "bomb", max_rss_mb=300.0, max_other_s=1.0),
     Case("1 GB response bomb + malformed_json", "bomb", "fault", max_rss_mb=300.0, max_other_s=1.0),
     Case("1 GB request bomb", request_bomb=True, max_rss_mb=300.0, max_other_s=1.0),
+    Case("24 MB JSON + malformed_json", "json", "fault", max_rss_mb=300.0, max_other_s=1.0),
 ]
 
 
@@ -149,7 +151,7 @@ def run_case(case: Case, base: str, pid: int | None, bomb: bytes, path: str) -> 
         headers.update({"content-type": "application/json", "content-encoding": "gzip"})
         request: dict[str, Any] = {"content": bomb}
     else:
-        request = {"json": {"model": "gpt-4o-mini", "messages": [], "stream": case.body != "bomb"}}
+        request = {"json": {"model": "gpt-4o-mini", "messages": [], "stream": case.body not in ("bomb", "json")}}
     url = f"{base}/v1/chat/completions" + (f"?body={case.body}" if case.body else "")
     got, error = 0, None
     with Probe(f"{base}/ping", pid) as probe, httpx.Client(trust_env=False, timeout=120) as client:
@@ -205,7 +207,9 @@ def print_table(rows: list[Row]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only", metavar="TEXT", default="", help="run only the cases whose name contains TEXT")
     args = parser.parse_args(argv)
+    cases = [c for c in CASES if args.only.lower() in c.name.lower()]
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bodies-"))
     print("building the 1 GB gzip bomb ...", flush=True)
     bomb = make_bomb(workdir / "bomb.gz")
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(brownout, str):
             raise RuntimeError(brownout)
         procs.append(brownout)
-        for case in CASES:
+        for case in cases:
             print(f"  {case.name}", flush=True)
             via = run_case(case, brownout.url, brownout.popen.pid, bomb, "brownout")
             direct = run_case(case, upstream.url, None, bomb, "direct")

@@ -6,7 +6,8 @@
 - `plain`: an OpenAI chat stream of 80,000 events (about 12 MB), sent in 64 KB chunks;
 - `gzip`: the same stream gzip-compressed (content-encoding: gzip);
 - `noboundary`: a 16 MB text/event-stream with no event boundary;
-- `bomb`: the gzip file given with --bomb as an application/json body (content-encoding: gzip).
+- `bomb`: the gzip file given with --bomb as an application/json body (content-encoding: gzip);
+- `json`: an OpenAI chat completion of about 24 MB (one long answer), with content-length.
 Any other path answers a small JSON body (`/ping` for latency probes; a request bomb is read and
 dropped). The server never decodes what it receives.
 """
@@ -20,7 +21,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-__all__ = ["EVENTS", "main", "openai_stream"]
+__all__ = ["EVENTS", "big_completion", "main", "openai_stream"]
 
 EVENTS = 80_000
 CHUNK = 64 << 10
@@ -38,6 +39,15 @@ def openai_stream() -> bytes:
     return b"".join(event(i) for i in range(EVENTS)) + b"data: [DONE]\n\n"
 
 
+@cache
+def big_completion() -> bytes:
+    """A non-streamed chat.completion whose answer is about 24 MB of text."""
+    message = {"role": "assistant", "content": "word " * (24 * (1 << 20) // 5)}
+    doc = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini"}
+    doc["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+    return json.dumps(doc).encode()
+
+
 class BodyServer:
     """Serves the bodies above; HTTP/1.1 with keep-alive, content-length request bodies only."""
 
@@ -51,6 +61,7 @@ class BodyServer:
             ),
             "noboundary": (b"data: " + b"x" * (16 << 20) + b"\n\n", [("content-type", "text/event-stream")], True),
             "bomb": (bomb, [("content-type", "application/json"), ("content-encoding", "gzip")], False),
+            "json": (big_completion(), [("content-type", "application/json")], False),
         }
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

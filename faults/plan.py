@@ -13,6 +13,7 @@ and `stream_editor` of such faults are ever called; their other phases are alrea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -184,14 +185,28 @@ class Plan:
         if self.deferred:
             self.resolve_pending(self._tool_calls_of(body))
         for f in list(self.fired):
-            edited = self.guard.call(
-                f"fault:{f.type}", _skippable, f.fault.edit_body, f.ctx, body, headers, context="edit_body"
-            )
-            if isinstance(edited, Skipped):
-                self.skip(f, edited.reason)
-            elif edited is not None:
-                body = edited
+            body = self._edited(f, body, self._edit(f, body, headers))
         return body
+
+    async def edit_body_off_loop(self, body: bytes, headers: dict[str, str]) -> bytes:
+        """`edit_body` with the work on the body (parsing it, each fault's edit) in a worker thread,
+        so a large body does not hold up other exchanges; decisions and records stay on the loop."""
+        if self.deferred:
+            self.resolve_pending(await asyncio.to_thread(self._tool_calls_of, body))
+        for f in list(self.fired):
+            body = self._edited(f, body, await asyncio.to_thread(self._edit, f, body, headers))
+        return body
+
+    def _edit(self, f: Fired, body: bytes, headers: dict[str, str]) -> Any:
+        return self.guard.call(
+            f"fault:{f.type}", _skippable, f.fault.edit_body, f.ctx, body, headers, context="edit_body"
+        )
+
+    def _edited(self, f: Fired, body: bytes, edited: Any) -> bytes:
+        if isinstance(edited, Skipped):
+            self.skip(f, edited.reason)  # the engine's records: on the loop
+            return body
+        return body if edited is None else edited
 
     def _tool_calls_of(self, body: bytes) -> Exchange | None:
         """The tool calls a whole response body makes, parsed into a scratch exchange.

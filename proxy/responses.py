@@ -122,7 +122,10 @@ class ResponseHooks:
         bodiless = resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD"
         if state.plan is not None and not bodiless and self.guard.call("engine", state.plan.wants_body):
             headers = dict(ex.response_headers)
-            edited = self.guard.call("engine", state.plan.edit_body, body, headers, default=body)
+            if bodies.off_loop(body):
+                edited = await self.guard.acall("engine", state.plan.edit_body_off_loop, body, headers, default=body)
+            else:
+                edited = self.guard.call("engine", state.plan.edit_body, body, headers, default=body)
             if (
                 edited is not None
                 and edited != body
@@ -130,7 +133,7 @@ class ResponseHooks:
             ):
                 body = edited
             effects.sync_headers(resp, ex.response_headers, headers)
-        bodies.parse(state.wire, ex, body, self.guard)
+        await bodies.parse_whole(state.wire, ex, body, self.guard)
         self._announce(resp, ex)
         ex.timings.first_client_byte = time.time()
 

@@ -86,6 +86,9 @@ rules:
   - name: cut-stream-reset
     match: {{session: "cut-reset-*", provider: openai, stream: true}}
     fault: {{type: truncate, after_events: 3, close: reset}}
+  - name: stream-error
+    match: {{session: "stream-error-*", provider: openai, stream: true}}
+    fault: {{type: http_error, status: 500, mid_stream: true, after_events: 3}}
   - name: inject-weather
     match: {{session: "inject-*", path: "/tools/weather*"}}
     fault: {{type: inject, text: {json.dumps(INJECTED)}}}

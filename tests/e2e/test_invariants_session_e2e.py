@@ -129,6 +129,16 @@ def test_a_cut_tool_call_the_sdk_raised_on_is_no_violation(bo: Brownout, client:
     assert bo.violations.of(session) == []
 
 
+def test_a_tool_call_cut_by_an_error_event_is_no_violation(bo: Brownout, client: Any) -> None:
+    # The provider's error event mid-stream: the SDK raises, and the half-sent call is nobody's bug.
+    session = "stream-error-tool"
+    oai = client(session)
+    with pytest.raises(openai.APIError):
+        _streamed_tool_call(oai)
+    bo.settle(session, 1)
+    assert bo.violations.of(session) == []
+
+
 def test_a_cut_tool_call_the_agent_runs_is_reported_once(bo: Brownout, client: Any) -> None:
     session = "trunc-tool-used"
     oai = client(session)

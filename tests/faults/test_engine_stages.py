@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from typing import Any
+
+import pytest
 
 from brownout.core.exchange import Exchange, ToolCall
 from brownout.core.wire.framing import SSEFramer
 from brownout.core.wire.openai import OpenAIFormat
 from brownout.faults.base import Respond
 from brownout.faults.decisions import DecisionLog
+from brownout.faults.plan import Plan
 from tests.faults.engine_support import (
     WIRE,
     Clock,
@@ -25,24 +29,31 @@ def _calling(tool: str) -> bytes:
     return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [call]}}]}).encode()
 
 
-def test_response_stage_tool_rule_on_a_buffered_body() -> None:
+def _edit_body(plan: Plan, body: bytes, off_loop: bool) -> bytes:
+    """The proxy edits a large body with edit_body_off_loop (work in a worker thread), a small one with edit_body."""
+    return asyncio.run(plan.edit_body_off_loop(body, {})) if off_loop else plan.edit_body(body, {})
+
+
+@pytest.mark.parametrize("off_loop", [False, True])
+def test_response_stage_tool_rule_on_a_buffered_body(off_loop: bool) -> None:
     e = engine({"name": "t", "match": {"tool": "send_*"}, "fault": {"type": "tag", "text": "!"}})
     exchange = ex()
     plan = e.plan(exchange, OpenAIFormat())
     assert not plan.empty and plan.fired == [] and plan.wants_body()
     assert e.decisions.recent() == []  # undecided until the response is known
     # The body is edited before the proxy parses it: the plan reads the tool calls from the body.
-    assert plan.edit_body(_calling("send_email"), {}) == _calling("send_email") + b"!"
+    assert _edit_body(plan, _calling("send_email"), off_loop) == _calling("send_email") + b"!"
     [d] = e.decisions.recent()
     assert d.outcome == "fired" and "send_email" in d.reason
     assert [f.rule for f in exchange.faults] == ["t"]
 
 
-def test_response_stage_rule_without_the_tool_never_fires() -> None:
+@pytest.mark.parametrize("off_loop", [False, True])
+def test_response_stage_rule_without_the_tool_never_fires(off_loop: bool) -> None:
     e = engine({"name": "t", "match": {"tool": "send_*"}, "fault": {"type": "tag"}})
     exchange = ex()
     plan = e.plan(exchange, OpenAIFormat())
-    assert plan.edit_body(_calling("lookup"), {}) == _calling("lookup") and exchange.faults == []
+    assert _edit_body(plan, _calling("lookup"), off_loop) == _calling("lookup") and exchange.faults == []
     plan.finish()
 
 

@@ -126,4 +126,6 @@ def test_an_event_stream_without_boundaries_passes_untouched_and_is_not_buffered
     assert growth < 150 * MB, f"RSS grew {growth / MB:.0f} MB"
     assert ex.uninspected == "event_too_large" and "event_max_bytes" in ex.notes["uninspected"]
     assert ex.stream_complete is None  # unknown, not "cut": the end was never read
+    registry = proxy.addon.pipeline.exporters.metrics.registry
+    assert registry.get_sample_value("brownout_uninspected_total", {"reason": "event_too_large"}) == 1
     assert internal_errors(proxy) == {}
