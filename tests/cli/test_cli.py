@@ -53,6 +53,15 @@ def test_validate_bad_names_field_and_line(tmp_path: Path) -> None:
     assert f"{path}:5: rules[0].fault.status: Input should be greater than or equal to 400" in result.output
 
 
+@pytest.mark.parametrize("text", ["?\n", "- a\n- b\n", "hello\n", "1: x\n", "rules:\n  - ? \n    name: a\n"])
+def test_validate_odd_yaml_is_a_config_error_naming_the_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "chaos.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # not a traceback
+    assert result.output.startswith(f"brownout: {path}:"), result.output
+
+
 def test_validate_yaml_syntax_error(tmp_path: Path) -> None:
     path = tmp_path / "chaos.yaml"
     path.write_text("seed: 1\nrules: [\n")
