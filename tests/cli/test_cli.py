@@ -157,6 +157,15 @@ def test_exec_rejects_bad_config_before_running(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "YAML syntax error" in result.output
 
 
+@pytest.mark.parametrize("command", ["run", "exec"])
+def test_an_experiment_file_given_as_config_says_how_to_run_it(command: str) -> None:
+    exp = REPO / "examples" / "experiment" / "exp.yaml"
+    args = [command, "-c", str(exp), *(["--", "true"] if command == "exec" else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert f"is an experiment file (agent:, phases:): run it with `brownout experiment run {exp}`" in result.output
+
+
 def test_run_foreground_serves_and_stops_on_sigterm(confdir: Path, upstream: Any) -> None:
     port = free_port()
     proc = subprocess.Popen(
