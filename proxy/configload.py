@@ -74,6 +74,7 @@ def parse_config[M: pydantic.BaseModel](
     try:
         # compose once and build the data from the same tree, so lines and values agree
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        duplicates = _duplicate_keys(root, source)  # before construction merges `<<:` keys into the mappings
         data = _construct(root)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -92,6 +93,8 @@ def parse_config[M: pydantic.BaseModel](
         raise ConfigError(
             [ConfigProblem(source, line, "", f"the file must be a mapping of settings (`version: 1`, ...), not {kind}")]
         )
+    if duplicates:
+        raise ConfigError(duplicates)
     try:
         return model.model_validate(data if data is not None else {})
     except pydantic.ValidationError as e:
@@ -118,6 +121,34 @@ def _construct(root: yaml.Node | None) -> Any:
         return loader.construct_document(root)
     finally:
         loader.dispose()
+
+
+def _duplicate_keys(root: yaml.Node | None, source: str) -> list[ConfigProblem]:
+    """Keys written twice in one mapping: YAML keeps the last silently, so a second `rules:` would drop the first."""
+    problems: list[ConfigProblem] = []
+    seen: set[int] = set()  # each node once: aliases share nodes (and could nest exponentially)
+    todo: list[tuple[yaml.Node | None, list[str | int]]] = [(root, [])]
+    while todo:
+        node, path = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo += [(item, [*path, i]) for i, item in enumerate(node.value)]
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":  # `<<` merges, it is not a key
+                    line = key.start_mark.line + 1
+                    if (key.tag, key.value) in first:
+                        where = _format_path([*path, key.value])
+                        message = (
+                            f"written twice (first on line {first[key.tag, key.value]}); only the last would count"
+                        )
+                        problems.append(ConfigProblem(source, line, where, message))
+                    first.setdefault((key.tag, key.value), line)
+                    todo.append((value, [*path, key.value]))
+    return sorted(problems, key=lambda p: p.line or 0)
 
 
 def _problem(source: str, root: yaml.Node | None, err: Any) -> ConfigProblem:

@@ -153,3 +153,30 @@ def test_a_mapping_with_a_key_that_is_not_a_string_fails_validation_not_construc
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "rules:\n  - name: a\n    fault: {type: latency, delay_ms: 5}\nseed: 3\nrules: []\n",
+            "d.yaml:5: rules: written twice (first on line 1); only the last would count",
+        ),
+        (
+            "rules:\n  - name: a\n    fault: {type: latency, delay_ms: 5, 'delay_ms': 6}\n",
+            "d.yaml:3: rules[0].fault.delay_ms: written twice (first on line 3); only the last would count",
+        ),
+    ],
+)
+def test_a_key_written_twice_is_an_error(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="d.yaml")
+    assert str(info.value) == expected
+
+
+def test_aliases_and_merge_keys_are_not_duplicates() -> None:
+    text = "rules:\n  - name: a\n    fault: &slow {type: latency, delay_ms: 5}\n  - name: b\n    fault: *slow\n"
+    config = parse_config(text)
+    assert [r.fault.type for r in config.rules] == ["latency", "latency"]
+    merged = "rules:\n  - &base {name: a, fault: {type: latency, delay_ms: 5}}\n  - <<: *base\n    name: b\n"
+    assert [r.name for r in parse_config(merged).rules] == ["a", "b"]
