@@ -62,8 +62,23 @@ def _check_config(path: str | None) -> BrownoutConfig:
     try:
         config: BrownoutConfig = load_config(path)
     except ConfigError as e:
+        if _is_experiment_file(path):
+            _fail(f"{path} is an experiment file (agent:, phases:): run it with `brownout experiment run {path}`")
         _fail(str(e))
     return config
+
+
+def _is_experiment_file(path: str) -> bool:
+    from pathlib import Path
+
+    import yaml
+
+    from brownout.proxy.experiment.check import is_experiment
+
+    try:
+        return is_experiment(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
 
 
 def _listen(spec: str) -> tuple[str, int]:

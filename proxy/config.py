@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from mitmproxy.utils import human
-from pydantic import Field, PrivateAttr, ValidationInfo, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from brownout.core.config import Model
 from brownout.exporters.config import ExportersConfig, ListenConfig
@@ -159,6 +167,13 @@ class BrownoutConfig(Model):
     def _with_catalogue(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         # Plugins first: rules and invariants may use the types they add. The catalogue travels
         # in the validation context to every section, then stays with the config.
+        if isinstance(data, dict) and (bad := [key for key in data if not isinstance(key, str)]):
+            # pydantic hands a model with its own __init__ the mapping as keywords, which must be
+            # strings: a YAML null key (`?`) or number key is reported as a bad key instead of a TypeError
+            errors = [
+                {"type": "invalid_key", "loc": (key if type(key) is int else str(key),), "input": key} for key in bad
+            ]
+            raise ValidationError.from_exception_data(cls.__name__, errors)  # type: ignore[arg-type]
         context = info.context if isinstance(info.context, Mapping) else None
         if isinstance(data, dict) and (context is None or "catalogue" not in context):
             return cls.model_validate(data, context=catalogue_for(data.get("plugins")).validation_context())

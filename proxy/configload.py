@@ -74,6 +74,7 @@ def parse_config[M: pydantic.BaseModel](
     try:
         # compose once and build the data from the same tree, so lines and values agree
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        duplicates = _duplicate_keys(root, source)  # before construction merges `<<:` keys into the mappings
         data = _construct(root)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -86,6 +87,14 @@ def parse_config[M: pydantic.BaseModel](
         raise ConfigError(
             [ConfigProblem(source, None, "", "the config is empty; for a proxy that only observes, write `version: 1`")]
         )
+    if data is not None and not isinstance(data, dict):
+        line = root.start_mark.line + 1 if root is not None else None
+        kind = "a list" if isinstance(data, list) else f"the single value {data!r}"
+        raise ConfigError(
+            [ConfigProblem(source, line, "", f"the file must be a mapping of settings (`version: 1`, ...), not {kind}")]
+        )
+    if duplicates:
+        raise ConfigError(duplicates)
     try:
         return model.model_validate(data if data is not None else {})
     except pydantic.ValidationError as e:
@@ -114,10 +123,70 @@ def _construct(root: yaml.Node | None) -> Any:
         loader.dispose()
 
 
+def _duplicate_keys(root: yaml.Node | None, source: str) -> list[ConfigProblem]:
+    """Keys written twice in one mapping: YAML keeps the last silently, so a second `rules:` would drop the first."""
+    problems: list[ConfigProblem] = []
+    seen: set[int] = set()  # each node once: aliases share nodes (and could nest exponentially)
+    todo: list[tuple[yaml.Node | None, list[str | int]]] = [(root, [])]
+    while todo:
+        node, path = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo += [(item, [*path, i]) for i, item in enumerate(node.value)]
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":  # `<<` merges, it is not a key
+                    line = key.start_mark.line + 1
+                    if (key.tag, key.value) in first:
+                        where = _format_path([*path, key.value])
+                        message = (
+                            f"written twice (first on line {first[key.tag, key.value]}); only the last would count"
+                        )
+                        problems.append(ConfigProblem(source, line, where, message))
+                    first.setdefault((key.tag, key.value), line)
+                    todo.append((value, [*path, key.value]))
+    return sorted(problems, key=lambda p: p.line or 0)
+
+
 def _problem(source: str, root: yaml.Node | None, err: Any) -> ConfigProblem:
     loc: tuple[str | int, ...] = tuple(err.get("loc", ()))
+    if err.get("type") == "invalid_key" or loc[-1:] == ("[key]",):
+        # a key that is not a name (null, a number, a YAML 1.1 boolean such as `on`): pydantic's loc
+        # ends with the key itself (then "[key]" for a dict field); point at the key's own line
+        parent = loc[:-2] if loc[-1:] == ("[key]",) else loc[:-1]
+        line, shown = _locate(root, parent)
+        node = _node_at(root, shown)
+        line = _key_line(node, err.get("input")) or line
+        return ConfigProblem(source, line, _format_path(shown), _bad_key(err.get("input")))
     line, shown = _locate(root, loc)
     return ConfigProblem(source, line, _format_path(shown), err.get("msg", "invalid value"))
+
+
+def _bad_key(key: Any) -> str:
+    if key is None:
+        return "a key is empty (null): every key must be a name"
+    kind = "boolean" if isinstance(key, bool) else "number" if isinstance(key, int | float) else type(key).__name__
+    return f"key {key!r} is a {kind}, not a name; quote it if it is meant as one"
+
+
+def _node_at(root: yaml.Node | None, path: list[str | int]) -> yaml.Node | None:
+    node = root
+    for seg in path:
+        found = _child(node, seg) if node is not None else None
+        node = found[0] if found is not None else None
+    return node
+
+
+def _key_line(node: yaml.Node | None, key: Any) -> int | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            value = _construct(key_node) if isinstance(key_node, yaml.ScalarNode) else object()
+            if value == key and type(value) is type(key):  # 1 == True, yet they are different keys
+                return key_node.start_mark.line + 1
+    return None
 
 
 def _locate(root: yaml.Node | None, loc: tuple[str | int, ...]) -> tuple[int | None, list[str | int]]:

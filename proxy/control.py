@@ -132,7 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _authorized(self) -> bool:
         token = self.server.token
         if token is None:
-            self._send(403, {"error": "control API disabled: set control.token or the token_env variable"})
+            hint = f"start brownout with {self.server.token_env} (or control.token) set"
+            self._send(403, {"error": f"control API disabled: it has no token; {hint}"})
             return False
         got = self.headers.get("Authorization", "")
         scheme, _, value = got.partition(" ")
@@ -224,6 +225,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client must not block shutdown
     target: ControlTarget
     token: str | None
+    token_env: str
     on_error: Callable[[BaseException], None] | None
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -249,11 +251,13 @@ class ControlServer:
         *,
         listen: str = "127.0.0.1:9465",
         token: str | None = None,
+        token_env: str = "BROWNOUT_TOKEN",
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.host, self.port = parse_listen(listen)
         self.target = target
         self.token = token or None
+        self.token_env = token_env
         self.on_error = on_error
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -262,13 +266,15 @@ class ControlServer:
     def from_config(
         cls, config: ControlConfig, target: ControlTarget, *, environ: Mapping[str, str] | None = None, **kw: Any
     ) -> ControlServer:
-        return cls(target, listen=config.listen, token=config.resolve_token(environ), **kw)
+        token = config.resolve_token(environ)
+        return cls(target, listen=config.listen, token=token, token_env=config.token_env, **kw)
 
     def start(self) -> ControlServer:
         if self._server is not None:
             return self
         server = (_Server6 if ":" in self.host else _Server)((self.host, self.port), _Handler)
         server.target, server.token, server.on_error = self.target, self.token, self.on_error
+        server.token_env = self.token_env
         self._server = server
         self.port = server.server_address[1]
         # serve_forever notices a shutdown only between polls: the default 0.5 s would add that much to
@@ -278,7 +284,11 @@ class ControlServer:
         )
         self._thread.start()
         if self.token is None:
-            log.warning("control API on %s has no token: only /healthz answers", self.url)
+            log.warning(
+                "control API on %s has no token: only /healthz answers (set %s to use `brownout ctl`)",
+                self.url,
+                self.token_env,
+            )
         else:
             log.info("control API on %s", self.url)
         return self

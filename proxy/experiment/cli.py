@@ -63,6 +63,8 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
     for h in report["hypotheses"]:
         if h["ok"] is False:
             console.print(f"  [yellow]steady state deviated:[/] {escape(h['hypothesis'])} ({escape(h['scope'])})")
+    for line in baseline_failures(report):
+        console.print(f"  [yellow]baseline run failed:[/] {escape(line)}", soft_wrap=True)
     for svc in report.get("services", []):
         console.print(f"service {escape(svc['name'])}: {escape(outcome(svc))}; log {escape(str(out / svc['log']))}")
     if repro := report.get("reproducibility"):
@@ -75,6 +77,21 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
     if report.get("error"):
         console.print(f"[red]error:[/] {escape(report['error'])}")
     console.print(f"reports in {escape(str(out))}/ (report.json, junit.xml, report.md, report.html, manifest.json)")
+
+
+def baseline_failures(report: dict[str, Any], limit: int = 3) -> list[str]:
+    """Why baseline runs failed, once per distinct cause: with no fault injected, a failure is most
+    often the agent itself not running (a missing module, a wrong path), which the table cannot show."""
+    out: dict[tuple[str, str], str] = {}
+    for run in report.get("runs", []):
+        if run["label"] != report.get("baseline") or run["status"] == "passed":
+            continue
+        lines = [line.strip() for line in (run.get("stderr_tail") or "").splitlines() if line.strip()]
+        last = "".join(ch for ch in lines[-1] if ch.isprintable())[:200] if lines else ""
+        key = (run["reason"], last)
+        if key not in out:
+            out[key] = f"{run['run_id']} ({run['task']}): {run['reason']}" + (f"; stderr: {last}" if last else "")
+    return list(out.values())[:limit]
 
 
 @click.group("experiment")

@@ -53,6 +53,15 @@ def test_validate_bad_names_field_and_line(tmp_path: Path) -> None:
     assert f"{path}:5: rules[0].fault.status: Input should be greater than or equal to 400" in result.output
 
 
+@pytest.mark.parametrize("text", ["?\n", "- a\n- b\n", "hello\n", "1: x\n", "rules:\n  - ? \n    name: a\n"])
+def test_validate_odd_yaml_is_a_config_error_naming_the_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "chaos.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # not a traceback
+    assert result.output.startswith(f"brownout: {path}:"), result.output
+
+
 def test_validate_yaml_syntax_error(tmp_path: Path) -> None:
     path = tmp_path / "chaos.yaml"
     path.write_text("seed: 1\nrules: [\n")
@@ -146,6 +155,15 @@ def test_exec_rejects_bad_config_before_running(tmp_path: Path) -> None:
     bad.write_text("seed: [\n")
     result = CliRunner().invoke(main, ["exec", "-c", str(bad), "--", "true"])
     assert result.exit_code == 1 and "YAML syntax error" in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "exec"])
+def test_an_experiment_file_given_as_config_says_how_to_run_it(command: str) -> None:
+    exp = REPO / "examples" / "experiment" / "exp.yaml"
+    args = [command, "-c", str(exp), *(["--", "true"] if command == "exec" else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert f"is an experiment file (agent:, phases:): run it with `brownout experiment run {exp}`" in result.output
 
 
 def test_run_foreground_serves_and_stops_on_sigterm(confdir: Path, upstream: Any) -> None:

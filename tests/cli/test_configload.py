@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import ConfigError, load_config, parse_config
@@ -104,11 +104,79 @@ def test_yaml_syntax_error_has_a_line() -> None:
     assert message.startswith("s.yaml:4: YAML syntax error:"), message
 
 
-def test_not_a_mapping() -> None:
-    with pytest.raises(ConfigError, match=r"^l.yaml:1: Input should be a valid dictionary"):
-        parse_config("- 1\n- 2\n", source="l.yaml")
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- 1\n- 2\n", "l.yaml:1: the file must be a mapping of settings (`version: 1`, ...), not a list"),
+        (
+            "\n\nhello\n",
+            "l.yaml:3: the file must be a mapping of settings (`version: 1`, ...), not the single value 'hello'",
+        ),
+    ],
+)
+def test_not_a_mapping(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="l.yaml")
+    assert str(info.value) == expected
+
+
+NULL_KEY = "a key is empty (null): every key must be a name"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("?\n", f"k.yaml:1: {NULL_KEY}"),  # the whole file: a mapping with one null key
+        ("version: 1\n? \nseed: 2\n", f"k.yaml:2: {NULL_KEY}"),
+        ("version: 1\n1: x\n", "k.yaml:2: key 1 is a number, not a name; quote it if it is meant as one"),
+        ("on: 1\n", "k.yaml:1: key True is a boolean, not a name; quote it if it is meant as one"),
+        ("version: 1\nproxy:\n  ? \n", f"k.yaml:3: proxy: {NULL_KEY}"),
+        (
+            "rules:\n  - name: a\n    match: {1: x}\n    fault: {type: latency, delay_ms: 5}\n",
+            "k.yaml:3: rules[0].match: key 1 is a number, not a name; quote it if it is meant as one",
+        ),
+    ],
+)
+def test_a_key_that_is_not_a_name_is_a_config_error_at_its_line(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="k.yaml")
+    assert str(info.value) == expected
+
+
+def test_a_mapping_with_a_key_that_is_not_a_string_fails_validation_not_construction() -> None:
+    # BrownoutConfig has its own __init__, to which pydantic passes the mapping as keywords
+    with pytest.raises(ValidationError) as info:
+        BrownoutConfig.model_validate({None: 1, 2: 3, "seed": 1})
+    assert [(e["type"], e["loc"]) for e in info.value.errors()] == [("invalid_key", ("None",)), ("invalid_key", (2,))]
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "rules:\n  - name: a\n    fault: {type: latency, delay_ms: 5}\nseed: 3\nrules: []\n",
+            "d.yaml:5: rules: written twice (first on line 1); only the last would count",
+        ),
+        (
+            "rules:\n  - name: a\n    fault: {type: latency, delay_ms: 5, 'delay_ms': 6}\n",
+            "d.yaml:3: rules[0].fault.delay_ms: written twice (first on line 3); only the last would count",
+        ),
+    ],
+)
+def test_a_key_written_twice_is_an_error(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="d.yaml")
+    assert str(info.value) == expected
+
+
+def test_aliases_and_merge_keys_are_not_duplicates() -> None:
+    text = "rules:\n  - name: a\n    fault: &slow {type: latency, delay_ms: 5}\n  - name: b\n    fault: *slow\n"
+    config = parse_config(text)
+    assert [r.fault.type for r in config.rules] == ["latency", "latency"]
+    merged = "rules:\n  - &base {name: a, fault: {type: latency, delay_ms: 5}}\n  - <<: *base\n    name: b\n"
+    assert [r.name for r in parse_config(merged).rules] == ["a", "b"]

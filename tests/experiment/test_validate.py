@@ -88,3 +88,13 @@ def test_a_chaos_config_is_still_a_chaos_config(tmp_path: Path) -> None:
     assert code == 1 and f"{chaos}:5: rules[0].fault.after_events" in output
     chaos.write_text(CHAOS.replace("-1", "2"), encoding="utf-8")
     assert _validate(chaos) == (0, f"{chaos}: ok (1 rules, seed 0)\n")
+
+
+def test_keys_that_are_not_names_point_at_their_line(tmp_path: Path) -> None:
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("agent: {command: x}\n? \nphases:\n  - name: p\n    rules: [{? : 1}]\n", encoding="utf-8")
+    code, output = _validate(exp)
+    assert code == 1
+    lines = output.strip().removeprefix("brownout: ").splitlines()
+    assert f"{exp}:2: a key is empty (null): every key must be a name" in lines
+    assert f"{exp}:5: phases[0].rules[0]: a key is empty (null): every key must be a name" in lines

@@ -77,12 +77,15 @@ def test_auth_required_except_healthz(server: ControlServer) -> None:
     assert anon.get("/status", headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
 
 
-def test_without_a_token_only_healthz_answers(target: FakeTarget) -> None:
-    s = ControlServer(target, listen="127.0.0.1:0", token=None).start()
+def test_without_a_token_only_healthz_answers(target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING"):
+        s = ControlServer(target, listen="127.0.0.1:0", token=None, token_env="MY_TOKEN").start()
+    assert "set MY_TOKEN to use `brownout ctl`" in caplog.text  # says how to turn it on
     try:
         c = _client(s, "anything")
         assert c.get("/healthz").status_code == 200
-        assert c.post("/faults/pause").status_code == 403
+        denied = c.post("/faults/pause")
+        assert denied.status_code == 403 and "start brownout with MY_TOKEN" in denied.json()["error"]
         assert target.paused is False
     finally:
         s.stop()

@@ -90,6 +90,14 @@ def test_dockerfile_copies_existing_paths() -> None:
                 assert (ROOT / src).exists(), src
 
 
+def test_the_image_installs_runtime_dependencies_only() -> None:
+    # The lock also pins the test tools: in the image it may constrain versions, never be installed.
+    installs = [line for line in (DEPLOY / "Dockerfile").read_text().splitlines() if "pip install" in line]
+    assert installs
+    for line in installs:
+        assert not re.search(r"(^|\s)(-r|--requirement)[\s=]", line) and "[test]" not in line, line
+
+
 def test_kubernetes_manifests_parse_and_reference_what_exists() -> None:
     k8s = DEPLOY / "kubernetes"
     kustom = yaml.safe_load((k8s / "kustomization.yaml").read_text())

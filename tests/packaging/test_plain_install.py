@@ -8,14 +8,18 @@ commands a new user runs first.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import venv
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.cli.helpers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = "import httpx, os; print(httpx.get(os.environ['DEMO'] + '/tools/weather?city=Oslo').status_code)"
@@ -101,3 +105,28 @@ def test_help_demo_exec_and_an_experiment_work_after_a_plain_install(installed: 
         cwd=tmp_path,
     )
     assert exec_.returncode == 0 and exec_.stdout.startswith("http://127.0.0.1:"), exec_.stdout + exec_.stderr
+
+
+def test_run_proxies_after_a_plain_install(installed: Path, tmp_path: Path, upstream: Any) -> None:
+    env = _env(installed, tmp_path)
+    port = free_port()
+    free = ["--set", "brownout_metrics_listen=127.0.0.1:0", "--set", "brownout_control_listen=127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [str(installed / "brownout"), "run", "--listen", f"127.0.0.1:{port}", *free],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_port(port, proc)
+        fetch = f"import httpx; print(httpx.get('{upstream.url}/tools/weather?city=Oslo', proxy='http://127.0.0.1:{port}').json()['city'])"
+        got = _run([str(installed / "python"), "-c", fetch], env=env)
+        assert got.stdout.strip() == "Oslo", got.stderr
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and f"listening on http://127.0.0.1:{port}" in out + err, out + err
