@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 _DROPPED = SECRET_HEADERS | {"x-brownout-relay", "x-brownout-replay"}
 # Framing headers describe the bytes on the wire, not the body kept; replay frames its own.
 _FRAMING = frozenset({"content-length", "transfer-encoding", "content-encoding"})
+# Dropped from a body kept as sent (not decoded): its content-encoding still describes it.
+_WIRE_FRAMING = frozenset({"content-length", "transfer-encoding"})
 
 
 def mitm_headers(pairs: list[tuple[str, str]]) -> http.Headers:
@@ -42,15 +44,16 @@ def _headers(headers: http.Headers, drop: frozenset[str]) -> list[tuple[str, str
 class Capture:
     """One exchange being recorded; `recorded()` gives the cassette line once it is done."""
 
-    def __init__(self, flow: http.HTTPFlow, session: str, max_body_bytes: int) -> None:
+    def __init__(self, flow: http.HTTPFlow, session: str, max_body_bytes: int, body: bytes | None) -> None:
+        """`body`: the request body the proxy decoded under its cap; None when it did not (too large
+        once decoded, or undecodable), and then the bytes are kept as sent, with their content-encoding."""
         req = flow.request
         self.max_body = max_body_bytes
         self.t0 = time.time()
-        try:
-            body = req.get_content(strict=False) or b""
+        if body is not None:
             drop = _DROPPED | _FRAMING
-        except ValueError:  # an encoding we cannot decode: keep the bytes and say how they are encoded
-            body, drop = req.raw_content or b"", _DROPPED | {"content-length", "transfer-encoding"}
+        else:
+            body, drop = req.raw_content or b"", _DROPPED | _WIRE_FRAMING
         self.rec = Recorded(
             session=session,
             seq=0,
@@ -65,6 +68,7 @@ class Capture:
         self._framer: Framer | None = None
         self._decode: Decoder | None = None
         self._raw_chunks = False
+        self._sent_headers: list[tuple[str, str]] = []
 
     def response_head(self, flow: http.HTTPFlow) -> None:
         resp = flow.response
@@ -77,8 +81,9 @@ class Capture:
             # Kept decoded (readable, diffable); a body brownout cannot decode is kept as sent.
             self._decode = decoder_for(encoding)
             self._raw_chunks = self._decode is None
-        drop = _DROPPED | ({"content-length", "transfer-encoding"} if self._raw_chunks else _FRAMING)
-        rec.response_headers = _headers(resp.headers, drop)
+        # Both ways: a buffered body the proxy did not decode is kept as sent, with its content-encoding.
+        self._sent_headers = _headers(resp.headers, _DROPPED | _WIRE_FRAMING)
+        rec.response_headers = self._sent_headers if self._raw_chunks else _headers(resp.headers, _DROPPED | _FRAMING)
         if encoding and not self._raw_chunks:
             rec.decoded = encoding
 
@@ -132,14 +137,15 @@ class Capture:
         self._size += len(data)
         events.append(Event(t, data))
 
-    def body(self, flow: http.HTTPFlow) -> None:
-        """A buffered response body, decoded."""
+    def body(self, flow: http.HTTPFlow, decoded: bytes | None) -> None:
+        """A buffered response body as the proxy decoded it under its cap; None when it did not (too
+        large once decoded, or undecodable): then it is kept as sent, with its content-encoding."""
         resp = flow.response
         assert resp is not None
-        try:
-            body = resp.get_content(strict=False) or b""
-        except ValueError:
+        body = decoded
+        if body is None:
             body = resp.raw_content or b""
+            self.rec.response_headers, self.rec.decoded = self._sent_headers, None
         self.rec.truncated = self.rec.truncated or len(body) > self.max_body
         self.rec.body = body[: self.max_body]
 
