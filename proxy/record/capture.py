@@ -18,7 +18,7 @@ from brownout.core.guard import Guard
 from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.proxy.flowmodel import SECRET_HEADERS, redact_query
-from brownout.proxy.record.cassette import Event, Recorded
+from brownout.proxy.record.cassette import EVENT_OVERHEAD, Event, Recorded
 
 __all__ = ["Capture", "RecordingTap", "mitm_headers"]
 
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _DROPPED = SECRET_HEADERS | {"x-brownout-relay", "x-brownout-replay"}
 # Framing headers describe the bytes on the wire, not the body kept; replay frames its own.
 _FRAMING = frozenset({"content-length", "transfer-encoding", "content-encoding"})
+_FRAME_SLICE = 1 << 16  # decoded bytes framed at a time: a chunk of tiny events never becomes a huge list
 # Dropped from a body kept as sent (not decoded): its content-encoding still describes it.
 _WIRE_FRAMING = frozenset({"content-length", "transfer-encoding"})
 
@@ -95,6 +96,9 @@ class Capture:
         """A streamed chunk as upstream sent it; b"" ends the body."""
         events = self.rec.events
         assert events is not None
+        if self.rec.truncated:  # nothing more is kept: neither decoded nor framed
+            self._decode = self._framer = None
+            return
         t = time.time() - self.t0
         if not data:
             if self._framer is not None and (tail := self._framer.pending()):
@@ -113,8 +117,14 @@ class Capture:
         if self._framer is None:
             self._add(events, t, data)
             return
-        for ev in self._framer.feed(data):
-            self._add(events, t, ev.raw)
+        for i in range(0, len(data), _FRAME_SLICE):  # a bounded list of events at a time
+            for ev in self._framer.feed(data[i : i + _FRAME_SLICE]):
+                self._add(events, t, ev.raw)
+            if self.rec.truncated or self._framer.pending_size > self.max_body - self._size:
+                # Kept cut; an event longer than what is left to keep is never buffered whole.
+                self.rec.truncated = True
+                self._decode = self._framer = None
+                return
 
     def _decoded(self, data: bytes) -> bytes:
         """A chunk decoded in bounded slices, never past what the cassette keeps (a bomb stops there)."""
@@ -131,10 +141,11 @@ class Capture:
     def _add(self, events: list[Event], t: float, data: bytes) -> None:
         if self.rec.truncated:
             return
-        if self._size + len(data) > self.max_body:
+        cost = len(data) + EVENT_OVERHEAD  # many tiny events cost far more than their bytes
+        if self._size + cost > self.max_body:
             self.rec.truncated = True
             return
-        self._size += len(data)
+        self._size += cost
         events.append(Event(t, data))
 
     def body(self, flow: http.HTTPFlow, decoded: bytes | None) -> None:

@@ -1,21 +1,25 @@
-"""Recording and replay under compression bombs: bounded memory, nobody else waits.
+"""Recording and replay under compression bombs and huge streams: bounded memory, nobody else waits.
 
 The recorder and the replay matcher read the bodies the proxy already decoded under
 `proxy.buffer_max_bytes`; a body past that cap is kept in the cassette as it was sent (still
-compressed, its content-encoding kept), never inflated.
+compressed, its content-encoding kept), never inflated. A recorded stream holds at most what the
+cassette keeps (`record.max_body_bytes`), whatever its event boundaries.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.record.support import load, player, recorder
-from tests.reliability.badinput import JSON_CT, internal_errors
-from tests.reliability.rawupstream import fixed, gzip_bytes, http_response
+from tests.reliability.badinput import JSON_CT, SSE_CT, internal_errors
+from tests.reliability.probes import OtherClient, RssPeak
+from tests.reliability.rawupstream import RawRequest, RawUpstream, fixed, gzip_bytes, http_response
 from tests.reliability.test_bombs import assert_nobody_suffered, bomb, run, upstream
 
 MB = 1 << 20
@@ -96,4 +100,57 @@ def test_a_request_bomb_is_recorded_and_matched_as_sent(brownout_proxy, tmp_path
         assert rec.request_body == wire and ("content-encoding", "gzip") in rec.request_headers
     else:
         assert proxy.addon.tape.counts["passthrough"] >= 1
+    assert internal_errors(proxy) == {}
+
+
+@pytest.mark.timeout(120)
+def test_recording_a_streamed_bomb_stops_inflating_at_what_is_kept(brownout_proxy, tmp_path):
+    cassettes = tmp_path / "cassettes"
+    proxy = recorder(brownout_proxy, cassettes, CONFIG)
+    wire = bomb(b"data: {}\n\n")
+    up = upstream(fixed(http_response(200, [*SSE_CT, ("content-encoding", "gzip")], wire, length=False)))
+    with up.running():
+        _, raw, rss, other, quiet_s = run(proxy, up, json={"model": "gpt-4o-mini", "messages": [], "stream": True})
+    assert raw == wire
+    assert_nobody_suffered(rss, other, quiet_s)
+    rec = the_case(proxy, cassettes)
+    assert rec.truncated and rec.decoded == "gzip" and rec.held_bytes <= MB
+    assert internal_errors(proxy) == {}
+
+
+async def endless_event(req: RawRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """96 MB of one SSE event that never ends, sent in 64 KB chunks (never held whole here)."""
+    if req.path == "/ping":
+        writer.write(http_response(200, JSON_CT, b'{"pong": true}'))
+        await writer.drain()
+        return True
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    piece = b"x" * (64 << 10)
+    writer.write(b"%x\r\ndata: \r\n" % 6)
+    for _ in range(96 * 16):
+        writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return False
+
+
+@pytest.mark.timeout(120)
+def test_recording_a_stream_without_event_boundaries_buffers_no_more_than_it_keeps(brownout_proxy, tmp_path):
+    cassettes = tmp_path / "cassettes"
+    proxy = recorder(brownout_proxy, cassettes, CONFIG)
+    up = RawUpstream(endless_event)
+    with (
+        up.running(),
+        OtherClient(proxy, up.url + "/ping") as other,
+        RssPeak() as rss,
+        httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=60) as client,
+        client.stream("POST", up.url + CHAT, json={"model": "gpt-4o-mini", "messages": [], "stream": True}) as r,
+    ):
+        received = sum(len(piece) for piece in r.iter_raw())  # counted, not kept
+    assert received == 6 + 96 * MB
+    assert rss.growth < 48 * MB, f"RSS grew {rss.growth / MB:.0f} MB"
+    assert other.answered > 0 and not other.failures, other.failures
+    rec = the_case(proxy, cassettes)
+    assert rec.truncated and rec.events == []
     assert internal_errors(proxy) == {}
