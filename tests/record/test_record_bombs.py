@@ -55,6 +55,14 @@ def test_recording_a_response_bomb_keeps_it_as_sent(brownout_proxy, tmp_path):
     assert rec.body == wire and not rec.truncated and rec.decoded is None
     assert ("content-encoding", "gzip") in rec.response_headers
     assert internal_errors(proxy) == {}
+    # Replayed as it was sent: the same compressed bytes, still labelled gzip (the upstream is gone).
+    replayer = player(brownout_proxy, cassettes, CONFIG)
+    with (
+        httpx.Client(proxy=replayer.proxy_url(), trust_env=False, timeout=30) as client,
+        client.stream("POST", up.url + CHAT, json={"model": "gpt-4o-mini", "messages": []}) as again,
+    ):
+        assert b"".join(again.iter_raw()) == wire and again.headers["content-encoding"] == "gzip"
+    assert replayer.addon.tape.counts["hit"] == 1 and internal_errors(replayer) == {}
 
 
 @pytest.mark.timeout(60)
