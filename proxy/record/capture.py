@@ -114,6 +114,11 @@ class Capture:
                 return
             if not data:
                 return
+            if self._framer is not None and len(data) > _FRAME_SLICE:
+                # A chunk that inflates this far (a bomb, or a burst) would be framed event by event
+                # in this one call, holding up every other flow: from here on the stream is kept as
+                # decoded chunks (same bytes, same timing; `cassette inspect` frames them again).
+                data, self._framer = self._framer.take_pending() + data, None
         if self._framer is None:
             self._add(events, t, data)
             return

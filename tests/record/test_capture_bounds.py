@@ -86,3 +86,33 @@ def test_a_stream_under_the_cap_is_kept_whole() -> None:
     events = cap.rec.events or []
     assert not cap.rec.truncated and len(events) == 200
     assert b"".join(e.data for e in events) == stream
+
+
+def test_a_chunk_that_inflates_far_is_kept_decoded_not_framed_event_by_event() -> None:
+    cap = capture("gzip")
+    cap.max_body = 4 << 20
+    plain = b"data: {}\n\n" * (1 << 20)  # 10 MB of events in about 20 KB
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    wire = c.compress(plain) + c.flush()
+    calls = 0
+    for i in range(0, len(wire), 4096):
+        cap.feed(wire[i : i + 4096])
+        calls += 1
+    cap.feed(b"")
+    events = cap.rec.events or []
+    # Framing a chunk's millions of events in one call would hold the loop for seconds.
+    assert cap.rec.truncated and 0 < len(events) <= calls
+    kept = b"".join(e.data for e in events)
+    assert kept == plain[: len(kept)] and held(cap) <= cap.max_body
+
+
+def test_a_compressed_stream_flushed_per_event_is_kept_event_by_event() -> None:
+    cap = capture("gzip")
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    stream = [b'data: {"n": %d}\n\n' % i for i in range(200)]
+    for event in stream:
+        cap.feed(c.compress(event) + c.flush(zlib.Z_SYNC_FLUSH))
+    cap.feed(c.flush())
+    cap.feed(b"")
+    assert not cap.rec.truncated and cap.rec.decoded == "gzip"
+    assert [e.data for e in cap.rec.events or []] == stream
