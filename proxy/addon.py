@@ -130,7 +130,7 @@ class Brownout(Lifecycle, ResponseHooks):
         self._states[flow.id] = state
         plan = state.plan
         if plan is None:
-            self.tape.on_request(flow, state)
+            self.tape.on_request(flow, state, body)
             return
         action = await self.guard.acall("engine", plan.before_upstream)
         if isinstance(action, Respond):
@@ -143,9 +143,12 @@ class Brownout(Lifecycle, ResponseHooks):
             if plan.edits_request() and isinstance(body, bodies.Uninspected):
                 self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
             elif plan.edits_request():
-                self.guard.call("engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url)
+                sent = self.guard.call(
+                    "engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url
+                )
+                body = body if sent is None else sent  # what the request now carries: recorded as such
             state.timing = self.guard.call("engine", plan.stream_timing)
-            if self.tape.on_request(flow, state):  # answered from a cassette, or a replay miss
+            if self.tape.on_request(flow, state, body):  # answered from a cassette, or a replay miss
                 return
             timing = state.timing
             if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:

@@ -124,19 +124,21 @@ def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guar
     return token
 
 
-def edit_request(flow: http.HTTPFlow, plan: Plan, body: bytes) -> None:
+def edit_request(flow: http.HTTPFlow, plan: Plan, body: bytes) -> bytes:
     """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length.
 
-    `body` is the request body as the proxy decoded it, under its cap (never decoded again here)."""
+    `body` is the request body as the proxy decoded it, under its cap (never decoded again here).
+    Returns the decoded body the request now carries."""
     req = flow.request
     if req.stream:  # over proxy.buffer_max_bytes: it streams through unread
-        return
+        return body
     before = {k.lower(): v for k, v in req.headers.items()}
     headers = dict(before)
     edited = plan.edit_request(body, headers)
     if edited != body:
         req.content = edited
     sync_headers(req, before, headers)
+    return edited
 
 
 def sync_headers(resp: http.Message, before: dict[str, str], after: dict[str, str]) -> None:

@@ -95,15 +95,18 @@ class ResponseHooks:
             ex.response_headers = flowmodel.response_headers(flow)
             ex.content_type = resp.headers.get("content-type", "")
         if not ex.streamed:
-            self.tape.on_response(flow, state)  # the body as upstream sent it, before body faults
-            await self._finish_buffered(flow, state)
+            body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)
+            self.tape.on_response(flow, state, body)  # the body as upstream sent it, before body faults
+            await self._finish_buffered(flow, state, body)
         ex.timings.end = resp.timestamp_end or time.time()
         self._close(state)
 
-    async def _finish_buffered(self, flow: http.HTTPFlow, state: FlowState) -> None:
+    async def _finish_buffered(
+        self, flow: http.HTTPFlow, state: FlowState, body: bytes | bodies.Uninspected | None
+    ) -> None:
+        """`body`: the response body decoded under the cap, or why it was not."""
         ex, resp = state.exchange, flow.response
         assert resp is not None
-        body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)
         if isinstance(body, bodies.Uninspected):
             e = body  # too large once decoded, or undecodable: the body passes through untouched, unread
             ex.response_bytes = len(resp.raw_content or b"")

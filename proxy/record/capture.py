@@ -18,7 +18,7 @@ from brownout.core.guard import Guard
 from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.proxy.flowmodel import SECRET_HEADERS, redact_query
-from brownout.proxy.record.cassette import Event, Recorded
+from brownout.proxy.record.cassette import EVENT_OVERHEAD, Event, Recorded
 
 __all__ = ["Capture", "RecordingTap", "mitm_headers"]
 
@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 _DROPPED = SECRET_HEADERS | {"x-brownout-relay", "x-brownout-replay"}
 # Framing headers describe the bytes on the wire, not the body kept; replay frames its own.
 _FRAMING = frozenset({"content-length", "transfer-encoding", "content-encoding"})
+_FRAME_SLICE = 1 << 16  # decoded bytes framed at a time: a chunk of tiny events never becomes a huge list
+# Dropped from a body kept as sent (not decoded): its content-encoding still describes it.
+_WIRE_FRAMING = frozenset({"content-length", "transfer-encoding"})
 
 
 def mitm_headers(pairs: list[tuple[str, str]]) -> http.Headers:
@@ -42,15 +45,16 @@ def _headers(headers: http.Headers, drop: frozenset[str]) -> list[tuple[str, str
 class Capture:
     """One exchange being recorded; `recorded()` gives the cassette line once it is done."""
 
-    def __init__(self, flow: http.HTTPFlow, session: str, max_body_bytes: int) -> None:
+    def __init__(self, flow: http.HTTPFlow, session: str, max_body_bytes: int, body: bytes | None) -> None:
+        """`body`: the request body the proxy decoded under its cap; None when it did not (too large
+        once decoded, or undecodable), and then the bytes are kept as sent, with their content-encoding."""
         req = flow.request
         self.max_body = max_body_bytes
         self.t0 = time.time()
-        try:
-            body = req.get_content(strict=False) or b""
+        if body is not None:
             drop = _DROPPED | _FRAMING
-        except ValueError:  # an encoding we cannot decode: keep the bytes and say how they are encoded
-            body, drop = req.raw_content or b"", _DROPPED | {"content-length", "transfer-encoding"}
+        else:
+            body, drop = req.raw_content or b"", _DROPPED | _WIRE_FRAMING
         self.rec = Recorded(
             session=session,
             seq=0,
@@ -65,6 +69,7 @@ class Capture:
         self._framer: Framer | None = None
         self._decode: Decoder | None = None
         self._raw_chunks = False
+        self._sent_headers: list[tuple[str, str]] = []
 
     def response_head(self, flow: http.HTTPFlow) -> None:
         resp = flow.response
@@ -77,8 +82,9 @@ class Capture:
             # Kept decoded (readable, diffable); a body brownout cannot decode is kept as sent.
             self._decode = decoder_for(encoding)
             self._raw_chunks = self._decode is None
-        drop = _DROPPED | ({"content-length", "transfer-encoding"} if self._raw_chunks else _FRAMING)
-        rec.response_headers = _headers(resp.headers, drop)
+        # Both ways: a buffered body the proxy did not decode is kept as sent, with its content-encoding.
+        self._sent_headers = _headers(resp.headers, _DROPPED | _WIRE_FRAMING)
+        rec.response_headers = self._sent_headers if self._raw_chunks else _headers(resp.headers, _DROPPED | _FRAMING)
         if encoding and not self._raw_chunks:
             rec.decoded = encoding
 
@@ -90,6 +96,9 @@ class Capture:
         """A streamed chunk as upstream sent it; b"" ends the body."""
         events = self.rec.events
         assert events is not None
+        if self.rec.truncated:  # nothing more is kept: neither decoded nor framed
+            self._decode = self._framer = None
+            return
         t = time.time() - self.t0
         if not data:
             if self._framer is not None and (tail := self._framer.pending()):
@@ -105,11 +114,22 @@ class Capture:
                 return
             if not data:
                 return
+            if self._framer is not None and len(data) > _FRAME_SLICE:
+                # A chunk that inflates this far (a bomb, or a burst) would be framed event by event
+                # in this one call, holding up every other flow: from here on the stream is kept as
+                # decoded chunks (same bytes, same timing; `cassette inspect` frames them again).
+                data, self._framer = self._framer.take_pending() + data, None
         if self._framer is None:
             self._add(events, t, data)
             return
-        for ev in self._framer.feed(data):
-            self._add(events, t, ev.raw)
+        for i in range(0, len(data), _FRAME_SLICE):  # a bounded list of events at a time
+            for ev in self._framer.feed(data[i : i + _FRAME_SLICE]):
+                self._add(events, t, ev.raw)
+            if self.rec.truncated or self._framer.pending_size > self.max_body - self._size:
+                # Kept cut; an event longer than what is left to keep is never buffered whole.
+                self.rec.truncated = True
+                self._decode = self._framer = None
+                return
 
     def _decoded(self, data: bytes) -> bytes:
         """A chunk decoded in bounded slices, never past what the cassette keeps (a bomb stops there)."""
@@ -126,20 +146,22 @@ class Capture:
     def _add(self, events: list[Event], t: float, data: bytes) -> None:
         if self.rec.truncated:
             return
-        if self._size + len(data) > self.max_body:
+        cost = len(data) + EVENT_OVERHEAD  # many tiny events cost far more than their bytes
+        if self._size + cost > self.max_body:
             self.rec.truncated = True
             return
-        self._size += len(data)
+        self._size += cost
         events.append(Event(t, data))
 
-    def body(self, flow: http.HTTPFlow) -> None:
-        """A buffered response body, decoded."""
+    def body(self, flow: http.HTTPFlow, decoded: bytes | None) -> None:
+        """A buffered response body as the proxy decoded it under its cap; None when it did not (too
+        large once decoded, or undecodable): then it is kept as sent, with its content-encoding."""
         resp = flow.response
         assert resp is not None
-        try:
-            body = resp.get_content(strict=False) or b""
-        except ValueError:
+        body = decoded
+        if body is None:
             body = resp.raw_content or b""
+            self.rec.response_headers, self.rec.decoded = self._sent_headers, None
         self.rec.truncated = self.rec.truncated or len(body) > self.max_body
         self.rec.body = body[: self.max_body]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "EVENT_OVERHEAD",
     "FORMAT",
     "SUFFIX",
     "VERSION",
@@ -76,6 +77,11 @@ def header(session: str, created: str, version: str) -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "session": session, "created": created, "brownout": version}
 
 
+# What holding one recorded event costs besides its bytes (the object, its bytes header, the list
+# slot): a stream of tiny events is bounded by what it costs, not by its bytes alone.
+EVENT_OVERHEAD = 96
+
+
 @dataclass(slots=True)
 class Event:
     """One SSE event, NDJSON line or body chunk, and when it arrived."""
@@ -119,6 +125,12 @@ class Recorded:
         if self.events is not None:
             return sum(len(e.data) for e in self.events)
         return len(self.body or b"")
+
+    @property
+    def held_bytes(self) -> int:
+        """Memory the recorded bodies hold, about: their bytes plus each event's overhead."""
+        events = len(self.events) * EVENT_OVERHEAD if self.events is not None else 0
+        return len(self.request_body) + self.body_size + events
 
     def to_dict(self) -> dict[str, Any]:
         response: dict[str, Any] | None = None

@@ -19,7 +19,10 @@ class RecordConfig(Model):
         None, description="Directory for the cassettes, one JSON Lines file per session; unset: no recording."
     )
     max_body_bytes: int = Field(
-        33_554_432, ge=0, description="Body bytes kept per response (and request); a longer one is kept cut, marked."
+        33_554_432,
+        ge=0,
+        description="Body bytes kept per response (and request); a longer one is kept cut, marked. Each streamed "
+        "event counts 96 bytes more (what holding it costs).",
     )
     max_pending_bytes: int = Field(
         67_108_864,

@@ -22,6 +22,7 @@ from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
 from brownout.faults.base import StreamTiming
 from brownout.proxy import effects, flowmodel
+from brownout.proxy.bodies import Uninspected
 from brownout.proxy.record.capture import Capture, RecordingTap, mitm_headers
 from brownout.proxy.record.cassette import read_dir
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
@@ -108,16 +109,20 @@ class Tape:
 
     # --- hooks -----------------------------------------------------------------------
 
-    def on_request(self, flow: http.HTTPFlow, state: FlowState) -> bool:
-        """The request goes upstream unless replay takes it: True when it did (answered or routed)."""
+    def on_request(self, flow: http.HTTPFlow, state: FlowState, body: bytes | Uninspected) -> bool:
+        """The request goes upstream unless replay takes it: True when it did (answered or routed).
+
+        `body` is the request body as the proxy decoded it under its cap (or why it did not): never
+        decoded again here, so a client's compression bomb is matched and recorded as it was sent."""
         if not self.active:
             return False
         taken = False
+        plain = body if isinstance(body, bytes) else None
         if self.index is not None:
-            taken = bool(self.guard.call("replay", self._replay, flow, state, context=flow.request.pretty_url))
+            taken = bool(self.guard.call("replay", self._replay, flow, state, plain, context=flow.request.pretty_url))
         if not taken and self.writer is not None:
             capture = self.guard.call(
-                "record", Capture, flow, state.exchange.session, self.record.max_body_bytes, context="request"
+                "record", Capture, flow, state.exchange.session, self.record.max_body_bytes, plain, context="request"
             )
             if capture is not None:
                 state.extra[_CAPTURE] = capture
@@ -135,10 +140,12 @@ class Tape:
         capture.start_stream(content_type)
         return RecordingTap(capture, tap, self.guard)
 
-    def on_response(self, flow: http.HTTPFlow, state: FlowState) -> None:
+    def on_response(self, flow: http.HTTPFlow, state: FlowState, body: bytes | Uninspected | None) -> None:
+        """A buffered response, with its body as the proxy decoded it under its cap (or why it did not)."""
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is not None and capture.rec.status is not None and capture.rec.events is None:
-            self.guard.call("record", capture.body, flow, context="response body")
+            plain = body if isinstance(body, bytes) else None
+            self.guard.call("record", capture.body, flow, plain, context="response body")
 
     def on_error(self, flow: http.HTTPFlow, state: FlowState) -> None:
         capture: Capture | None = state.extra.get(_CAPTURE)
@@ -167,10 +174,12 @@ class Tape:
 
     # --- replay ----------------------------------------------------------------------
 
-    def _replay(self, flow: http.HTTPFlow, state: FlowState) -> bool:
+    def _replay(self, flow: http.HTTPFlow, state: FlowState, body: bytes | None) -> bool:
         assert self.index is not None
         ex = state.exchange
-        info = flowmodel.request_info(flow, _lower(flow.request.headers), _body(flow))
+        if body is None:  # not decoded (too large once decoded, or undecodable): matched as sent
+            body = flow.request.raw_content or b""
+        info = flowmodel.request_info(flow, _lower(flow.request.headers), body)
         key, normalised = self.index.key(info)
         match = self.index.take(ex.session, key)
         if match is None:
@@ -229,10 +238,3 @@ class Tape:
 
 def _lower(headers: http.Headers) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items(multi=True)}
-
-
-def _body(flow: http.HTTPFlow) -> bytes:
-    try:
-        return flow.request.get_content(strict=False) or b""
-    except ValueError:
-        return flow.request.raw_content or b""

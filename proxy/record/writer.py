@@ -65,7 +65,7 @@ class CassetteWriter:
 
     def put(self, rec: Recorded) -> bool:
         """Queue one exchange; False (counted as dropped) when the queue holds too many bytes or is closed."""
-        size = len(rec.request_body) + rec.body_size + 1024
+        size = rec.held_bytes + 1024
         with self._lock:
             if self._closed or self._pending + size > self.max_pending:
                 self.dropped += 1

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from brownout.proxy.record.cassette import (
+    EVENT_OVERHEAD,
     VERSION,
     CassetteError,
     Event,
@@ -92,6 +93,15 @@ def test_the_queue_is_bounded_and_what_it_drops_is_counted(tmp_path: Path) -> No
     assert writer.put(rec()) is False  # closed: counted, never blocks
     assert writer.written == 1 and writer.dropped == 2
     assert sum(w for w, _ in counts) == 1 and sum(d for _, d in counts) == 2
+
+
+def test_the_queue_counts_what_holding_many_tiny_events_costs(tmp_path: Path) -> None:
+    writer = CassetteWriter(tmp_path, max_pending_bytes=20_000)
+    tiny = rec(events=[Event(0.0, b"x\n\n") for _ in range(500)])  # 1.5 KB of bytes, about 50 KB held
+    assert tiny.body_size == 1500 and tiny.held_bytes > 500 * EVENT_OVERHEAD
+    assert writer.put(tiny) is False
+    writer.close()
+    assert writer.dropped == 1
 
 
 def test_many_sessions_stay_correct_past_the_open_file_limit(tmp_path: Path) -> None:
