@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,25 @@ def gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(times)]
 
 
+def closest(replay: Callable[[], list[float]], expected: list[float], attempts: int = 3) -> list[float]:
+    """How far each replayed gap is from `expected`, in the closest of a few replays.
+
+    A busy machine can only delay an event, stretching one gap and squeezing the next; a replay that
+    ignores the recorded timing (even spacing, no pauses) is off by far more than the tolerance in
+    every attempt, so the best attempt still tells the two apart.
+    """
+    best: list[float] | None = None
+    for _ in range(attempts):
+        got = gaps(replay())
+        off = [round(abs(a - b), 4) for a, b in zip(got, expected, strict=True)]
+        if best is None or max(off) < max(best):
+            best = off
+        if max(best) <= TOLERANCE_S:
+            break
+    assert best is not None
+    return best
+
+
 def test_replayed_sse_keeps_the_recorded_gaps_and_speed_scales_them(
     brownout_proxy, openai_client, tmp_path: Path
 ) -> None:
@@ -71,19 +91,15 @@ def test_replayed_sse_keeps_the_recorded_gaps_and_speed_scales_them(
     for got, expected in zip(recorded_gaps, DELAYS[1:], strict=True):
         assert abs(got - expected) < 0.05, (recorded_gaps, DELAYS)  # the cassette holds upstream's timing
 
-    play = player(brownout_proxy, cassettes)
-    client = openai_client(play, url, session="timing")
-    text, times = arrivals(client)
-    assert text == live_text
-    replay_gaps = gaps(times)
-    assert len(replay_gaps) == len(recorded_gaps)
-    off = [round(abs(a - b), 4) for a, b in zip(replay_gaps, recorded_gaps, strict=True)]
-    assert max(off) <= TOLERANCE_S, f"replayed gaps {replay_gaps} vs recorded {recorded_gaps}"
+    def replay(speed: float = 1.0) -> list[float]:  # a fresh player each time: one recording, one answer
+        return arrivals(openai_client(player(brownout_proxy, cassettes, speed=speed), url, session="timing"))[1]
 
-    fast = player(brownout_proxy, cassettes, speed=2.0)
-    _, times = arrivals(openai_client(fast, url, session="timing"))
-    off = [round(abs(a - b / 2), 4) for a, b in zip(gaps(times), recorded_gaps, strict=True)]
-    assert max(off) <= TOLERANCE_S, f"at speed 2: {gaps(times)} vs half of {recorded_gaps}"
+    text, times = arrivals(openai_client(player(brownout_proxy, cassettes), url, session="timing"))
+    assert text == live_text and len(gaps(times)) == len(recorded_gaps)
+    off = closest(replay, recorded_gaps)
+    assert max(off) <= TOLERANCE_S, f"replayed gaps off by {off} from recorded {recorded_gaps}"
+    off = closest(lambda: replay(2.0), [g / 2 for g in recorded_gaps])
+    assert max(off) <= TOLERANCE_S, f"at speed 2: gaps off by {off} from half of {recorded_gaps}"
 
     instant = player(brownout_proxy, cassettes, speed=0)
     _, times = arrivals(openai_client(instant, url, session="timing"))
