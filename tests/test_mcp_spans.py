@@ -56,7 +56,8 @@ def test_jsonrpc_error_is_its_code(otel) -> None:
     assert span.attributes["rpc.response.status_code"] == "-32602"
     assert span.attributes["jsonrpc.request.id"] == "r-1"
     assert span.attributes["mcp.session.id"] == "sess-9"
-    assert span.status.status_code is StatusCode.ERROR
+    # The status description is the JSON-RPC error's message.
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, "Unknown tool")
 
 
 def test_tool_result_with_is_error_is_tool_error(otel) -> None:
@@ -65,6 +66,7 @@ def test_tool_result_with_is_error_is_tool_error(otel) -> None:
     span = _span(otel, _exchange(request, reply))
     assert span.attributes["error.type"] == "tool_error"
     assert "rpc.response.status_code" not in span.attributes
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, "tool_error")
     assert (span.attributes["gen_ai.operation.name"], span.attributes["gen_ai.tool.name"]) == (
         "execute_tool",
         "get_weather",
