@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 ERROR_SEVERITIES = frozenset({"error", "critical"})
 _PROPAGATOR = TraceContextTextMapPropagator()
+_MAX_STATUS_CHARS = 1024  # a server's error message, kept short on the span
 
 
 class ViolationLike(Protocol):
@@ -75,6 +76,7 @@ class ExchangeSpan:
     end_ns: int
     failed: bool  # the exchange itself failed: 5xx, connection error, provider error
     ended: bool = field(default=False)
+    status_message: str | None = field(default=None)  # the ERROR status's description, when not error.type
 
     def add_event(self, name: str, attributes: dict[str, Any]) -> None:
         """An event at the exchange's end, e.g. an invariant saying what it could not check."""
@@ -169,6 +171,7 @@ class SpanBuilder:
             start_ns=start_ns,
             end_ns=end_ns,
             failed=_failed(exchange),
+            status_message=_status_message(exchange),
         )
 
     def finish(self, exchange_span: ExchangeSpan, violations: Iterable[ViolationLike] = ()) -> None:
@@ -191,7 +194,8 @@ class SpanBuilder:
         if worst is not None:
             span.set_status(Status(StatusCode.ERROR, f"invariant {worst.invariant}: {worst.message}"))
         elif exchange_span.failed:
-            span.set_status(Status(StatusCode.ERROR, str(exchange_span.attributes.get("error.type", "error"))))
+            message = exchange_span.status_message or str(exchange_span.attributes.get("error.type", "error"))
+            span.set_status(Status(StatusCode.ERROR, message))
         span.end(end_time=exchange_span.end_ns)
         exchange_span.ended = True
 
@@ -213,6 +217,14 @@ class SpanBuilder:
         finally:
             self.finish(exchange_span, found)
         return exchange_span, found
+
+
+def _status_message(exchange: Exchange) -> str | None:
+    """The MCP semantic conventions' status description: the JSON-RPC error's message, when it has one."""
+    code = exchange.notes.get("jsonrpc_error_code") if exchange.provider == "mcp" else None
+    if code is None or not exchange.error_message:
+        return None
+    return exchange.error_message[:_MAX_STATUS_CHARS]
 
 
 def _failed(exchange: Exchange) -> bool:

@@ -116,6 +116,14 @@ MCP_DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 12
 _MCP_ERROR_LABELS = frozenset({"-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32000", "tool_error"})
 
 
+def _mcp_code_label(exchange: Exchange) -> str:
+    """rpc.response.status_code, bounded like error_type: a known JSON-RPC code, else _OTHER; '' for none."""
+    code = exchange.notes.get("jsonrpc_error_code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return ""
+    return str(code) if str(code) in _MCP_ERROR_LABELS else "_OTHER"
+
+
 def _mcp_error_label(exchange: Exchange) -> str:
     """error.type as on the span, bounded: known JSON-RPC codes, HTTP statuses, transport errors, else _OTHER."""
     err = error_type(exchange)
@@ -197,6 +205,7 @@ class Metrics:
         self._models: dict[str, str] = {}
         self._max_tools = max_tools
         self._tools: set[str] = set()
+        self._prompts: set[str] = set()  # MCP prompt names, capped like tools
         self._lock = threading.Lock()  # guards _models; prometheus_client metrics lock themselves
         # Children by (metric, label values): prometheus_client's labels() validates and locks on
         # every call (about 2 us); label values are already bounded, so the dict stays small.
@@ -286,7 +295,14 @@ class Metrics:
         self.mcp_duration = Histogram(
             "mcp_client_operation_duration_seconds",
             "MCP request duration as the client saw it (OTel MCP semconv).",
-            ["mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport"],
+            [
+                "mcp_method_name",
+                "gen_ai_tool_name",
+                "gen_ai_prompt_name",
+                "rpc_response_status_code",
+                "error_type",
+                "network_transport",
+            ],
             buckets=MCP_DURATION_BUCKETS,
             registry=r,
         )
@@ -331,14 +347,16 @@ class Metrics:
 
     def tool_label(self, tool: str | None) -> str:
         """The tool name for the first `max_tools` tools seen, else 'other'; 'none' for no tool."""
-        if not tool:
-            return "none"
-        if tool in self._tools:
-            return tool
+        return self._capped(self._tools, tool) if tool else "none"
+
+    def _capped(self, seen: set[str], name: str) -> str:
+        """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'."""
+        if name in seen:
+            return name
         with self._lock:
-            if len(self._tools) < self._max_tools and len(tool) <= 100:
-                self._tools.add(tool)
-                return tool
+            if len(seen) < self._max_tools and len(name) <= 100:
+                seen.add(name)
+                return name
         return "other"
 
     # --- observations -------------------------------------------------------------------
@@ -392,8 +410,16 @@ class Metrics:
     def _observe_mcp(self, exchange: Exchange, tool: str, duration: float) -> None:
         method = exchange.mcp_method if exchange.mcp_method in MCP_METHODS else "_OTHER"
         transport = "pipe" if exchange.transport == "stdio" else "tcp"
+        prompt = exchange.notes.get("mcp_prompt_name")
+        prompt_label = self._capped(self._prompts, prompt) if isinstance(prompt, str) and prompt else ""
         self._child(
-            self.mcp_duration, method, "" if tool == "none" else tool, _mcp_error_label(exchange), transport
+            self.mcp_duration,
+            method,
+            "" if tool == "none" else tool,
+            prompt_label,
+            _mcp_code_label(exchange),
+            _mcp_error_label(exchange),
+            transport,
         ).observe(duration)
 
     def observe_violation(self, violation: ViolationLike) -> None:

@@ -114,6 +114,9 @@ class FaultContext:
     sleep: Callable[[float], Awaitable[None]]  # asyncio.sleep in production, a fake in tests
     rule: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # Kept for this rule and session across exchanges (dropped with the schedule's session counters):
+    # what a fault remembers it did in the session, such as an announcement made once.
+    session_state: dict[str, Any] = field(default_factory=dict)
 
 
 class Fault(ABC):

@@ -253,6 +253,8 @@ class FaultEngine:
             sleep=self.sleep,
             rule=rule.name,
         )
+        if ticket.session_state is not None:
+            ctx.session_state = ticket.session_state
         if ticket.retry_after_s is not None:
             ctx.extra["quota_retry_after_s"] = ticket.retry_after_s
         record = FaultRecord(rule=rule.name, fault=rule.fault_type, params=fault.describe(), at=now)

@@ -22,7 +22,8 @@ import hashlib
 import random
 import struct
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from brownout.faults.config import ScheduleConfig
 from brownout.faults.quota import QuotaWindow
@@ -79,6 +80,8 @@ class ScopeCounters:
     in_flight: int = 0
     last_seen: float = 0.0
     quota: QuotaWindow | None = None
+    # What the rule's fault keeps between exchanges of one session (FaultContext.session_state).
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ class Ticket:
     scopes: tuple[ScopeCounters, ...] = ()  # counters holding an in-flight slot (fired)
     quota: QuotaWindow | None = None  # admitted by this quota: tokens counted at finish
     retry_after_s: int | None = None  # quota exceeded: seconds until the window resets
+    session_state: dict[str, Any] | None = None  # fired: the session's FaultContext.session_state
 
 
 class Schedule:
@@ -215,7 +219,7 @@ class Schedule:
             s.injections += 1
             s.in_flight += 1
         reason = "quota exceeded" if retry is not None else (f"p {p:.6f}" if p < 1.0 else "always")
-        return Ticket(FIRED, reason, n, index, scopes=scopes, retry_after_s=retry)
+        return Ticket(FIRED, reason, n, index, scopes=scopes, retry_after_s=retry, session_state=sess.state)
 
     @staticmethod
     def _skip(outcome: str, reason: str, n: int, index: int, quota: QuotaWindow | None, now: float) -> Ticket:

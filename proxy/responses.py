@@ -151,7 +151,10 @@ class ResponseHooks:
         ex = state.exchange
         self.tape.on_error(flow, state)
         cut = state.tap is not None and state.tap.cut  # a clean truncation ended the read: no error
-        if ex.error_type is None and not cut:
+        # Every JSON-RPC request of an MCP reply stream was answered: the client may hang up once it has
+        # its answer, before the server ends the stream. Nothing failed.
+        answered = ex.provider == "mcp" and ex.stream_complete is True
+        if ex.error_type is None and not cut and not answered:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
         if flow.response is None and flow.client_conn.connected and flow.killable:

@@ -56,7 +56,8 @@ def test_jsonrpc_error_is_its_code(otel) -> None:
     assert span.attributes["rpc.response.status_code"] == "-32602"
     assert span.attributes["jsonrpc.request.id"] == "r-1"
     assert span.attributes["mcp.session.id"] == "sess-9"
-    assert span.status.status_code is StatusCode.ERROR
+    # The status description is the JSON-RPC error's message.
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, "Unknown tool")
 
 
 def test_tool_result_with_is_error_is_tool_error(otel) -> None:
@@ -65,6 +66,7 @@ def test_tool_result_with_is_error_is_tool_error(otel) -> None:
     span = _span(otel, _exchange(request, reply))
     assert span.attributes["error.type"] == "tool_error"
     assert "rpc.response.status_code" not in span.attributes
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, "tool_error")
     assert (span.attributes["gen_ai.operation.name"], span.attributes["gen_ai.tool.name"]) == (
         "execute_tool",
         "get_weather",
@@ -107,13 +109,25 @@ def test_mcp_duration_metric_and_tool_labels() -> None:
     bad = {"jsonrpc": "2.0", "id": 2, "error": {"code": -31999, "message": "odd"}}
     metrics.observe_exchange(_exchange(other, bad))
     value = metrics.registry.get_sample_value
-    labels = {"mcp_method_name": "tools/call", "gen_ai_tool_name": "get_weather", "error_type": ""}
+    labels = {
+        "mcp_method_name": "tools/call",
+        "gen_ai_tool_name": "get_weather",
+        "gen_ai_prompt_name": "",
+        "rpc_response_status_code": "",
+        "error_type": "",
+    }
     assert value("mcp_client_operation_duration_seconds_count", {**labels, "network_transport": "pipe"}) == 1
     assert (
         value("mcp_client_operation_duration_seconds_bucket", {**labels, "network_transport": "pipe", "le": "0.2"}) == 0
     )
     # A second tool over the cap and an unknown JSON-RPC code stay bounded.
-    labels = {"mcp_method_name": "tools/call", "gen_ai_tool_name": "other", "error_type": "_OTHER"}
+    labels = {
+        "mcp_method_name": "tools/call",
+        "gen_ai_tool_name": "other",
+        "gen_ai_prompt_name": "",
+        "rpc_response_status_code": "_OTHER",
+        "error_type": "_OTHER",
+    }
     assert value("mcp_client_operation_duration_seconds_count", {**labels, "network_transport": "tcp"}) == 1
     requests = {"provider": "mcp", "operation": "tools/call", "tool": "get_weather", "status_class": "2xx"}
     assert value("brownout_requests_total", requests) == 1
@@ -123,3 +137,21 @@ def test_mcp_duration_metric_and_tool_labels() -> None:
         )
         == 1
     )
+
+
+def test_mcp_duration_metric_names_the_prompt_and_the_jsonrpc_code() -> None:
+    metrics = Metrics(registry=CollectorRegistry(), max_tools=1)
+    for n, name in enumerate(("review", "summarise")):
+        get = {"jsonrpc": "2.0", "id": n, "method": "prompts/get", "params": {"name": name}}
+        bad = {"jsonrpc": "2.0", "id": n, "error": {"code": -32602, "message": "no such prompt"}}
+        metrics.observe_exchange(_exchange(get, bad))
+    labels = {
+        "mcp_method_name": "prompts/get",
+        "gen_ai_tool_name": "",
+        "rpc_response_status_code": "-32602",
+        "error_type": "-32602",
+        "network_transport": "tcp",
+    }
+    count = "mcp_client_operation_duration_seconds_count"
+    assert metrics.registry.get_sample_value(count, {**labels, "gen_ai_prompt_name": "review"}) == 1
+    assert metrics.registry.get_sample_value(count, {**labels, "gen_ai_prompt_name": "other"}) == 1  # over the cap

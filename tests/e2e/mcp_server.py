@@ -12,6 +12,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from tests.e2e.mcp_stdio_server import Weather  # typed: the tool declares an outputSchema
+
 __all__ = ["weather_server"]
 
 
@@ -19,7 +21,7 @@ def _server() -> MCPServer:
     server = MCPServer("weather")
 
     @server.tool()
-    def get_weather(city: str) -> dict[str, object]:
+    def get_weather(city: str) -> Weather:
         """Current weather for a city."""
         return {"city": city, "temp_c": 18}
 

@@ -54,7 +54,7 @@ rules:
     assert session and init.attributes["mcp.session.id"] == session and flaky.attributes["mcp.session.id"] == session
     assert init.attributes["mcp.protocol.version"] == listing.attributes["mcp.protocol.version"]
     assert bad.attributes["error.type"] == "-32602" and bad.attributes["rpc.response.status_code"] == "-32602"
-    assert bad.status.status_code is StatusCode.ERROR
+    assert (bad.status.status_code, bad.status.description) == (StatusCode.ERROR, "unknown city")
     assert flaky.attributes["error.type"] == "tool_error" and "rpc.response.status_code" not in flaky.attributes
     for span in (bad, flaky):
         assert span.attributes["gen_ai.operation.name"] == "execute_tool"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -260,3 +261,20 @@ def test_merge_timings() -> None:
     assert merge_timings([]) is None and merge_timings([a]) is a
     m = merge_timings([a, b, c])
     assert m == StreamTiming(pause_after_events=3, pause_s=1.5, bytes_per_s=10, reset_after_bytes=10)
+
+
+def test_a_fault_keeps_state_per_rule_and_session_across_exchanges() -> None:
+    e = engine(
+        {"name": "a", "fault": {"type": "latency", "delay_ms": 1}},
+        {"name": "b", "fault": {"type": "latency", "delay_ms": 1}, "schedule": {"scope": "global"}},
+    )
+
+    def states(exchange: Any) -> dict[str, dict[str, Any]]:
+        return {f.rule: f.ctx.session_state for f in e.plan(exchange, WIRE).fired}
+
+    first, again, other = states(ex(0)), states(ex(1)), states(ex(0, session="s2"))
+    first["a"]["announced"] = True
+    assert again["a"] is first["a"] and again["a"] == {"announced": True}
+    assert first["b"] is not first["a"] and again["b"] is first["b"]
+    # Per session even for a rule whose counters are global.
+    assert other["a"] == {} and other["b"] is not first["b"]

@@ -7,6 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from brownout.core.wire import by_provider
+from brownout.faults.base import NotApplicable
 from brownout.faults.mcplists import DEFAULT_POISON
 from brownout.faults.rug_pull import RugPullFault, RugPullParams
 from tests.faults.conftest import run_editor, sse
@@ -46,6 +47,7 @@ def edit(make_ctx: Any, doc: dict[str, Any], method: str = "tools/list", **kw: A
         {"kind": "add", "item": "get_*"},
         {"kind": "description", "list": "tools"},
         {"kind": "remove", "change": "require"},
+        {"kind": "list_changed", "notify": True},
         {"kind": "poison"},
     ],
 )
@@ -124,12 +126,74 @@ def test_lists_in_an_sse_reply_are_edited(make_ctx) -> None:
 
 
 def test_nothing_to_change_passes_the_body(make_ctx) -> None:
-    call = {"jsonrpc": "2.0", "id": 9, "result": {"content": [], "isError": False}}
-    ctx = make_ctx(by_provider("mcp"), provider="mcp", mcp_method="tools/call")
-    body = dump(call)
-    assert fault().edit_body(ctx, body, dict(JSON)) is body
+    ctx = make_ctx(by_provider("mcp"), provider="mcp", mcp_method="prompts/list")
     assert fault(kind="schema").edit_body(ctx, dump(PROMPTS), dict(JSON)) == dump(PROMPTS)  # prompts have no schema
     assert ctx.extra == {}
+
+
+def test_a_list_change_does_not_apply_to_messages_that_list_nothing(make_ctx) -> None:
+    call = {"jsonrpc": "2.0", "id": 9, "result": {"content": [], "isError": False}}
+    ctx = make_ctx(by_provider("mcp"), provider="mcp", mcp_method="tools/call", notes={"jsonrpc_id": 9})
+    with pytest.raises(NotApplicable, match="tools/call lists nothing to change"):
+        fault().edit_body(ctx, dump(call), dict(JSON))
+    with pytest.raises(NotApplicable):
+        fault(kind="remove").stream_editor(ctx)
+
+
+CALL = {"jsonrpc": "2.0", "id": 9, "result": {"content": [], "isError": False}}
+
+
+def _call_ctx(make_ctx: Any, state: dict[str, Any], method: str = "tools/call", **notes: Any) -> Any:
+    ctx = make_ctx(by_provider("mcp"), provider="mcp", mcp_method=method, notes={"jsonrpc_id": 9, **notes})
+    ctx.session_state = state  # what the engine hands every exchange of one rule and session
+    return ctx
+
+
+def test_notify_announces_once_a_session_on_another_reply(make_ctx) -> None:
+    state: dict[str, Any] = {}
+    ctx = _call_ctx(make_ctx, state)
+    headers = dict(JSON)
+    out = fault(kind="schema", notify=True).edit_body(ctx, dump(CALL), headers)
+    events = [json.loads(chunk.split(b"data: ", 1)[1]) for chunk in out.split(b"\n\n") if chunk]
+    assert events == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, CALL]
+    assert headers["content-type"] == "text/event-stream"
+    assert ctx.extra == {"announced": "notifications/tools/list_changed"}
+    with pytest.raises(NotApplicable, match="already announced"):  # the next call in the session: nothing
+        fault(kind="schema", notify=True).edit_body(_call_ctx(make_ctx, state), dump(CALL), dict(JSON))
+    with pytest.raises(NotApplicable, match="already announced"):
+        fault(kind="schema", notify=True).stream_editor(_call_ctx(make_ctx, state))
+    # The listing is still changed after the announcement.
+    listing = _call_ctx(make_ctx, state, "tools/list")
+    out = fault(kind="remove", item="search", notify=True).edit_body(listing, dump(TOOLS), dict(JSON))
+    assert [t["name"] for t in json.loads(out)["result"]["tools"]] == ["get_weather"]
+
+
+def test_notify_on_an_sse_reply_and_for_the_list_the_request_acts_on(make_ctx) -> None:
+    ctx = _call_ctx(make_ctx, {}, "prompts/get")
+    out, _ = run_editor(fault(kind="remove", notify=True).stream_editor(ctx), sse(("message", CALL), done=False))
+    assert out.startswith(b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}')
+    ctx = _call_ctx(make_ctx, {}, "tools/call")
+    out = fault(kind="add", notify=True, list="resources").edit_body(ctx, b"", {"content-type": "text/event-stream"})
+    assert b"notifications/resources/list_changed" in out
+
+
+def test_notify_after_the_changed_listing_is_not_needed(make_ctx) -> None:
+    state: dict[str, Any] = {}
+    listing = _call_ctx(make_ctx, state, "tools/list")
+    fault(kind="schema", notify=True).edit_body(listing, dump(TOOLS), dict(JSON))
+    with pytest.raises(NotApplicable, match="already announced"):  # the agent already has the new list
+        fault(kind="schema", notify=True).edit_body(_call_ctx(make_ctx, state), dump(CALL), dict(JSON))
+
+
+def test_notify_needs_a_reply_to_carry_it(make_ctx) -> None:
+    state: dict[str, Any] = {}
+    note = make_ctx(by_provider("mcp"), provider="mcp", mcp_method="notifications/initialized")
+    note.session_state = state
+    with pytest.raises(NotApplicable, match="no reply"):
+        fault(kind="schema", notify=True).edit_body(note, b"", dict(JSON))
+    with pytest.raises(NotApplicable, match="no JSON-RPC body"):  # an HTTP error page, say
+        fault(kind="schema", notify=True).edit_body(_call_ctx(make_ctx, state), b"Bad gateway", dict(JSON))
+    assert state == {}  # still to announce
 
 
 def test_list_changed_turns_a_json_reply_into_a_stream(make_ctx) -> None:
