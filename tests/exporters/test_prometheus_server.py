@@ -36,6 +36,14 @@ class Live:
         assert body["status"] == "success", f"{expr}: {body.get('errorType')}: {body.get('error')}"
         return body["data"]
 
+    def query_data(self, expr: str, within_s: float = 5.0) -> dict[str, Any]:
+        """`query`, asked again until it returns data: a scrape that timed out on a busy machine leaves
+        the series stale (absent) until the next one succeeds."""
+        deadline = time.monotonic() + within_s
+        while not (data := self.query(expr))["result"] and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return data
+
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
@@ -106,14 +114,14 @@ def _has_data(data: dict[str, Any]) -> bool:
 
 @needs_prometheus
 def test_scrape_is_up_with_build_info(live: Live) -> None:
-    assert live.query('up{job="brownout"}')["result"][0]["value"][1] == "1"
-    assert live.query("brownout_build_info")["result"][0]["metric"]["version"]
+    assert live.query_data('up{job="brownout"} == 1')["result"][0]["value"][1] == "1"
+    assert live.query_data("brownout_build_info")["result"][0]["metric"]["version"]
 
 
 @needs_prometheus
 @pytest.mark.parametrize("title,expr", dashboard_exprs(), ids=lambda v: v if len(v) < 60 else v[:57] + "...")
 def test_dashboard_query_returns_data(live: Live, title: str, expr: str) -> None:
-    assert _has_data(live.query(expr)), f"panel {title!r}: no data for {expr}"
+    assert _has_data(live.query_data(expr)), f"panel {title!r}: no data for {expr}"
 
 
 @needs_prometheus
@@ -124,21 +132,21 @@ def test_alert_expression_is_valid_and_has_data(live: Live, alert: str, expr: st
     data = live.query(expr)  # well-formed: status success
     assert data["resultType"] == "vector"
     if unthresholded is not None:
-        assert _has_data(live.query(unthresholded)), f"{alert}: no data for {unthresholded}"
+        assert _has_data(live.query_data(unthresholded)), f"{alert}: no data for {unthresholded}"
     else:
-        assert _has_data(data)
+        assert _has_data(live.query_data(expr))
 
 
 @needs_prometheus
 def test_critical_violation_alert_fires_on_this_run(live: Live) -> None:
     """The run violates a critical invariant, so this alert's full expression (threshold included) returns data."""
     expr = next(e for name, e, _ in alert_exprs() if name == "BrownoutCriticalViolation")
-    result = live.query(expr)["result"]
+    result = live.query_data(expr)["result"]
     assert result and result[0]["metric"]["invariant"] == "latency_budget"
 
 
 @needs_prometheus
 def test_bounded_model_label_reaches_prometheus(live: Live) -> None:
-    models = {r["metric"]["model"] for r in live.query("sum by (model) (brownout_tokens_total)")["result"]}
+    models = {r["metric"]["model"] for r in live.query_data("sum by (model) (brownout_tokens_total)")["result"]}
     assert "my-secret-finetune-xyz" not in models
     assert {"gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2"} <= models
