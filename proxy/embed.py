@@ -1,7 +1,8 @@
 """Run mitmproxy with the Brownout addon inside this process: in a background thread or on the caller's loop.
 
 mitmproxy keeps its current master and options in process-global state (`mitmproxy.ctx`), so run
-one proxy per process at a time; tests get that naturally (each fixture stops its proxy).
+one proxy per process at a time: while two run, the master started last handles the connections
+of both (mitmproxy's servers hand each one to `ctx.master`), with its own config and plugins.
 """
 
 from __future__ import annotations
