@@ -1,6 +1,6 @@
 """Exchange -> OpenTelemetry GenAI semantic-convention attributes (pure functions, no SDK).
 
-`proxy.spans` is the only place spans are built; this module only computes what goes on them.
+`brownout.core.spans` is the only place spans are built; this module only computes what goes on them.
 """
 
 from __future__ import annotations

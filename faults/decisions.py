@@ -7,7 +7,6 @@ decision log, Prometheus counters). A sink that raises is contained by the guard
 
 from __future__ import annotations
 
-import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -39,9 +38,6 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
 
 
 DecisionSink = Callable[[Decision], None]

@@ -29,7 +29,7 @@ class MalformedJsonParams(FaultParams):
         None, ge=0, description="sse_event: which data event (0-based); absent: seeded pick."
     )
     field: str | None = Field(
-        None, description="schema_drift: JSON path, e.g. 'choices[].message'; absent: by provider."
+        None, description="schema_drift: JSON path, e.g. 'choices[].message'; absent: the one the wire format names."
     )
     action: Literal["rename", "drop"] = Field("rename", description="schema_drift: rename or drop the field.")
     rename_to: str | None = Field(
@@ -86,6 +86,11 @@ def _json_document(data: str) -> bool:
         return True
 
 
+def _drift(p: MalformedJsonParams, ctx: FaultContext, doc: Any) -> int:
+    """schema_drift on one decoded document: the given field, else the one the exchange's wire format names."""
+    return apply_drift(doc, p.field or ctx.wire.drift_field(doc), p.action, p.rename_to)
+
+
 def _schemas(ctx: FaultContext) -> dict[str, Any]:
     return {t.name: t.schema for t in ctx.exchange.tools_declared}
 
@@ -121,7 +126,7 @@ class MalformedJsonFault(Fault):
         if p.target == "tool_arguments":
             return _arguments_editor(ctx)
         if p.target == "schema_drift":
-            return JsonEventEditor(lambda doc: apply_drift(doc, p.field, p.action, p.rename_to) > 0)
+            return JsonEventEditor(lambda doc: _drift(p, ctx, doc) > 0)
         if p.target == "structured_content":
             return JsonEventEditor(retype_structured_content)
         # body and sse_event: a stream's body is its events, so one of them breaks.
@@ -147,7 +152,7 @@ class MalformedJsonFault(Fault):
         elif p.target == "structured_content":
             changed = retype_structured_content(doc)
         else:
-            changed = apply_drift(doc, p.field, p.action, p.rename_to)
+            changed = _drift(p, ctx, doc)
         if not changed:
             raise NotApplicable(f"nothing to change for target {p.target}")
         return dumps(doc).encode()

@@ -58,10 +58,6 @@ class CompiledMatch:
         self._checks: tuple[_Check, ...] = tuple(self._build(config))
         self._tool = compile_glob(config.tool) if config.tool is not None else None
 
-    @property
-    def has_tool(self) -> bool:
-        return self._tool is not None
-
     @staticmethod
     def _build(c: MatchConfig) -> list[_Check]:
         # Cheapest and most selective checks first: most traffic fails on the first one.

@@ -29,7 +29,7 @@ class ToolArgumentsJsonConfig(InvariantConfigBase):
     # `schema` would shadow a BaseModel attribute, so the field is schema_ with the key `schema`.
     schema_: bool | None = Field(None, alias="schema")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)  # strict and frozen come from the config base
 
 
 class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):

@@ -49,7 +49,7 @@ class ArgumentRule(Model):
         default_factory=dict, description="Argument -> regex the value (each item of a list) must match in full."
     )
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)  # strict and frozen come from the config base
 
     @field_validator("schema_")
     @classmethod

@@ -203,9 +203,11 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             self._send(400, {"error": str(e)})
         except Exception as e:  # the target failed: report it, keep serving
-            log.exception("control %s %s failed", method, path)
+            log.debug("control %s %s failed", method, path, exc_info=True)
             if self.server.on_error is not None:
-                self.server.on_error(e)
+                self.server.on_error(e)  # the proxy's guard: counted, and logged once
+            else:
+                log.exception("control %s %s failed", method, path)
             self._send(500, {"error": f"{type(e).__name__}: {e}"})
 
     def do_GET(self) -> None:

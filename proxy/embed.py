@@ -1,7 +1,8 @@
 """Run mitmproxy with the Brownout addon inside this process: in a background thread or on the caller's loop.
 
 mitmproxy keeps its current master and options in process-global state (`mitmproxy.ctx`), so run
-one proxy per process at a time; tests get that naturally (each fixture stops its proxy).
+one proxy per process at a time: while two run, the master started last handles the connections
+of both (mitmproxy's servers hand each one to `ctx.master`), with its own config and plugins.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mitmproxy import ctx as mitm_ctx
 from mitmproxy import options as mitm_options
 
 from brownout.core.config import parse_listen
@@ -142,6 +144,11 @@ async def running_proxy_async(
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
     opts = mitm_options.Options(listen_host=host, listen_port=port, mode=modes, confdir=str(ca.confdir))
+    if _another_master_runs():
+        logger.warning(
+            "another mitmproxy master runs in this process: mitmproxy hands the connections of both to the "
+            "proxy starting now (its config and plugins); run one brownout proxy per process"
+        )
     master = BrownoutMaster(opts, with_termlog=with_termlog)
     errorcheck = _raise_instead_of_exit(master)
     try:
@@ -184,6 +191,13 @@ async def running_proxy_async(
         if task.done() and not task.cancelled() and task.exception() and started:
             logger.error("brownout proxy stopped with an error", exc_info=task.exception())
         errorcheck.logger.uninstall()  # installed on the root logger; mitmproxy leaks it on failed startup
+
+
+def _another_master_runs() -> bool:
+    """Whether the master mitmproxy's process-global `ctx` holds (the last one created) still runs."""
+    other = getattr(mitm_ctx, "master", None)
+    loop = getattr(other, "event_loop", None)
+    return other is not None and loop is not None and loop.is_running() and not other.should_exit.is_set()
 
 
 def _deepen_backlog(master: BrownoutMaster) -> None:

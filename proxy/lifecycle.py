@@ -94,7 +94,7 @@ class Lifecycle:
     async def running(self) -> None:
         self.on_loop.loop = asyncio.get_running_loop()
         try:
-            self.relay = Relay(verify=self._upstream_verify())
+            self.relay = Relay(self.guard, verify=self._upstream_verify())
             await self.relay.start()
             await self.tape.start()
             self.pipeline.start(rules=self.engine.active_rules)

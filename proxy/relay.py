@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import h11
 import httpx
 
+from brownout.core.guard import Guard
 from brownout.faults.base import StreamTiming
 from brownout.proxy.pacing import StallPoint
 
@@ -58,11 +59,13 @@ class Relay:
 
     def __init__(
         self,
+        guard: Guard,
         *,
         verify: ssl.SSLContext | bool = True,
         sleep=asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        self.guard = guard  # contains a relay bug: counted as component "relay", that one response ends
         self._targets: dict[str, RelayTarget] = {}
         self._verify = verify
         self._transport = transport  # replay: recorded answers instead of the network
@@ -105,8 +108,8 @@ class Relay:
             # Upstream cut the body short: closing without the last chunk passes the cut on,
             # as the client would see it without brownout. Not a brownout failure.
             log.debug("relay: upstream ended mid-body: %r", e)
-        except Exception:  # traffic first: a relay bug must end this one response, nothing else
-            log.exception("relay failed")
+        except Exception as e:  # noqa: BLE001 - traffic first: a relay bug ends this one response, nothing else
+            self.guard.failed("relay", e, "pacing a response body")
         finally:
             writer.close()
 

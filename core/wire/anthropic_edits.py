@@ -12,7 +12,7 @@ from typing import Any
 
 from brownout.core.wire.edits import ArgumentsEdit, TextEdit, edit_fragment, member, members
 
-__all__ = ["assistant_text", "event_text", "stream_tool_arguments", "tool_arguments"]
+__all__ = ["assistant_text", "drift_field", "event_text", "stream_tool_arguments", "tool_arguments"]
 
 _TOOL_BLOCKS = ("tool_use", "server_tool_use")
 
@@ -58,3 +58,15 @@ def event_text(doc: Any, edit: TextEdit) -> bool:
         delta["text"] = edit(delta["text"])
         return True
     return False
+
+
+# Event or message type -> the field its SDK reads the answer from.
+_DRIFT = {"message": "content", "content_block_start": "content_block", "content_block_delta": "delta",
+          "message_start": "message.content"}  # fmt: skip
+
+
+def drift_field(doc: Any) -> str | None:
+    """What the SDK cannot do without: a message's `content`; in streams `content_block`, `delta` or
+    `message.content`, by event type."""
+    kind = doc.get("type") if isinstance(doc, dict) else None
+    return _DRIFT.get(kind) if isinstance(kind, str) else None

@@ -105,7 +105,7 @@ class WireFormat(ABC):
         return None
 
     # A provider's edits module (brownout.core.wire.edits.EditPlaces); None: no places to edit, so the
-    # four methods below find nothing. A format may override the methods instead.
+    # five methods below find nothing. A format may override the methods instead.
     edit_places: ClassVar[EditPlaces | None] = None
 
     def edit_tool_arguments(self, doc: Any, edit: ArgumentsEdit) -> int:
@@ -125,6 +125,13 @@ class WireFormat(ABC):
     def assistant_text_events(self) -> EventText | None:
         """An editor of the assistant's text for one stream's decoded events; None: this format knows none."""
         return self.edit_places.event_text if self.edit_places is not None else None
+
+    def drift_field(self, doc: Any) -> str | None:
+        """The JSON path of the field a client of this provider cannot do without, in a decoded whole
+        response or one stream event (what schema drift renames or drops); None: none known. An
+        `edit_places` module without `drift_field` knows none."""
+        find = getattr(self.edit_places, "drift_field", None)
+        return find(doc) if find is not None else None
 
     def reparse_request(self, exchange: Exchange, body: bytes) -> None:
         """Read a request again after a fault rewrote it: the exchange then shows what upstream got."""

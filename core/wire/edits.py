@@ -15,6 +15,9 @@ wire carries it:
 - `ArgumentsEdit.repeat`: a stream's complete copy of a call whose fragments already went by
   (OpenAI Responses `.done`, `output_item.done`, `response.completed`).
 
+The same modules name the field of an answer (or of one stream event) its SDK cannot do without,
+for schema drift to rename or drop (`WireFormat.drift_field`).
+
 A place counts as changed when the edit returns something different (or `object` returns True);
 the formats return how many places changed, so a fault that changed nothing can say so.
 """
@@ -134,3 +137,5 @@ class EditPlaces(Protocol):
     def assistant_text(self, doc: Any, edit: TextEdit) -> bool: ...
 
     def event_text(self, doc: Any, edit: TextEdit) -> bool: ...
+
+    def drift_field(self, doc: Any) -> str | None: ...

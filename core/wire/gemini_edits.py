@@ -12,7 +12,7 @@ from typing import Any
 
 from brownout.core.wire.edits import ArgumentsEdit, TextEdit, edit_value, member, members
 
-__all__ = ["assistant_text", "event_text", "stream_tool_arguments", "tool_arguments"]
+__all__ = ["assistant_text", "drift_field", "event_text", "stream_tool_arguments", "tool_arguments"]
 
 
 def tool_arguments(doc: Any, edit: ArgumentsEdit) -> int:
@@ -65,3 +65,8 @@ def event_text(doc: Any, edit: TextEdit) -> bool:
             part["text"] = edit(part["text"])
             return True
     return False
+
+
+def drift_field(doc: Any) -> str | None:
+    """What the SDK cannot do without: `candidates`, in a whole answer and every streamed chunk."""
+    return "candidates" if isinstance(doc, dict) and "candidates" in doc else None

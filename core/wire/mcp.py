@@ -187,6 +187,12 @@ class McpFormat(ProviderFormat):
     def stream_parser(self, exchange: Exchange) -> StreamParser:
         return McpStreamParser(exchange)
 
+    def drift_field(self, doc: Any) -> str | None:
+        """A JSON-RPC reply's `result` (or `error`): what the client reads the answer from."""
+        if not isinstance(doc, dict):
+            return None
+        return next((key for key in ("result", "error") if key in doc), None)
+
     def is_terminal(self, event: StreamEvent) -> bool:
         data = event.data
         if '"id"' not in data:

@@ -12,7 +12,7 @@ from typing import Any
 
 from brownout.core.wire.edits import ArgumentsEdit, TextEdit, edit_value, member, members
 
-__all__ = ["assistant_text", "event_text", "stream_tool_arguments", "tool_arguments"]
+__all__ = ["assistant_text", "drift_field", "event_text", "stream_tool_arguments", "tool_arguments"]
 
 
 def tool_arguments(doc: Any, edit: ArgumentsEdit) -> int:
@@ -55,3 +55,10 @@ def event_text(doc: Any, edit: TextEdit) -> bool:
         doc["response"] = edit(doc["response"])
         return True
     return False
+
+
+def drift_field(doc: Any) -> str | None:
+    """What the client cannot do without: chat `message`, generate `response` (every line of a stream too)."""
+    if not isinstance(doc, dict):
+        return None
+    return next((key for key in ("message", "response") if key in doc), None)

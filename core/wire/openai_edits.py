@@ -27,7 +27,7 @@ from brownout.core.wire.edits import (
     members,
 )
 
-__all__ = ["assistant_text", "event_text", "stream_tool_arguments", "tool_arguments"]
+__all__ = ["assistant_text", "drift_field", "event_text", "stream_tool_arguments", "tool_arguments"]
 
 
 def tool_arguments(doc: Any, edit: ArgumentsEdit) -> int:
@@ -100,3 +100,18 @@ def event_text(doc: Any, edit: TextEdit) -> bool:
             delta["content"] = edit(delta["content"])
             return True
     return False
+
+
+def drift_field(doc: Any) -> str | None:
+    """What the SDK cannot do without: chat `choices[].message` (chunks `choices[].delta`); Responses
+    `output` (stream events: `delta`, or `response.output` for those carrying the response)."""
+    if not isinstance(doc, dict):
+        return None
+    choices = doc.get("choices")
+    if isinstance(choices, list):
+        first = choices[0] if choices and isinstance(choices[0], dict) else {}
+        return "choices[].delta" if "delta" in first else "choices[].message"
+    kind = doc.get("type")
+    if isinstance(kind, str) and kind.startswith("response."):
+        return "delta" if "delta" in doc else "response.output" if "response" in doc else None
+    return "output" if "output" in doc else None

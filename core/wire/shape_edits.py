@@ -13,7 +13,7 @@ from typing import Any
 from brownout.core.wire import anthropic_edits, gemini_edits, ollama_edits, openai_edits
 from brownout.core.wire.edits import ArgumentsEdit, TextEdit
 
-__all__ = ["assistant_text", "event_text", "stream_tool_arguments", "tool_arguments"]
+__all__ = ["assistant_text", "drift_field", "event_text", "stream_tool_arguments", "tool_arguments"]
 
 _PROVIDERS = (openai_edits, anthropic_edits, gemini_edits, ollama_edits)
 
@@ -46,3 +46,14 @@ def event_text(doc: Any, edit: TextEdit) -> bool:
     return (
         openai_edits.event_text(doc, edit) or gemini_edits.event_text(doc, edit) or ollama_edits.event_text(doc, edit)
     )
+
+
+def drift_field(doc: Any) -> str | None:
+    """The first provider's field the document has; else a JSON-RPC `result` or an `error` object."""
+    for p in _PROVIDERS:
+        field = p.drift_field(doc)
+        if field is not None:
+            return field
+    if not isinstance(doc, dict):
+        return None
+    return next((key for key in ("result", "error") if key in doc), None)

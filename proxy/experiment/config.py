@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from brownout.core.config import Model
+from brownout.proxy.configload import ConfigError, parse_config
 from brownout.proxy.experiment.upstream import ReproducibilityConfig, UpstreamConfig
 
 __all__ = [
@@ -329,8 +330,6 @@ class ExperimentConfig(Model):
 
 def parse_experiment(text: str, source: str = "<experiment>") -> ExperimentConfig:
     """Validate experiment YAML; raises ExperimentError with one `source:line: field: message` per problem."""
-    from brownout.proxy.configload import ConfigError, parse_config
-
     try:
         return parse_config(text, source, model=ExperimentConfig)
     except ConfigError as e:

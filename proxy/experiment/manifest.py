@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from brownout.proxy.config import BrownoutConfig
-from brownout.proxy.configload import parse_config
+from brownout.proxy.configload import ConfigError, parse_config
 from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, PhaseConfig
 
 __all__ = [
@@ -66,8 +66,6 @@ class ResolvedPhase:
 
 
 def _parse(text: str, source: str, seed: int, invariants: list[dict[str, Any]]) -> BrownoutConfig:
-    from brownout.proxy.configload import ConfigError
-
     try:
         parse_config(text, source)  # errors with the phase file's own line numbers
         data = yaml.safe_load(text) or {}

@@ -94,7 +94,7 @@ class Tape:
         self.record = record
 
     async def start(self) -> None:
-        self.relay = Relay(transport=self.transport)
+        self.relay = Relay(self.guard, transport=self.transport)
         await self.relay.start()
 
     async def stop(self) -> None:

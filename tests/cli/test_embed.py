@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import pytest
 
 from brownout.proxy.configload import ConfigError
 from brownout.proxy.embed import ProxyStartError, running_proxy
+from tests.proxy.test_passthrough import wait_for
 
 # /metrics and the control API on free ports: their defaults (9464, 9465) may be taken by a brownout
 # already running on the machine, or by a test on another worker.
@@ -85,3 +87,22 @@ def test_stop_frees_the_port(confdir: Path) -> None:
         port = proxy.port
     with running_proxy(listen=f"127.0.0.1:{port}", confdir=confdir, extra_options=FREE_ENDPOINTS) as again:
         assert again.port == port
+
+
+def test_a_second_proxy_running_in_the_process_is_warned_about(
+    upstream: Any, brownout_proxy: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """mitmproxy keeps one master per process (`mitmproxy.ctx`): the one started last handles the
+    connections of every proxy still running, so starting it says so."""
+    seen: list[Any] = []
+    seen_by_second: list[Any] = []
+    with caplog.at_level(logging.WARNING, logger="brownout.proxy.embed"):
+        first = brownout_proxy(on_exchange=seen.append)
+        assert not [r for r in caplog.records if "another mitmproxy master" in r.getMessage()]
+        brownout_proxy(on_exchange=seen_by_second.append)
+    (warning,) = [r for r in caplog.records if "another mitmproxy master" in r.getMessage()]
+    assert "run one brownout proxy per process" in warning.getMessage()
+    with httpx.Client(proxy=first.proxy_url(), trust_env=False) as client:
+        assert client.get(f"{upstream.url}/tools/weather?city=Oslo").status_code == 200
+    wait_for(seen_by_second, 1)  # what the warning says: the first proxy's traffic went to the second
+    assert seen == []

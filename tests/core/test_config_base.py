@@ -37,3 +37,19 @@ def test_models_are_strict_and_frozen() -> None:
         Section.model_validate({"siz": 2})
     with pytest.raises(pydantic.ValidationError):
         Section().size = 3  # type: ignore[misc]
+
+
+def test_every_config_model_keeps_the_bases_strictness() -> None:
+    """Sections extend the one base; none loosens it (extra fields stay errors, values stay frozen)."""
+    import brownout.proxy.config
+    import brownout.proxy.experiment.config  # the experiment file's models register as subclasses
+
+    def subclasses(cls: type[Model]) -> list[type[Model]]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    models = subclasses(Model)
+    assert brownout.proxy.config.BrownoutConfig in models and len(models) > 50
+    loose = [
+        m.__qualname__ for m in models if m.model_config.get("extra") != "forbid" or not m.model_config.get("frozen")
+    ]
+    assert loose == []

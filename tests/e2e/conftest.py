@@ -11,7 +11,7 @@ import itertools
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +94,12 @@ def start_brownout(
     upstream: Any = None,
     extra_options: dict[str, Any] | None = None,
     on_exchange: Callable[[Any], None] | None = None,
+    contained: Collection[str] = (),
 ) -> Iterator[ProxyHandle]:
-    """A brownout proxy for a whole module (the conftest's brownout_proxy fixture is per test)."""
+    """A brownout proxy for a whole module (the conftest's brownout_proxy fixture is per test).
+
+    Like that fixture, it fails when the proxy's guard contained a component failure, except for
+    the components in `contained`, which the module makes fail on purpose."""
     n = next(_counter)
     confdir = workdir / f"confdir-{n}"
     shutil.copytree(ca_template, confdir)
@@ -107,6 +111,8 @@ def start_brownout(
         options.setdefault("ssl_verify_upstream_trusted_ca", upstream.ca_pem_path)
     with running_proxy(path, confdir=confdir, extra_options=options, on_exchange=on_exchange) as handle:
         yield handle
+        unexpected = {c: n for c, n in handle.addon.guard.snapshot().items() if c not in contained}
+    assert not unexpected, f"brownout contained component failures: {unexpected}"
 
 
 @pytest.fixture(scope="module")

@@ -173,7 +173,9 @@ class Brownout:
 
 @pytest.fixture(scope="module")
 def bo(module_upstream: Any, module_workdir: Any, _ca_template: Any) -> Iterator[Brownout]:
-    with start_brownout(CONFIG, module_workdir, _ca_template, upstream=module_upstream) as handle:
+    # broken_check raises on purpose (an invariant that fails is counted and skipped).
+    contained = ("invariant:broken_check",)
+    with start_brownout(CONFIG, module_workdir, _ca_template, upstream=module_upstream, contained=contained) as handle:
         yield Brownout(handle, module_upstream)
 
 

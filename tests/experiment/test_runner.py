@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -127,3 +128,52 @@ def test_an_agent_launched_during_an_abort_is_killed(tmp_path: Path) -> None:
     late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True, text=True)
     runner._track(late)
     assert late.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_the_runner_changes_the_proxy_only_on_its_loop(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Phase switches, the collector's (un)subscribing and the abort's pause run on the proxy's
+    event loop (through the handle), never on the runner's own threads."""
+    import asyncio
+    from contextlib import contextmanager
+
+    from brownout.proxy.embed import running_proxy
+    from brownout.proxy.experiment.collector import Collector
+
+    calls: list[tuple[str, bool]] = []
+    loops: list[Any] = []
+
+    def on_the_loop() -> bool:
+        try:
+            return asyncio.get_running_loop() is loops[0]
+        except RuntimeError:  # no loop runs on this thread
+            return False
+
+    def spy(name: str, fn: Any) -> Any:
+        def recorded(*args: Any) -> Any:
+            calls.append((name, on_the_loop()))
+            return fn(*args)
+
+        return recorded
+
+    @contextmanager
+    def spied_proxy(**kw: Any) -> Any:
+        with running_proxy(**kw) as handle:
+            loops.append(handle.addon.on_loop.loop)
+            monkeypatch.setattr(handle.addon, "apply_config", spy("apply_config", handle.addon.apply_config))
+            monkeypatch.setattr(handle.addon.engine, "pause", spy("pause", handle.addon.engine.pause))
+            yield handle
+
+    for name in ("attach", "detach"):
+        original = getattr(Collector, name)
+        monkeypatch.setattr(Collector, name, lambda self, addon, _n=name, _f=original: spy(_n, _f)(self, addon))
+    monkeypatch.setenv("FAKE_EXIT", "1")  # every run fails: the abort pauses the faults
+    text = _exp(tmp_path, abort={"min_success_rate": 0.5, "after_runs": 2})
+    outcome = run_experiment(
+        text, source="exp.yaml", base_dir=tmp_path, out_dir=tmp_path / "out", confdir=confdir, proxy_factory=spied_proxy
+    )
+    assert outcome.report["status"] == "aborted"
+    names = [name for name, _ in calls]
+    assert names[:2] == ["attach", "apply_config"] and "pause" in names and names[-1] == "detach", names
+    assert all(on_loop for _, on_loop in calls), calls

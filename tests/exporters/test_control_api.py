@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -116,17 +117,22 @@ def test_reload_rules_violations(server: ControlServer, target: FakeTarget) -> N
     assert c.get("/nope").status_code == 404
 
 
-def test_target_failure_is_a_500_and_the_server_keeps_serving(server: ControlServer, target: FakeTarget) -> None:
-    errors: list[BaseException] = []
-    server.on_error = errors.append
-    server._server.on_error = errors.append  # type: ignore[union-attr]
-
+def test_target_failure_is_a_500_and_the_server_keeps_serving(
+    server: ControlServer, target: FakeTarget, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken() -> dict[str, Any]:
         raise RuntimeError("engine exploded")
 
     target.status = broken  # type: ignore[method-assign]
     c = _client(server)
-    assert c.get("/status").status_code == 500 and len(errors) == 1
+    with caplog.at_level(logging.DEBUG, logger="brownout.proxy.control"):
+        assert c.get("/status").status_code == 500  # no error handler: the server logs it
+        errors: list[BaseException] = []
+        server.on_error = errors.append
+        server._server.on_error = errors.append  # type: ignore[union-attr]
+        assert c.get("/status").status_code == 500 and len(errors) == 1  # the handler (the guard) logs it
+    logged = [r for r in caplog.records if r.name == "brownout.proxy.control" and r.levelno >= logging.ERROR]
+    assert len(logged) == 1
     assert c.get("/healthz").status_code == 200
 
 

@@ -11,7 +11,7 @@ from brownout.core.wire import by_provider
 from brownout.faults.base import NotApplicable
 from brownout.faults.jsonedit import corrupt_json_text
 from brownout.faults.malformed_json import MalformedJsonFault, MalformedJsonParams
-from tests.faults.conftest import ndjson, run_editor, sse
+from tests.faults.conftest import FakeWire, ndjson, run_editor, sse
 from tests.faults.samples import (
     ANTHROPIC_MSG,
     ANTHROPIC_TOOL_STREAM,
@@ -204,10 +204,26 @@ def test_sse_event_is_seeded(make_ctx) -> None:
 
 
 def test_schema_drift_openai_default_renames_message(make_ctx) -> None:
-    body = fault(target="schema_drift").edit_body(make_ctx(), dump(OPENAI_CHAT), dict(JSON))
+    body = fault(target="schema_drift").edit_body(make_ctx(wire=by_provider("openai")), dump(OPENAI_CHAT), dict(JSON))
     assert "msg" not in json.loads(body)["choices"][0] and "message_v2" in json.loads(body)["choices"][0]
     choice = openai_sdk(200, JSON, body).chat.completions.create(model="m", messages=[]).choices[0]
     assert getattr(choice, "message", None) is None
+
+
+def test_schema_drift_defaults_to_the_field_the_wire_format_names(make_ctx) -> None:
+    """The fault knows no provider's shapes: a format that names no field leaves the answer alone."""
+
+    class PayloadWire(FakeWire):
+        def drift_field(self, doc):
+            return "payload" if isinstance(doc, dict) and "payload" in doc else None
+
+    answer = {"payload": {"text": "hi"}, "choices": [{"message": {"content": "hi"}}]}
+    body = fault(target="schema_drift").edit_body(make_ctx(wire=PayloadWire()), dump(answer), dict(JSON))
+    assert json.loads(body) == {"payload_v2": {"text": "hi"}, "choices": [{"message": {"content": "hi"}}]}
+    out, _ = run_editor(fault(target="schema_drift").stream_editor(make_ctx(wire=PayloadWire())), sse(answer))
+    assert b'"payload_v2"' in out and b'"message"' in out
+    with pytest.raises(NotApplicable):
+        fault(target="schema_drift").edit_body(make_ctx(wire=FakeWire()), dump(OPENAI_CHAT), dict(JSON))
 
 
 def test_schema_drift_drop_choices(make_ctx) -> None:

@@ -79,7 +79,6 @@ def test_tool_known_at_request_time_is_decided_at_request_time() -> None:
 
 def test_tool_of_an_llm_response_defers_to_the_response_stage() -> None:
     compiled = CompiledMatch(MatchConfig(tool="send_*"))
-    assert compiled.has_tool
     exchange = ex()
     assert compiled.request_stage(exchange) is Stage.DEFER
     assert compiled.response_match(exchange) is None

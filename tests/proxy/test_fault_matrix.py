@@ -147,6 +147,8 @@ def test_fault_acts_on_provider(matrix: Any, provider: str, fault: str, stream: 
         sent = up.requests_seen[-1]
         assert status == 200 and sent.path == path and json.loads(sent.body) != body
         assert "hello there" not in sent.body.decode() and ex.faults[0].params["typos"] == 2
+    # A fault that raised would still be recorded, and fail open: only the guard knows.
+    assert proxy.addon.guard.snapshot() == {}, f"{fault} on {provider}: contained failures"
 
 
 def _unparseable(text: str) -> bool:

@@ -16,8 +16,11 @@ import httpx
 import pytest
 import zstandard
 
+from brownout.core.guard import Guard
 from brownout.core.span_attributes import exchange_attributes
+from brownout.faults.base import StreamTiming
 from brownout.proxy.demo.httpserver import Handler, HttpServer, Request, Responder
+from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 from tests.proxy.test_faults_proxy import MSG, TOOLS, rule, rules
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.reliability.badinput import h2_first_context
@@ -234,3 +237,36 @@ def test_relayed_response_keeps_the_upstreams_status_line_and_header_names(brown
     assert relayed.extensions["reason_phrase"] == direct.extensions["reason_phrase"] == b"Quite OK"
     names = [k for k, _ in relayed.headers.raw]
     assert b"Content-Type" in names and b"X-Request-ID" in names, names
+
+
+class _BrokenRate(float):
+    """A throttle rate the relay cannot compute with: stands in for a bug in the relay's pacing."""
+
+    def __truediv__(self, other: object) -> float:
+        raise ZeroDivisionError("planted relay bug")
+
+
+def test_a_relay_bug_ends_that_response_and_is_counted_by_the_proxys_guard() -> None:
+    upstream = httpx.MockTransport(lambda request: httpx.Response(200, stream=httpx.ByteStream(b"x" * 100)))
+
+    async def two_requests() -> list[int | str]:
+        relay = Relay(guard, transport=upstream)
+        await relay.start()
+        seen: list[int | str] = []
+        try:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                for rate in (_BrokenRate(1000.0), None):
+                    token = relay.register(RelayTarget("http://upstream.test/", StreamTiming(bytes_per_s=rate)))
+                    try:
+                        r = await client.get(f"http://127.0.0.1:{relay.port}/", headers={RELAY_HEADER: token})
+                        seen.append(r.status_code)
+                    except httpx.HTTPError as e:
+                        seen.append(type(e).__name__)
+        finally:
+            await relay.stop()
+        return seen
+
+    guard = Guard()
+    first, second = asyncio.run(two_requests())
+    assert first == "RemoteProtocolError" and second == 200  # the body was cut; the next response is whole
+    assert guard.snapshot() == {"relay": 1}

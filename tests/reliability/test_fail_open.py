@@ -110,6 +110,27 @@ def test_failing_fault_leaves_traffic_unaltered(phase, upstream, brownout_proxy,
     assert_logged_once(caplog, "fault:explode")
 
 
+def test_status_and_metrics_report_the_one_guard_count(upstream, brownout_proxy, openai_client, direct):
+    """Every contained failure is counted once, by the proxy's guard: GET /status and
+    brownout_internal_errors_total show the same numbers, whichever component failed."""
+    rules = (
+        "rules:\n  - {name: boom, match: {path: '/v1/*'}, fault: {type: explode, phase: before_upstream}}\n"
+        "invariants:\n  - {type: explode, where: span}\n"
+        "control: {token: status-t0ken}\n"
+    )
+    plugins = f"version: 1\nseed: 1\nplugins: ['{PLUGIN}:faults_plugin', '{PLUGIN}:invariants_plugin']\n"
+    seen, on_exchange = collect()
+    proxy = brownout_proxy(plugins + rules, upstream=upstream, on_exchange=on_exchange)
+    assert agent_run(proxy, upstream, openai_client) == direct
+    wait_for(seen, 4)
+    status = httpx.get(
+        f"http://127.0.0.1:{proxy.addon.control.port}/status", headers={"Authorization": "Bearer status-t0ken"}
+    ).json()
+    counted = {c: internal_errors(proxy, c) for c in status["internal_errors"]}
+    assert status["internal_errors"] == proxy.addon.guard.snapshot() == counted
+    assert counted == {"fault:explode": 2, "invariant:explode": 4}  # two LLM calls; four exchanges checked
+
+
 # --- invariants -----------------------------------------------------------------------------
 
 
