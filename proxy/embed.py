@@ -1,8 +1,9 @@
 """Run mitmproxy with the Brownout addon inside this process: in a background thread or on the caller's loop.
 
-mitmproxy keeps its current master and options in process-global state (`mitmproxy.ctx`), so run
-one proxy per process at a time: while two run, the master started last handles the connections
-of both (mitmproxy's servers hand each one to `ctx.master`), with its own config and plugins.
+Each proxy from `running_proxy` runs on a thread and event loop of its own, and mitmproxy's
+process-global `ctx` is made per loop (brownout.proxy.mitmctx), so several proxies in one process
+each handle their own connections with their own config and plugins. Two `running_proxy_async`
+blocks on one loop would share mitmproxy's master; starting the second warns.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mitmproxy import ctx as mitm_ctx
 from mitmproxy import options as mitm_options
 
 from brownout.core.config import parse_listen
@@ -25,6 +25,8 @@ from brownout.proxy.certs import CAFiles, connect_host, ensure_ca, proxy_env, pr
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import load_config
 from brownout.proxy.master import BrownoutMaster
+from brownout.proxy.mitmctx import install as per_loop_mitmproxy_ctx
+from brownout.proxy.mitmctx import running_master
 
 __all__ = [
     "ProxyHandle",
@@ -144,10 +146,11 @@ async def running_proxy_async(
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
     opts = mitm_options.Options(listen_host=host, listen_port=port, mode=modes, confdir=str(ca.confdir))
-    if _another_master_runs():
+    per_loop_mitmproxy_ctx()
+    if running_master(asyncio.get_running_loop()) is not None:
         logger.warning(
-            "another mitmproxy master runs in this process: mitmproxy hands the connections of both to the "
-            "proxy starting now (its config and plugins); run one brownout proxy per process"
+            "another mitmproxy master runs on this event loop: mitmproxy hands the connections of both to the "
+            "proxy starting now (its config and plugins); run each proxy on a loop of its own (running_proxy)"
         )
     master = BrownoutMaster(opts, with_termlog=with_termlog)
     errorcheck = _raise_instead_of_exit(master)
@@ -191,13 +194,6 @@ async def running_proxy_async(
         if task.done() and not task.cancelled() and task.exception() and started:
             logger.error("brownout proxy stopped with an error", exc_info=task.exception())
         errorcheck.logger.uninstall()  # installed on the root logger; mitmproxy leaks it on failed startup
-
-
-def _another_master_runs() -> bool:
-    """Whether the master mitmproxy's process-global `ctx` holds (the last one created) still runs."""
-    other = getattr(mitm_ctx, "master", None)
-    loop = getattr(other, "event_loop", None)
-    return other is not None and loop is not None and loop.is_running() and not other.should_exit.is_set()
 
 
 def _deepen_backlog(master: BrownoutMaster) -> None:

@@ -26,11 +26,9 @@ The object (a module, class or instance) may carry any of these attributes, each
   built-in formats and before the generic fallback. Their `provider` must be unique, and rules
   may name it in `match.provider`.
 
-Nothing is registered process-wide: each config carries its own `Catalogue`, so two configs in
-one process (two tests, an experiment's phases, a config and its hot reload) with different
-plugins never see each other's types, and a hot reload may add or drop plugins. (Two proxies
-*running* at once in one process are another matter: mitmproxy sends all traffic to the master
-started last, see brownout.proxy.embed.) Names may not collide with built-ins or other plugins (a config
+Nothing is registered process-wide: each config carries its own `Catalogue`, so two proxies in
+one process (or two tests, an experiment's phases, a config and its hot reload) with different
+plugins never see each other's types, and a hot reload may add or drop plugins. Names may not collide with built-ins or other plugins (a config
 error naming `plugins[i]`). Plugin code on the traffic path is contained like brownout's own: a
 failure is logged once, counted in `brownout_internal_errors_total{component}` (`fault:<type>`,
 `invariant:<name>`, `exporter:<name>`, `wire`, `spans`) and never reaches the agent.

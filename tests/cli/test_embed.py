@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import ssl
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from brownout.proxy.configload import ConfigError
-from brownout.proxy.embed import ProxyStartError, running_proxy
+from brownout.proxy.embed import ProxyStartError, running_proxy, running_proxy_async
 from tests.proxy.test_passthrough import wait_for
 
 # /metrics and the control API on free ports: their defaults (9464, 9465) may be taken by a brownout
@@ -89,20 +90,38 @@ def test_stop_frees_the_port(confdir: Path) -> None:
         assert again.port == port
 
 
-def test_a_second_proxy_running_in_the_process_is_warned_about(
-    upstream: Any, brownout_proxy: Callable[..., Any], caplog: pytest.LogCaptureFixture
+def test_two_proxies_running_in_one_process_each_handle_their_own_traffic(
+    upstream: Any, brownout_proxy: Callable[..., Any]
 ) -> None:
-    """mitmproxy keeps one master per process (`mitmproxy.ctx`): the one started last handles the
-    connections of every proxy still running, so starting it says so."""
-    seen: list[Any] = []
-    seen_by_second: list[Any] = []
+    """mitmproxy hands every accepted connection to its process-global `ctx.master`; brownout makes
+    that per event loop, so the first proxy keeps its own traffic, config and callbacks after a
+    second one starts."""
+    seen_a: list[Any] = []
+    seen_b: list[Any] = []
+    chaos = "rules:\n  - name: down\n    fault: {type: http_error, status: 503}\n"
+    a = brownout_proxy(chaos, on_exchange=seen_a.append)
+    b = brownout_proxy(on_exchange=seen_b.append)
+    url = f"{upstream.url}/tools/weather?city=Oslo"
+    for _ in range(3):
+        with httpx.Client(proxy=a.proxy_url(), trust_env=False) as client:
+            assert client.get(url).status_code == 503
+        with httpx.Client(proxy=b.proxy_url(), trust_env=False) as client:
+            assert client.get(url).status_code == 200
+    wait_for(seen_a, 3)
+    wait_for(seen_b, 3)
+    assert [len(e.faults) for e in seen_a] == [1, 1, 1] and [len(e.faults) for e in seen_b] == [0, 0, 0]
+
+
+def test_a_second_proxy_on_the_same_loop_is_warned_about(confdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two proxies on one event loop share mitmproxy's per-loop master: starting the second says so."""
+
+    async def two() -> None:
+        async with running_proxy_async(confdir=confdir, extra_options=FREE_ENDPOINTS):
+            assert not [r for r in caplog.records if "another mitmproxy master" in r.getMessage()]
+            async with running_proxy_async(confdir=confdir, extra_options=FREE_ENDPOINTS):
+                pass
+
     with caplog.at_level(logging.WARNING, logger="brownout.proxy.embed"):
-        first = brownout_proxy(on_exchange=seen.append)
-        assert not [r for r in caplog.records if "another mitmproxy master" in r.getMessage()]
-        brownout_proxy(on_exchange=seen_by_second.append)
+        asyncio.run(two())
     (warning,) = [r for r in caplog.records if "another mitmproxy master" in r.getMessage()]
-    assert "run one brownout proxy per process" in warning.getMessage()
-    with httpx.Client(proxy=first.proxy_url(), trust_env=False) as client:
-        assert client.get(f"{upstream.url}/tools/weather?city=Oslo").status_code == 200
-    wait_for(seen_by_second, 1)  # what the warning says: the first proxy's traffic went to the second
-    assert seen == []
+    assert "on a loop of its own" in warning.getMessage()
