@@ -70,6 +70,7 @@ class Capture:
         self._decode: Decoder | None = None
         self._raw_chunks = False
         self._sent_headers: list[tuple[str, str]] = []
+        self.ended = False  # the streamed body reached its end as upstream sent it
 
     def response_head(self, flow: http.HTTPFlow) -> None:
         resp = flow.response
@@ -96,6 +97,8 @@ class Capture:
         """A streamed chunk as upstream sent it; b"" ends the body."""
         events = self.rec.events
         assert events is not None
+        if not data:
+            self.ended = True
         if self.rec.truncated:  # nothing more is kept: neither decoded nor framed
             self._decode = self._framer = None
             return

@@ -58,6 +58,7 @@ class Tape:
         self.transport = ReplayTransport(lambda: self.replay.speed)
         self.relay: Relay | None = None
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
+        self.not_recorded = 0  # exchanges a stream fault cut while recording
 
     @property
     def active(self) -> bool:
@@ -167,6 +168,17 @@ class Tape:
                 self.relay.discard(tokens[1])
         capture: Capture | None = state.extra.pop(_CAPTURE, None)
         if capture is None or self.writer is None:
+            return
+        if state.tap is not None and state.tap.ended and not capture.ended:
+            # A stream fault (truncate, reset) ended the exchange before upstream finished: what was read
+            # is not what upstream would have sent, and replayed it would pass the fault off as upstream's.
+            self.not_recorded += 1
+            log.info(
+                "cassette: not recording %s %s (session %s): a fault cut it before upstream's answer ended",
+                capture.rec.method,
+                capture.rec.url,
+                state.exchange.session,
+            )
             return
         rec = self.guard.call("record", capture.recorded, state.exchange, end, context="finish")
         if rec is not None:
