@@ -126,6 +126,10 @@ class Plan:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
         return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)
 
+    def acts_on_response_headers(self) -> bool:
+        """True when a fired fault has a response-headers phase (a first-byte delay holds the response)."""
+        return any(type(f.fault).on_response_headers is not Fault.on_response_headers for f in self.fired)
+
     def skip_request_faults(self, reason: str) -> None:
         """The request body cannot be read (too large once decoded, undecodable): request edits are skipped."""
         for f in list(self.fired):

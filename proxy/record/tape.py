@@ -129,6 +129,17 @@ class Tape:
                 state.extra[_CAPTURE] = capture
         return taken
 
+    def upstream_clock(self, flow: http.HTTPFlow, state: FlowState, *, paced: bool) -> Callable[[bytes], None] | None:
+        """For a recorded exchange whose answer a fault holds back (paced by the relay, or delayed at its
+        first byte): what the relay calls with each chunk as upstream delivers it, so the cassette keeps
+        upstream's timing. None when there is nothing to correct, or the relay cannot take the flow."""
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is None or state.plan is None:
+            return None
+        if not paced and not (state.plan.acts_on_response_headers() and effects.can_relay(flow)):
+            return None
+        return lambda data: self.guard.call("record", capture.upstream, data, context="upstream clock")
+
     def on_response_headers(self, flow: http.HTTPFlow, state: FlowState) -> None:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is not None:

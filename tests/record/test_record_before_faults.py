@@ -1,22 +1,28 @@
 """A recording made under chaos holds what the upstream sent, before any fault: the whole body and every
-event as upstream sent them. An answer a stream fault cut is not recorded at all, so a replay never passes
-the cut off as upstream's."""
+event as upstream sent them, at upstream's pace (no first-byte delay, stall or throttle in the times). An
+answer a stream fault cut is not recorded at all, so a replay never passes the cut off as upstream's."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from brownout.proxy.demo.httpserver import Request, Responder
 from brownout.proxy.embed import ProxyHandle
+from brownout.proxy.record.cassette import Recorded
 from tests.proxy.test_relay import serving
 from tests.record.support import load, player, recorder, wait_recorded
 
-EVENTS = 6  # streamed events before [DONE], 10 ms apart
+EVENTS = 6  # streamed events before [DONE]
+GAPS_S = [0.05, 0.12, 0.03, 0.2, 0.06, 0.15]  # upstream's wait before each event (timed upstreams)
+HOLD_S = 0.4  # every wait a fault adds: far beyond the tolerance
+TOLERANCE_S = 0.1
 ANSWER = {
     "id": "chatcmpl-whole",
     "object": "chat.completion",
@@ -55,16 +61,21 @@ def event(i: int) -> bytes:
 STREAM = b"".join(event(i) for i in range(EVENTS)) + b"data: [DONE]\n\n"
 
 
-async def upstream(req: Request, resp: Responder) -> None:
-    if not json.loads(req.body).get("stream"):
-        resp.send(200, json.dumps(ANSWER).encode())
-        return
-    await resp.start_stream(200, "text/event-stream")
-    for i in range(EVENTS):
-        await asyncio.sleep(0.01)
-        await resp.chunk(event(i))
-    await resp.chunk(b"data: [DONE]\n\n")
-    await resp.end()
+def upstream_pacing(gaps_s: list[float]):  # type: ignore[no-untyped-def]
+    async def upstream(req: Request, resp: Responder) -> None:
+        if not json.loads(req.body).get("stream"):
+            resp.send(200, json.dumps(ANSWER).encode())
+            return
+        await resp.start_stream(200, "text/event-stream")
+        for i in range(EVENTS):
+            await asyncio.sleep(gaps_s[i])
+            await resp.chunk(event(i))
+        await resp.chunk(b"data: [DONE]\n\n")
+
+    return upstream
+
+
+upstream = upstream_pacing([0.01] * EVENTS)
 
 
 def ask(proxy: ProxyHandle, base: str) -> list[tuple[int, bytes]]:
@@ -114,3 +125,49 @@ def wait_exchanges_done(proxy: ProxyHandle, n: int, timeout_s: float = 10.0) -> 
     while len(proxy.addon.pipeline.exporters.recent_exchanges()) < n and time.monotonic() < deadline:
         time.sleep(0.02)
     assert len(proxy.addon.pipeline.exporters.recent_exchanges()) >= n
+
+
+HELD = f"""
+seed: 5
+rules:
+  - name: slow-first-byte
+    match: {{provider: openai}}
+    fault: {{type: latency, delay_ms: {HOLD_S * 1000:.0f}, phase: first_byte}}
+  - name: stall
+    match: {{provider: openai, stream: true}}
+    fault: {{type: stall, after_events: 2, pause_ms: {HOLD_S * 1000:.0f}}}
+"""
+THROTTLED = """
+seed: 5
+rules:
+  - name: drip
+    match: {provider: openai, stream: true}
+    fault: {type: throttle, bytes_per_s: 1000}
+"""
+
+
+def assert_upstream_timing(stream: Recorded) -> None:
+    times = [e.t for e in stream.events or [] if e.data.startswith(b"data: {")]
+    assert len(times) == EVENTS and stream.headers_s < TOLERANCE_S, (stream.headers_s, times)
+    assert abs(times[0] - GAPS_S[0]) < TOLERANCE_S, f"first event at {times[0]:.3f} s, upstream sent it at {GAPS_S[0]}"
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(abs(a - b) < TOLERANCE_S for a, b in zip(gaps, GAPS_S[1:], strict=True)), (gaps, GAPS_S[1:])
+    assert stream.end_s < sum(GAPS_S) + TOLERANCE_S
+
+
+@pytest.mark.parametrize("config", [HELD, THROTTLED], ids=["first-byte-and-stall", "throttle"])
+def test_a_recording_keeps_upstreams_timing_not_the_waits_faults_add(
+    brownout_proxy, tmp_path: Path, config: str
+) -> None:
+    cassettes = tmp_path / "cassettes"
+    with serving(upstream_pacing(GAPS_S)) as url:
+        rec = recorder(brownout_proxy, cassettes, config)
+        live = ask(rec, url)[:2]
+        wait_recorded(rec, 3)
+    assert live == [(200, json.dumps(ANSWER).encode()), (200, STREAM)]  # these faults change no byte
+    fired = {d.rule for d in rec.addon.engine.decisions.recent() if d.outcome == "fired"}
+    assert fired == ({"slow-first-byte", "stall"} if config is HELD else {"drip"})
+    [[buffered, stream, _]] = [c.exchanges for c in load(cassettes)]
+    assert buffered.body == json.dumps(ANSWER).encode() and buffered.end_s < TOLERANCE_S
+    assert b"".join(e.data for e in stream.events or []) == STREAM
+    assert_upstream_timing(stream)
