@@ -112,7 +112,9 @@ def test_anthropic_sdk_streamed_tool_use_replays(brownout_proxy, anthropic_clien
     assert anthropic_session(anthropic_client(play, url, session="claude-1")) == recorded
 
 
-def test_a_request_never_recorded_is_a_clear_error_not_a_hang(brownout_proxy, openai_client, tmp_path: Path) -> None:
+def test_a_request_never_recorded_is_a_clear_error_not_a_hang(
+    brownout_proxy, openai_client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import openai
 
     cassettes = tmp_path / "cassettes"
@@ -129,6 +131,11 @@ def test_a_request_never_recorded_is_a_clear_error_not_a_hang(brownout_proxy, op
         client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "something else"}])
     assert "no recorded answer" in str(err.value) and "/v1/chat/completions" in str(err.value)
     assert play.addon.tape.counts["miss"] == 1
+    metrics = play.addon.pipeline.exporters.metrics.registry
+    assert metrics.get_sample_value("brownout_replay_requests_total", {"outcome": "miss"}) == 1
+    # The log names the miss with the normalised request, so the user sees which part differed.
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay miss")]
+    assert '"something else"' in line and '"model": "gpt-4o-mini"' in line and '"provider": "openai"' in line
 
 
 def test_volatile_fields_do_not_decide_the_match(brownout_proxy, openai_client, tmp_path: Path) -> None:
