@@ -151,3 +151,24 @@ def test_volatile_fields_do_not_decide_the_match(brownout_proxy, openai_client, 
         model="gpt-4o-mini", messages=messages, user="bob", metadata={"run": "42"}, store=False
     )
     assert again.id == first.id
+
+
+def test_an_ndjson_stream_is_kept_line_by_line_and_replayed_byte_for_byte(brownout_proxy, tmp_path: Path) -> None:
+    import httpx
+
+    cassettes = tmp_path / "cassettes"
+    body = {"model": "llama3.2", "messages": [{"role": "user", "content": "What is the weather in Paris?"}]}
+    with mock_upstream() as up:
+        rec = recorder(brownout_proxy, cassettes)
+        with httpx.Client(proxy=rec.proxy_url("ollama-1"), timeout=10) as client:
+            live = client.post(f"{up.url}/api/chat", json=body).content
+        wait_recorded(rec, 1)
+        url = up.url
+    [[stream]] = [c.exchanges for c in load(cassettes)]
+    assert stream.provider == "ollama" and stream.events is not None
+    lines = live.splitlines(keepends=True)
+    assert len(lines) > 2 and [e.data for e in stream.events] == lines  # one event a line, as sent
+    assert [e.t for e in stream.events] == sorted(e.t for e in stream.events)
+    play = player(brownout_proxy, cassettes, speed=0)
+    with httpx.Client(proxy=play.proxy_url("ollama-1"), timeout=10) as client:
+        assert client.post(f"{url}/api/chat", json={**body, "options": {"seed": 3}}).content == live
