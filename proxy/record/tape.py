@@ -212,20 +212,20 @@ class Tape:
         self.on_replay("hit")
         ex.replayed = True
         ex.notes["replay"] = {"source": match.recorded.source, "repeated": match.repeated}
-        token = self.transport.register(match.recorded)
-        relay_token = None
-        if self.relay is not None:
+        if self.relay is not None and effects.can_relay(flow):
+            token = self.transport.register(match.recorded)
             flow.request.headers[REPLAY_HEADER] = token
             relay_token = effects.route_to_relay(flow, self.relay, state.timing or StreamTiming(), self.guard)
-        if relay_token is None:
-            # No route to the relay (upstream mode): answer here, whole, with the recorded head and body.
+            if relay_token is not None:
+                state.extra[_TOKEN] = (token, relay_token)
+                return True
             self.transport.discard(token)
             del flow.request.headers[REPLAY_HEADER]
-            rec = match.recorded
-            body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
-            flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
-            return True
-        state.extra[_TOKEN] = (token, relay_token)
+        # No route to the relay (upstream mode: it would go through the upstream proxy): answered here,
+        # whole and at once, with the recorded head and body.
+        rec = match.recorded
+        body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
+        flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
         return True
 
     def _miss(self, flow: http.HTTPFlow, state: FlowState, normalised: dict[str, Any]) -> bool:
