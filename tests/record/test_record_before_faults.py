@@ -171,3 +171,35 @@ def test_a_recording_keeps_upstreams_timing_not_the_waits_faults_add(
     assert buffered.body == json.dumps(ANSWER).encode() and buffered.end_s < TOLERANCE_S
     assert b"".join(e.data for e in stream.events or []) == STREAM
     assert_upstream_timing(stream)
+
+
+DUPLICATE = """
+seed: 5
+rules:
+  - name: stutter
+    match: {provider: openai}
+    fault: {type: mutate, kind: duplicate, roles: [user]}
+"""
+
+
+def test_a_mutated_request_is_recorded_as_sent_upstream_with_its_answer(brownout_proxy, tmp_path: Path) -> None:
+    """The answer is to the mutated request, so the cassette pairs it with that request: a replay under the
+    same config finds it, one without the mutation does not."""
+    cassettes = tmp_path / "cassettes"
+    first, answer, second = (
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "Where?"},
+        {"role": "user", "content": "Paris"},
+    )
+    body = {"model": "gpt-4o-mini", "messages": [first, answer, second]}
+    with serving(upstream) as url:
+        rec = recorder(brownout_proxy, cassettes, DUPLICATE)
+        with httpx.Client(proxy=rec.proxy_url("m"), timeout=10) as client:
+            assert client.post(f"{url}/v1/chat/completions", json=body).status_code == 200
+        wait_recorded(rec, 1)
+    [[exchange]] = [c.exchanges for c in load(cassettes)]
+    assert json.loads(exchange.request_body)["messages"] == [first, first, answer, second]  # the earlier turn twice
+    for config, status in ((DUPLICATE, 200), ("seed: 5\n", 404)):
+        play = player(brownout_proxy, cassettes, config)
+        with httpx.Client(proxy=play.proxy_url("m"), timeout=10) as client:
+            assert client.post(f"{url}/v1/chat/completions", json=body).status_code == status
