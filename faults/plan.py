@@ -126,9 +126,12 @@ class Plan:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
         return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)
 
-    def acts_on_response_headers(self) -> bool:
-        """True when a fired fault has a response-headers phase (a first-byte delay holds the response)."""
-        return any(type(f.fault).on_response_headers is not Fault.on_response_headers for f in self.fired)
+    def holds_response(self) -> bool:
+        """True when a fired fault may hold the answer back at its headers (a first-byte delay)."""
+        return any(
+            self.guard.call(f"fault:{f.type}", f.fault.holds_response, f.ctx, default=False, context="holds_response")
+            for f in self.fired
+        )
 
     def skip_request_faults(self, reason: str) -> None:
         """The request body cannot be read (too large once decoded, undecodable): request edits are skipped."""

@@ -136,7 +136,7 @@ class Tape:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is None or state.plan is None:
             return None
-        if not paced and not (state.plan.acts_on_response_headers() and effects.can_relay(flow)):
+        if not paced and not (state.plan.holds_response() and effects.can_relay(flow)):
             return None
         return lambda data: self.guard.call("record", capture.upstream, data, context="upstream clock")
 
