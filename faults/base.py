@@ -142,6 +142,11 @@ class Fault(ABC):
     async def on_response_headers(self, ctx: FaultContext, headers: dict[str, str]) -> None:
         """May await (first-byte latency) or edit `headers` in place."""
 
+    def holds_response(self, ctx: FaultContext) -> bool:
+        """True when `on_response_headers` may wait, holding the answer back (a recording then times the
+        body where upstream delivers it). By default: whenever this fault has that phase."""
+        return type(self).on_response_headers is not Fault.on_response_headers
+
     def wants_body(self, ctx: FaultContext) -> bool:
         """True when this fault must see a non-streamed body whole (forces buffering)."""
         return False

@@ -76,3 +76,6 @@ class LatencyFault(Fault):
     async def on_response_headers(self, ctx: FaultContext, headers: dict[str, str]) -> None:
         if self.params.phase == "first_byte":
             await self._delay(ctx)
+
+    def holds_response(self, ctx: FaultContext) -> bool:
+        return self.params.phase == "first_byte"

@@ -126,6 +126,13 @@ class Plan:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
         return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)
 
+    def holds_response(self) -> bool:
+        """True when a fired fault may hold the answer back at its headers (a first-byte delay)."""
+        return any(
+            self.guard.call(f"fault:{f.type}", f.fault.holds_response, f.ctx, default=False, context="holds_response")
+            for f in self.fired
+        )
+
     def skip_request_faults(self, reason: str) -> None:
         """The request body cannot be read (too large once decoded, undecodable): request edits are skipped."""
         for f in list(self.fired):

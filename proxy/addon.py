@@ -20,7 +20,7 @@ from mitmproxy.utils import human
 
 from brownout.core.exchange import SHUTDOWN, Exchange
 from brownout.core.guard import Guard
-from brownout.faults.base import Hang, Reset, Respond
+from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.proxy import bodies, effects, flowmodel
 from brownout.proxy.clientlimits import ClientLimits
@@ -151,8 +151,12 @@ class Brownout(Lifecycle, ResponseHooks):
             if self.tape.on_request(flow, state, body):  # answered from a cassette, or a replay miss
                 return
             timing = state.timing
-            if timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s) and self.relay:
-                state.relay_token = effects.route_to_relay(flow, self.relay, timing, self.guard)
+            paced = timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s)
+            clock = self.tape.upstream_clock(flow, state, paced=bool(paced))
+            if (paced or clock is not None) and self.relay:
+                state.relay_token = effects.route_to_relay(
+                    flow, self.relay, timing or StreamTiming(), self.guard, on_upstream=clock
+                )
 
     async def _request_body(self, flow: http.HTTPFlow) -> bytes | bodies.Uninspected:
         """The request body decoded for recognition (bounded: a compression bomb is not inflated)."""

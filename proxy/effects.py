@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from mitmproxy import http
 
@@ -21,6 +22,7 @@ from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 
 __all__ = [
     "RelayUnsupported",
+    "can_relay",
     "drop",
     "edit_request",
     "end_read",
@@ -103,20 +105,33 @@ class RelayUnsupported(RuntimeError):
     """The flow's proxy mode has no route to the relay; it goes on unpaced."""
 
 
-def route_to_relay(flow: http.HTTPFlow, relay: Relay, timing: StreamTiming, guard: Guard) -> str | None:
+def can_relay(flow: http.HTTPFlow) -> bool:
+    """Only regular and reverse mode: in upstream mode mitmproxy would send the relayed request
+    through the upstream proxy, which cannot reach brownout's loopback relay (and the relay does
+    not speak to upstream proxies)."""
+    mode = getattr(flow.client_conn.proxy_mode, "type_name", "")
+    return mode in ("regular", "reverse") and flow.server_conn.via is None
+
+
+def route_to_relay(
+    flow: http.HTTPFlow,
+    relay: Relay,
+    timing: StreamTiming,
+    guard: Guard,
+    *,
+    on_upstream: Callable[[bytes], None] | None = None,
+) -> str | None:
     """Send the request through the pacing relay; the relay token to discard later, or None.
 
-    Only regular and reverse mode are supported: in upstream mode mitmproxy would send the
-    relayed request through the upstream proxy, which cannot reach brownout's loopback
-    relay (and the relay does not speak to upstream proxies). Such a flow is not paced: it
-    is counted and logged as a "relay" failure and continues through mitmproxy as usual.
+    A flow the relay cannot take (see `can_relay`) is not paced: it is counted and logged as a
+    "relay" failure and continues through mitmproxy as usual. `on_upstream`: see `RelayTarget`.
     """
-    mode = getattr(flow.client_conn.proxy_mode, "type_name", "")
-    if mode not in ("regular", "reverse") or flow.server_conn.via is not None:
+    if not can_relay(flow):
+        mode = getattr(flow.client_conn.proxy_mode, "type_name", "")
         err = RelayUnsupported(f"stall/throttle need regular or reverse mode, not {mode or 'unknown'}; not paced")
         guard.failed("relay", err, flow.request.pretty_url, level=logging.WARNING)
         return None
-    token = relay.register(RelayTarget(url=flow.request.url, timing=timing))
+    token = relay.register(RelayTarget(url=flow.request.url, timing=timing, on_upstream=on_upstream))
     host_header = flow.request.host_header
     flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", relay.port
     flow.request.host_header = host_header  # the upstream still sees its own Host

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import secrets
 import ssl
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 import h11
@@ -31,6 +32,7 @@ __all__ = ["Relay", "RelayTarget"]
 log = logging.getLogger(__name__)
 
 RELAY_HEADER = "x-brownout-relay"
+_READ_AHEAD = 256  # chunks read ahead of the pacing for a target that watches upstream's timing
 # Hop-by-hop and framing headers stay behind: httpx (to upstream) and h11 (back to mitmproxy) frame bodies.
 _NOT_FORWARDED = frozenset(
     {
@@ -52,6 +54,9 @@ class RelayTarget:
 
     url: str
     timing: StreamTiming
+    # Told each body chunk the moment upstream delivers it, before any pacing, and b"" at its end:
+    # the clock of a recording, which must not show the waits brownout adds.
+    on_upstream: Callable[[bytes], None] | None = None
 
 
 class Relay:
@@ -148,16 +153,19 @@ class Relay:
             log.info("relay: cannot reach upstream %s: %r", httpx.URL(target.url).host, e)
             return
         try:
-            await self._relay_response(resp, conn, writer, target.timing)
+            await self._relay_response(resp, conn, writer, target)
         finally:
             await resp.aclose()
 
     async def _relay_response(
-        self, resp: httpx.Response, conn: h11.Connection, writer: asyncio.StreamWriter, timing: StreamTiming
+        self, resp: httpx.Response, conn: h11.Connection, writer: asyncio.StreamWriter, target: RelayTarget
     ) -> None:
+        timing = target.timing
         # Body framing is h11's: with no content-length it chunks the body for mitmproxy's HTTP/1.1,
         # and sends none at all where the status or method allows no body.
-        headers = [(k, v) for k, v in resp.headers.raw if k.lower().decode("latin-1") not in _NOT_FORWARDED]
+        # A recorded exchange keeps its framing (a buffered answer stays buffered): pacing never changes the size.
+        dropped = _NOT_FORWARDED if target.on_upstream is None else _NOT_FORWARDED - {"content-length"}
+        headers = [(k, v) for k, v in resp.headers.raw if k.lower().decode("latin-1") not in dropped]
         headers.append((b"connection", b"close"))
         reason = resp.extensions.get("reason_phrase", b"")  # upstream's own bytes, whatever their charset
         _write(writer, conn, h11.Response(status_code=resp.status_code, reason=reason, headers=headers))
@@ -172,14 +180,19 @@ class Relay:
             if stall.at_start:
                 await self._sleep(timing.pause_s)  # after_events 0: headers out, no event yet
         # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.
-        async for chunk in resp.aiter_raw():
-            cut = stall.feed(chunk) if stall is not None and not stall.done else None
-            if cut is None:
-                await self._send(writer, conn, chunk, timing)
-                continue
-            await self._send(writer, conn, chunk[:cut], timing)
-            await self._sleep(timing.pause_s)
-            await self._send(writer, conn, chunk[cut:], timing)
+        ahead = None if target.on_upstream is None else _read_ahead(resp, target.on_upstream)
+        try:
+            async for chunk in resp.aiter_raw() if ahead is None else ahead:
+                cut = stall.feed(chunk) if stall is not None and not stall.done else None
+                if cut is None:
+                    await self._send(writer, conn, chunk, timing)
+                    continue
+                await self._send(writer, conn, chunk[:cut], timing)
+                await self._sleep(timing.pause_s)
+                await self._send(writer, conn, chunk[cut:], timing)
+        finally:
+            if ahead is not None:
+                await ahead.aclose()  # stops its reader task
         _write(writer, conn, h11.EndOfMessage())
         await writer.drain()
 
@@ -200,6 +213,31 @@ class Relay:
             _write(writer, conn, h11.Data(data=piece))
             await writer.drain()
             await self._sleep(len(piece) / rate)
+
+
+async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]) -> AsyncGenerator[bytes]:
+    """The body read by its own task, so pacing and mitmproxy's holds never delay the reads that
+    `on_upstream` times; the chunks are handed on in order."""
+    queue: asyncio.Queue[bytes | Exception | None] = asyncio.Queue(_READ_AHEAD)
+
+    async def read() -> None:
+        try:
+            async for chunk in resp.aiter_raw():
+                on_upstream(chunk)
+                await queue.put(chunk)
+            on_upstream(b"")
+            await queue.put(None)
+        except Exception as e:  # noqa: BLE001 - handed to the reader below, whose handler sorts it out
+            await queue.put(e)
+
+    task = asyncio.create_task(read())
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+    finally:
+        task.cancel()
 
 
 def _write(writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 
 from mitmproxy import http
@@ -70,6 +71,13 @@ class Capture:
         self._decode: Decoder | None = None
         self._raw_chunks = False
         self._sent_headers: list[tuple[str, str]] = []
+        self.ended = False  # the streamed body reached its end as upstream sent it
+        # Upstream's own clock, when the relay reports it (a fault holds the answer back on its way to
+        # the client): the body bytes delivered so far and when, and when upstream ended the body.
+        self._upstream_bytes: list[int] = []
+        self._upstream_at: list[float] = []
+        self._upstream_end: float | None = None
+        self._seen = 0  # body bytes this capture was fed
 
     def response_head(self, flow: http.HTTPFlow) -> None:
         resp = flow.response
@@ -92,14 +100,35 @@ class Capture:
         self.rec.events = []
         self._framer = None if self._raw_chunks else framer_for(content_type)
 
+    def upstream(self, data: bytes) -> None:
+        """The relay's word that upstream just delivered `data` (b"": the end of the body)."""
+        now = time.time()
+        if not data:
+            self._upstream_end = now
+            return
+        total = (self._upstream_bytes[-1] if self._upstream_bytes else 0) + len(data)
+        self._upstream_bytes.append(total)
+        self._upstream_at.append(now)
+
+    def _arrived(self, n: int) -> float:
+        """When the next `n` body bytes fed here left upstream: by upstream's clock when the relay keeps
+        one (pacing and first-byte delays are brownout's, not upstream's), else now."""
+        self._seen += n
+        if n == 0 and self._upstream_end is not None:
+            return self._upstream_end
+        i = bisect_left(self._upstream_bytes, self._seen)
+        return self._upstream_at[i] if i < len(self._upstream_at) else time.time()
+
     def feed(self, data: bytes) -> None:
         """A streamed chunk as upstream sent it; b"" ends the body."""
         events = self.rec.events
         assert events is not None
+        if not data:
+            self.ended = True
         if self.rec.truncated:  # nothing more is kept: neither decoded nor framed
             self._decode = self._framer = None
             return
-        t = time.time() - self.t0
+        t = self._arrived(len(data)) - self.t0
         if not data:
             if self._framer is not None and (tail := self._framer.pending()):
                 self._add(events, t, tail)  # the raw tail, whitespace included: kept byte for byte
@@ -170,6 +199,8 @@ class Capture:
 
     def recorded(self, exchange: Exchange, end: float | None) -> Recorded:
         rec = self.rec
+        if self._upstream_end is not None:
+            end = self._upstream_end
         rec.end_s = max(rec.headers_s, (end or time.time()) - self.t0)
         rec.provider, rec.operation, rec.model = exchange.provider, exchange.operation, exchange.model
         if rec.status is not None and rec.events is None and rec.body is None:

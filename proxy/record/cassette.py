@@ -95,7 +95,7 @@ class Event:
 
 @dataclass(slots=True)
 class Recorded:
-    """One recorded exchange: the request as the agent sent it (secrets removed), the answer as upstream sent it."""
+    """One recorded exchange: the request as it went upstream (secrets removed), the answer as upstream sent it."""
 
     session: str
     seq: int

@@ -58,6 +58,7 @@ class Tape:
         self.transport = ReplayTransport(lambda: self.replay.speed)
         self.relay: Relay | None = None
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
+        self.not_recorded = 0  # exchanges a stream fault cut while recording
 
     @property
     def active(self) -> bool:
@@ -128,6 +129,17 @@ class Tape:
                 state.extra[_CAPTURE] = capture
         return taken
 
+    def upstream_clock(self, flow: http.HTTPFlow, state: FlowState, *, paced: bool) -> Callable[[bytes], None] | None:
+        """For a recorded exchange whose answer a fault holds back (paced by the relay, or delayed at its
+        first byte): what the relay calls with each chunk as upstream delivers it, so the cassette keeps
+        upstream's timing. None when there is nothing to correct, or the relay cannot take the flow."""
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is None or state.plan is None:
+            return None
+        if not paced and not (state.plan.holds_response() and effects.can_relay(flow)):
+            return None
+        return lambda data: self.guard.call("record", capture.upstream, data, context="upstream clock")
+
     def on_response_headers(self, flow: http.HTTPFlow, state: FlowState) -> None:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is not None:
@@ -168,6 +180,17 @@ class Tape:
         capture: Capture | None = state.extra.pop(_CAPTURE, None)
         if capture is None or self.writer is None:
             return
+        if state.tap is not None and state.tap.ended and not capture.ended:
+            # A stream fault (truncate, reset) ended the exchange before upstream finished: what was read
+            # is not what upstream would have sent, and replayed it would pass the fault off as upstream's.
+            self.not_recorded += 1
+            log.info(
+                "cassette: not recording %s %s (session %s): a fault cut it before upstream's answer ended",
+                capture.rec.method,
+                capture.rec.url,
+                state.exchange.session,
+            )
+            return
         rec = self.guard.call("record", capture.recorded, state.exchange, end, context="finish")
         if rec is not None:
             self.writer.put(rec)
@@ -189,20 +212,20 @@ class Tape:
         self.on_replay("hit")
         ex.replayed = True
         ex.notes["replay"] = {"source": match.recorded.source, "repeated": match.repeated}
-        token = self.transport.register(match.recorded)
-        relay_token = None
-        if self.relay is not None:
+        if self.relay is not None and effects.can_relay(flow):
+            token = self.transport.register(match.recorded)
             flow.request.headers[REPLAY_HEADER] = token
             relay_token = effects.route_to_relay(flow, self.relay, state.timing or StreamTiming(), self.guard)
-        if relay_token is None:
-            # No route to the relay (upstream mode): answer here, whole, with the recorded head and body.
+            if relay_token is not None:
+                state.extra[_TOKEN] = (token, relay_token)
+                return True
             self.transport.discard(token)
             del flow.request.headers[REPLAY_HEADER]
-            rec = match.recorded
-            body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
-            flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
-            return True
-        state.extra[_TOKEN] = (token, relay_token)
+        # No route to the relay (upstream mode: it would go through the upstream proxy): answered here,
+        # whole and at once, with the recorded head and body.
+        rec = match.recorded
+        body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
+        flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
         return True
 
     def _miss(self, flow: http.HTTPFlow, state: FlowState, normalised: dict[str, Any]) -> bool:

@@ -20,6 +20,7 @@ def test_fixed_request_phase_sleeps_before_upstream(make_ctx, sleeps) -> None:
     assert asyncio.run(fault.before_upstream(ctx)) is None
     asyncio.run(fault.on_response_headers(ctx, {}))
     assert sleeps.calls == [0.5]
+    assert fault.holds_response(ctx) is False  # the answer itself is never held back
 
 
 def test_first_byte_phase_sleeps_on_headers_only(make_ctx, sleeps) -> None:
@@ -29,6 +30,7 @@ def test_first_byte_phase_sleeps_on_headers_only(make_ctx, sleeps) -> None:
     assert sleeps.calls == []
     asyncio.run(fault.on_response_headers(ctx, {}))
     assert sleeps.calls == [0.25]
+    assert fault.holds_response(ctx) is True
 
 
 @pytest.mark.parametrize("dist", ["uniform", "normal", "lognormal"])

@@ -54,6 +54,20 @@ def test_anthropic_gemini_and_mcp_normalise_their_own_shapes() -> None:
     assert key(info("/mcp", call, host="localhost"))["provider"] == "mcp"
 
 
+def test_ollama_and_plain_json_apis_leave_out_volatile_fields() -> None:
+    chat = {"model": "llama3.2", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    o = key(info("/api/chat", chat, host="localhost"))
+    assert o["provider"] == "ollama"
+    assert key(info("/api/chat", {**chat, "options": {"seed": 1}, "keep_alive": "5m"}, host="localhost")) == o
+    assert key(info("/api/chat", {**chat, "stream": False}, host="localhost")) != o
+    search = {"query": "weather Paris", "limit": 3}
+    s = key(info("/tools/search", search, host="localhost"))
+    assert s["provider"] == "http" and s["body"] == search
+    noisy = {**search, "request_id": "r-1", "timestamp": 1700000000, "metadata": {"trace": "x"}}
+    assert key(info("/tools/search", noisy, host="localhost")) == s
+    assert key(info("/tools/search", {**search, "limit": 4}, host="localhost")) != s
+
+
 def test_ports_and_ignored_parameters_do_not_decide() -> None:
     a = key(info("/tools/weather", method="GET", host="127.0.0.1", query="city=Paris&_=123"), ignore_params=["_"])
     b = key(info("/tools/weather", method="GET", host="127.0.0.1", query="_=999&city=Paris"), ignore_params=["_"])

@@ -6,7 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from brownout.proxy.demo.httpserver import Request, Responder
 from brownout.proxy.record.cassette import read_dir
+from tests.proxy.test_relay import serving
 from tests.record.support import mock_upstream, player, recorder, wait_recorded
 
 PLANTED = {
@@ -62,3 +66,24 @@ def test_no_planted_secret_is_written_and_replay_matches_other_keys(
     play = player(brownout_proxy, cassettes)
     other = client_with_secrets(openai_client, play, url, suffix="-rotated")
     assert other.chat.completions.create(model="gpt-4o-mini", messages=messages).id == first.id
+
+
+SET_COOKIE = "session=PLANTEDsetcookie0123456789; HttpOnly"
+
+
+async def sets_a_cookie(req: Request, resp: Responder) -> None:
+    resp.send(200, b'{"ok": true}', headers={"set-cookie": SET_COOKIE, "x-api-key": "PLANTEDechoedkey0123"})
+
+
+def test_response_cookies_and_echoed_keys_are_not_written(brownout_proxy, tmp_path: Path) -> None:
+    cassettes = tmp_path / "cassettes"
+    with serving(sets_a_cookie) as url:
+        rec = recorder(brownout_proxy, cassettes)
+        with httpx.Client(proxy=rec.proxy_url("s"), timeout=10) as client:
+            got = client.get(f"{url}/session")
+        wait_recorded(rec, 1)
+    assert got.headers["set-cookie"] == SET_COOKIE  # the client still gets it
+    text = "".join(p.read_text(encoding="utf-8") for p in cassettes.iterdir())
+    assert "PLANTEDsetcookie" not in text and "PLANTEDechoedkey" not in text
+    [[exchange]] = [c.exchanges for c in read_dir(cassettes)]
+    assert exchange.body == b'{"ok": true}' and "set-cookie" not in {k.lower() for k, _ in exchange.response_headers}

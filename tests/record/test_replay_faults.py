@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from brownout.core.span_attributes import exchange_attributes
 from brownout.proxy.embed import ProxyHandle
 from tests.record.support import mock_upstream, player, recorder, wait_exchanges, wait_recorded
 
@@ -37,6 +39,8 @@ rules:
     match: {provider: openai, stream: true}
     fault: {type: stall, after_events: 1, pause_ms: 30}
     schedule: {probability: 0.5}
+invariants:
+  - {type: tool_arguments_json}
 """
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 CITIES = ["Paris", "Oslo", "Lima", "Pune", "Kyiv", "Rome", "Bern", "Doha"]
@@ -80,10 +84,17 @@ def test_faults_on_replay_are_reproducible_run_after_run(brownout_proxy, tmp_pat
     for _ in range(2):
         exchanges: list[Any] = []
         proxy = player(brownout_proxy, cassettes, CHAOS, on_exchange=exchanges.append)
+        spans, violations = InMemorySpanExporter(), []
+
+        def listen(proxy: ProxyHandle = proxy, spans: Any = spans, violations: list[Any] = violations) -> None:
+            proxy.addon.pipeline.exporters.add_span_processor(SimpleSpanProcessor(spans))
+            proxy.addon.pipeline.violation_listeners.append(violations.append)
+
+        proxy.call(listen)
         got = send_all(proxy, url)
         wait_exchanges(exchanges, len(got))
-        runs.append((got, decisions(proxy), exchanges))
-    (first, first_decisions, exchanges), (second, second_decisions, _) = runs
+        runs.append((got, decisions(proxy), exchanges, spans, violations))
+    (first, first_decisions, exchanges, spans, violations), (second, second_decisions, _, _, again) = runs
     assert first == second
     assert first_decisions == second_decisions
     fired = {rule for _, rule, outcome, _ in first_decisions if outcome == "fired"}
@@ -95,7 +106,19 @@ def test_faults_on_replay_are_reproducible_run_after_run(brownout_proxy, tmp_pat
     assert any(b"[DONE]" not in body for body in cut) and any(b"[DONE]" in body for body in cut)
 
     replayed = [ex for ex in exchanges if ex.replayed]
-    assert replayed and all(exchange_attributes(ex)["brownout.replayed"] is True for ex in replayed)
+    assert replayed
+    # Spans and invariants work on replayed traffic as on live: each span says it was replayed, and the tool
+    # arguments the bad-args fault broke in replayed answers are violations, the same in both runs.
+    deadline = time.monotonic() + 10
+    while len(spans.get_finished_spans()) < len(exchanges) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    marked = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("brownout.replayed") is True]
+    assert len(marked) == len(replayed)
+    by_id = {ex.id: ex for ex in exchanges}
+    broken = [v for v in violations if v.invariant == "tool_arguments_json"]
+    assert broken and all(by_id[v.exchange_id].replayed for v in broken)
+    assert all("bad-args" in {f.rule for f in by_id[v.exchange_id].faults} for v in broken)
+    assert [v.message for v in again] == [v.message for v in violations]
     # A 429 answered before the upstream consumed no recording: the exchange was never replayed.
     assert all(not ex.replayed for ex in exchanges if ex.status == 429 and ex.faults)
 

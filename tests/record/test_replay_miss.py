@@ -1,5 +1,5 @@
-"""Replay misses forwarded upstream (and recorded next to the cassettes they missed), config sections, and
-what a bad replay setting does at start."""
+"""Replay misses forwarded upstream (and recorded next to the cassettes they missed), replay behind an
+upstream proxy, config sections, and what a bad replay setting does at start."""
 
 from __future__ import annotations
 
@@ -50,3 +50,34 @@ def test_the_sections_validate_and_a_missing_cassette_directory_stops_the_start(
         player(brownout_proxy, tmp_path / "nothing-here")
     with pytest.raises(ProxyStartError, match="replay speed must be a number"):
         player(brownout_proxy, tmp_path, extra_options={"brownout_replay_speed": "fast"})
+
+
+def test_replay_in_upstream_mode_answers_whole_without_the_upstream_proxy(
+    brownout_proxy, openai_client, tmp_path: Path
+) -> None:
+    """The relay cannot be reached through an upstream proxy: hits are answered whole, at once, and
+    nothing is forwarded (the guard, checked at teardown, contained nothing)."""
+    cassettes = tmp_path / "cassettes"
+    with mock_upstream() as up:
+        rec = recorder(brownout_proxy, cassettes)
+        client = openai_client(rec, up, session="s")
+        first = ask(client, "one")
+        streamed = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "two"}], stream=True
+            )
+            if c.choices
+        )
+        wait_recorded(rec, 2)
+        url = up.url
+    forwarded: list[Any] = []
+    chained = brownout_proxy(on_exchange=forwarded.append)
+    play = player(brownout_proxy, cassettes, mode=f"upstream:{chained.url}")
+    client = openai_client(play, url, session="s")
+    assert ask(client, "one") == first
+    again = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "two"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in again if c.choices) == streamed
+    assert play.addon.tape.counts["hit"] == 2 and forwarded == []

@@ -112,7 +112,9 @@ def test_anthropic_sdk_streamed_tool_use_replays(brownout_proxy, anthropic_clien
     assert anthropic_session(anthropic_client(play, url, session="claude-1")) == recorded
 
 
-def test_a_request_never_recorded_is_a_clear_error_not_a_hang(brownout_proxy, openai_client, tmp_path: Path) -> None:
+def test_a_request_never_recorded_is_a_clear_error_not_a_hang(
+    brownout_proxy, openai_client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import openai
 
     cassettes = tmp_path / "cassettes"
@@ -129,6 +131,11 @@ def test_a_request_never_recorded_is_a_clear_error_not_a_hang(brownout_proxy, op
         client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "something else"}])
     assert "no recorded answer" in str(err.value) and "/v1/chat/completions" in str(err.value)
     assert play.addon.tape.counts["miss"] == 1
+    metrics = play.addon.pipeline.exporters.metrics.registry
+    assert metrics.get_sample_value("brownout_replay_requests_total", {"outcome": "miss"}) == 1
+    # The log names the miss with the normalised request, so the user sees which part differed.
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay miss")]
+    assert '"something else"' in line and '"model": "gpt-4o-mini"' in line and '"provider": "openai"' in line
 
 
 def test_volatile_fields_do_not_decide_the_match(brownout_proxy, openai_client, tmp_path: Path) -> None:
@@ -144,3 +151,24 @@ def test_volatile_fields_do_not_decide_the_match(brownout_proxy, openai_client, 
         model="gpt-4o-mini", messages=messages, user="bob", metadata={"run": "42"}, store=False
     )
     assert again.id == first.id
+
+
+def test_an_ndjson_stream_is_kept_line_by_line_and_replayed_byte_for_byte(brownout_proxy, tmp_path: Path) -> None:
+    import httpx
+
+    cassettes = tmp_path / "cassettes"
+    body = {"model": "llama3.2", "messages": [{"role": "user", "content": "What is the weather in Paris?"}]}
+    with mock_upstream() as up:
+        rec = recorder(brownout_proxy, cassettes)
+        with httpx.Client(proxy=rec.proxy_url("ollama-1"), timeout=10) as client:
+            live = client.post(f"{up.url}/api/chat", json=body).content
+        wait_recorded(rec, 1)
+        url = up.url
+    [[stream]] = [c.exchanges for c in load(cassettes)]
+    assert stream.provider == "ollama" and stream.events is not None
+    lines = live.splitlines(keepends=True)
+    assert len(lines) > 2 and [e.data for e in stream.events] == lines  # one event a line, as sent
+    assert [e.t for e in stream.events] == sorted(e.t for e in stream.events)
+    play = player(brownout_proxy, cassettes, speed=0)
+    with httpx.Client(proxy=play.proxy_url("ollama-1"), timeout=10) as client:
+        assert client.post(f"{url}/api/chat", json={**body, "options": {"seed": 3}}).content == live
