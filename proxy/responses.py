@@ -151,9 +151,9 @@ class ResponseHooks:
         ex = state.exchange
         self.tape.on_error(flow, state)
         cut = state.tap is not None and state.tap.cut  # a clean truncation ended the read: no error
-        # Every JSON-RPC request of an MCP reply stream was answered: the client may hang up once it has
-        # its answer, before the server ends the stream. Nothing failed.
-        answered = ex.provider == "mcp" and ex.stream_complete is True
+        # The stream's answer was complete (an LLM's terminal event, every JSON-RPC request of an MCP reply
+        # answered): a client may hang up once it has it, before the server ends the stream. Nothing failed.
+        answered = ex.stream_complete is True
         if ex.error_type is None and not cut and not answered:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
