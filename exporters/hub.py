@@ -263,6 +263,10 @@ class Exporters:
         """A request met by replay: `hit`, `miss` or `passthrough`."""
         self._contain("prometheus", self.metrics.replay.labels(outcome).inc)
 
+    def on_config_reload(self, outcome: str) -> None:
+        """A hot reload of the config file: `applied`, or `rejected` (the last good config kept)."""
+        self._contain("prometheus", self.metrics.config_reloads.labels(outcome).inc)
+
     def on_recorded(self, written: int, dropped: int = 0) -> None:
         """Cassette records written, and those lost (full queue, unwritable directory)."""
         self._contain("prometheus", self.metrics.recorded.inc, written)

@@ -270,6 +270,12 @@ class Metrics:
             registry=r,
         )
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
+        self.config_reloads = Counter(
+            "brownout_config_reloads",
+            "Hot reloads of the config file: applied, or rejected with the last good config kept.",
+            ["outcome"],
+            registry=r,
+        )
         self.client_cuts = Counter(
             "brownout_client_connections_cut",
             "Client connections closed by a bound, or requests answered 503 over the connection cap.",

@@ -154,8 +154,10 @@ class Lifecycle:
             config: BrownoutConfig = load_config(path)
         except ConfigError as e:
             log.error("brownout: config reload rejected, keeping the last good config: %s", e)
+            self.pipeline.exporters.on_config_reload("rejected")
             return False, f"rejected, keeping the last good config: {e}"
         self.on_loop.call(self.apply_config, config)
+        self.pipeline.exporters.on_config_reload("applied")
         log.info("brownout: config reloaded from %s", path)
         return True, f"reloaded {path}"
 

@@ -80,5 +80,6 @@ def feed(metrics: Metrics, rounds: int = 1) -> None:
         for outcome in ("fired", "skipped_probability", "skipped_schedule", "skipped_blast_radius", "skipped_paused"):
             metrics.observe_decision(decision(outcome=outcome))
         metrics.internal_error("exporter:otlp")
+        metrics.config_reloads.labels("rejected").inc()
         metrics.export_dropped("otlp", 3)
     metrics.watch(sessions=lambda: 4, rules=lambda: {"slow-openai": True, "anthropic-overload": False})

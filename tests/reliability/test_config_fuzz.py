@@ -19,6 +19,7 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from brownout import faults
 from brownout.invariants import INVARIANTS
@@ -247,3 +248,32 @@ def _wait(cond: Any, timeout_s: float = 6.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.1)
+
+
+def _reloads(proxy: Any) -> dict[str, float]:
+    """brownout_config_reloads_total by outcome, scraped from the proxy's /metrics."""
+    text = httpx.get(f"http://127.0.0.1:{proxy.addon.pipeline.exporters.metrics_port}/metrics", timeout=5).text
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "brownout_config_reloads_total"
+    }
+
+
+def test_reloads_are_counted_by_outcome(upstream: Any, brownout_proxy: Any, tmp_path: Path) -> None:
+    """A rejected reload is visible where operators look (a metric, and an alert on it), not only in the log."""
+    path = tmp_path / "live.yaml"
+    path.write_text(GOOD.replace("STATUS", "503"))
+    proxy = brownout_proxy(path, upstream=upstream, extra_options={"brownout_reload_s": 0})
+    control = f"http://127.0.0.1:{proxy.addon.control.port}"
+    auth = {"Authorization": "Bearer fuzz-token"}
+    assert _reloads(proxy) == {}
+    path.write_text(GOOD.replace("STATUS", "7"))
+    for _ in range(2):
+        assert httpx.post(f"{control}/reload", headers=auth, timeout=10).status_code == 422
+    assert _reloads(proxy) == {"rejected": 2.0}
+    path.write_text(GOOD.replace("STATUS", "502"))
+    assert httpx.post(f"{control}/reload", headers=auth, timeout=10).status_code == 200
+    assert _reloads(proxy) == {"rejected": 2.0, "applied": 1.0}
+    assert _weather_status(proxy, upstream) == 502
