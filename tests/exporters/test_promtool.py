@@ -38,7 +38,9 @@ def test_check_config_and_rules() -> None:
     result = _promtool("check", "config", str(DEPLOY / "prometheus" / "prometheus.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
     result = _promtool("check", "rules", str(ALERTS))
-    assert result.returncode == 0 and f"{len(alert_exprs())} rules found" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and f"{len(alert_exprs())} rules found" in result.stdout, (
+        result.stdout + result.stderr
+    )
 
 
 @needs_promtool
