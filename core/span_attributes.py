@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
 from brownout.core.exchange import Exchange, FaultRecord
+from brownout.core.secrets import is_secret_param
 
 __all__ = [
     "LLM_OPERATIONS",
@@ -39,27 +40,6 @@ _OPERATIONS = {
     "tools/call": "execute_tool",
 }
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content"})
-# Query parameters whose values are credentials (Gemini's `key`, signed URLs' `sig`, ...).
-_SECRET_PARAMS = frozenset(
-    {
-        "key",
-        "api_key",
-        "apikey",
-        "api-key",
-        "token",
-        "access_token",
-        "id_token",
-        "refresh_token",
-        "sig",
-        "signature",
-        "x-amz-signature",
-        "x-amz-credential",
-        "x-amz-security-token",
-        "client_secret",
-        "password",
-        "auth",
-    }
-)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_PARAM_CHARS = 1024  # fault params (e.g. injected text) are brownout's own, but keep events small
 
@@ -81,7 +61,7 @@ def redact_url(scheme: str, host: str, port: int, path: str) -> str:
     url = f"{scheme}://{netloc}{base or '/'}"
     if not sep:
         return url
-    pairs = [(k, "REDACTED" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+    pairs = [(k, "REDACTED" if is_secret_param(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
     return f"{url}?{urlencode(pairs, quote_via=quote, safe='/:')}"
 
 

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import logging
-import re
 
 from mitmproxy import http
 
 from brownout.core.exchange import Exchange
+from brownout.core.secrets import SECRET_HEADERS, redact_query
 from brownout.core.wire.base import RequestInfo
 from brownout.proxy.sessions import resolve_session
 
-__all__ = ["SECRET_HEADERS", "SECRET_PARAMS", "new_exchange", "redact_query", "request_info", "response_headers"]
+__all__ = ["new_exchange", "request_info", "response_headers"]
 
 log = logging.getLogger(__name__)
-
-# Never copied into the exchange: they would otherwise reach spans, logs and reports.
-SECRET_HEADERS = frozenset(
-    {"authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie", "proxy-authorization"}
-)
-# Query parameters whose values are credentials: blanked wherever a URL is kept.
-SECRET_PARAMS = frozenset(
-    {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "sig", "signature", "code", "secret"}
-    | {"password"}
-)
-_SECRET_QUERY = re.compile(rf"(?i)(?<=[?&])({'|'.join(map(re.escape, sorted(SECRET_PARAMS)))})=[^&#]*")
-
-
-def redact_query(path: str) -> str:
-    """Blank the values of secret-looking query parameters (`?key=...`)."""
-    if "?" not in path:
-        return path
-    return _SECRET_QUERY.sub(lambda m: f"{m.group(1)}=REDACTED", path)
 
 
 def _lower_headers(headers: http.Headers) -> dict[str, str]:

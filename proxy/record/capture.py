@@ -16,9 +16,9 @@ from mitmproxy import http
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.secrets import SECRET_HEADERS, redact_query
 from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for
 from brownout.core.wire.framing import Framer, framer_for
-from brownout.proxy.flowmodel import SECRET_HEADERS, redact_query
 from brownout.proxy.record.cassette import EVENT_OVERHEAD, Event, Recorded
 
 __all__ = ["Capture", "RecordingTap", "mitm_headers"]

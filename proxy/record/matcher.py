@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from brownout.core.secrets import SECRET_PARAMS
 from brownout.core.wire import RequestInfo, WireFormats
-from brownout.proxy.flowmodel import SECRET_PARAMS
 from brownout.proxy.record.cassette import Cassette, Recorded
 
 __all__ = ["Match", "ReplayIndex", "normalised_request", "recorded_info"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mitmproxy import http
 
 from brownout.core.guard import Guard
+from brownout.core.secrets import redact_query
 from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
 from brownout.faults.base import StreamTiming
@@ -233,7 +234,7 @@ class Tape:
         shown = json.dumps(normalised, sort_keys=True, ensure_ascii=False, default=str)
         if len(shown) > _SHOWN_MAX:
             shown = shown[:_SHOWN_MAX] + "..."
-        where = f"{flow.request.method} {flow.request.pretty_host}{flowmodel.redact_query(flow.request.path)}"
+        where = f"{flow.request.method} {flow.request.pretty_host}{redact_query(flow.request.path)}"
         if self.replay.miss == "passthrough":
             self.counts["passthrough"] += 1
             self.on_replay("passthrough")
