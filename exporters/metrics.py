@@ -14,14 +14,27 @@ from importlib import metadata
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics, start_http_server
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from brownout.core import wire
 from brownout.core.config import parse_listen
 from brownout.core.exchange import Exchange
-from brownout.core.span_attributes import error_type, operation_name, provider_name
+from brownout.core.span_attributes import operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
+from brownout.exporters.gauges import GaugeSource
+from brownout.exporters.metric_labels import (
+    CLIENT_CUT_REASONS,
+    COMPONENTS,
+    DURATION_BUCKETS,
+    GENAI_DURATION_BUCKETS,
+    GENAI_TOKEN_BUCKETS,
+    MCP_DURATION_BUCKETS,
+    MCP_METHODS,
+    OPERATIONS,
+    STATUS_CLASSES,
+    TTFC_BUCKETS,
+    mcp_code_label,
+    mcp_error_label,
+)
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -37,101 +50,6 @@ log = logging.getLogger(__name__)
 
 # `_created` series double the series count and nobody graphs them.
 disable_created_metrics()
-
-# The MCP semantic conventions' well-known mcp.method.name values: a bounded label set.
-MCP_METHODS = frozenset(
-    {
-        "completion/complete",
-        "elicitation/create",
-        "initialize",
-        "logging/setLevel",
-        "notifications/cancelled",
-        "notifications/initialized",
-        "notifications/message",
-        "notifications/progress",
-        "notifications/prompts/list_changed",
-        "notifications/resources/list_changed",
-        "notifications/resources/updated",
-        "notifications/roots/list_changed",
-        "notifications/tools/list_changed",
-        "ping",
-        "prompts/get",
-        "prompts/list",
-        "resources/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/templates/list",
-        "resources/unsubscribe",
-        "roots/list",
-        "sampling/createMessage",
-        "tools/call",
-        "tools/list",
-    }
-)
-OPERATIONS = MCP_METHODS | frozenset(
-    {
-        "chat",
-        "responses",
-        "messages",
-        "embeddings",
-        "text_completion",
-        "completions",
-        "generate",
-        "generate_content",
-        "stream_generate_content",
-        "execute_tool",
-        "http",
-        "server_stream",
-        "session_end",
-        "jsonrpc_response",
-        "jsonrpc_invalid",
-    }
-)
-# The Guard components brownout itself uses; pre-created so increase() sees the first error.
-COMPONENTS = (
-    "exchange",
-    "wire",
-    "engine",
-    "cost",
-    "fault",
-    "spans",
-    "invariants",
-    "control",
-    "exporter:prometheus",
-    "exporter:otlp",
-    "exporter:jsonl",
-)
-# Why brownout cut a client connection: the proxy setting that bounds it.
-CLIENT_CUT_REASONS = ("request_header_timeout", "client_idle_timeout", "max_client_connections")
-STATUS_CLASSES = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", "error"})
-# LLM calls take seconds to minutes; the default buckets stop at 10 s.
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
-TTFC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60)
-# OpenTelemetry GenAI semantic conventions' explicit bucket boundaries.
-GENAI_DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
-GENAI_TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
-# The MCP semantic conventions' explicit bucket boundaries for mcp.client.operation.duration.
-MCP_DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
-# JSON-RPC codes a server may send are unbounded: the standard and MCP ones keep their own label.
-_MCP_ERROR_LABELS = frozenset({"-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32000", "tool_error"})
-
-
-def _mcp_code_label(exchange: Exchange) -> str:
-    """rpc.response.status_code, bounded like error_type: a known JSON-RPC code, else _OTHER; '' for none."""
-    code = exchange.notes.get("jsonrpc_error_code")
-    if not isinstance(code, int) or isinstance(code, bool):
-        return ""
-    return str(code) if str(code) in _MCP_ERROR_LABELS else "_OTHER"
-
-
-def _mcp_error_label(exchange: Exchange) -> str:
-    """error.type as on the span, bounded: known JSON-RPC codes, HTTP statuses, transport errors, else _OTHER."""
-    err = error_type(exchange)
-    if err is None:
-        return ""
-    if err in _MCP_ERROR_LABELS or err in ("connection", "cancelled") or (err.isdigit() and len(err) == 3):
-        return err
-    return "_OTHER"
 
 
 class ViolationLike(Protocol):
@@ -156,33 +74,6 @@ def _version() -> str:
         return metadata.version("brownout")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-class _GaugeSource(Collector):
-    """Gauges read at scrape time from a callback (see Metrics.watch); 0 / no series without one."""
-
-    def __init__(self, name: str, doc: str, label: str | None) -> None:
-        self.name, self.doc, self.label = name, doc, label
-        self.source: Callable[[], Any] | None = None
-
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        return [GaugeMetricFamily(self.name, self.doc, labels=[self.label] if self.label else None)]
-
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        values: Mapping[str, float] = {}
-        if self.source is not None:
-            try:
-                got = self.source()
-                values = {k: float(v) for k, v in got.items()} if self.label else {"": float(got)}
-            except Exception:  # a scrape must not fail because the engine is mid-reload
-                log.debug("gauge source %s failed", self.name, exc_info=True)
-        if self.label is None:
-            yield GaugeMetricFamily(self.name, self.doc, value=values.get("", 0.0))
-            return
-        family = GaugeMetricFamily(self.name, self.doc, labels=[self.label])
-        for key, value in sorted(values.items()):
-            family.add_metric([key], value)
-        yield family
 
 
 class Metrics:
@@ -282,7 +173,7 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.client_connections = _GaugeSource("brownout_client_connections", "Client connections open.", None)
+        self.client_connections = GaugeSource("brownout_client_connections", "Client connections open.", None)
         r.register(self.client_connections)
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
@@ -312,8 +203,8 @@ class Metrics:
             buckets=MCP_DURATION_BUCKETS,
             registry=r,
         )
-        self.sessions_active = _GaugeSource("brownout_sessions_active", "Open agent sessions.", None)
-        self.rule_active = _GaugeSource(
+        self.sessions_active = GaugeSource("brownout_sessions_active", "Open agent sessions.", None)
+        self.rule_active = GaugeSource(
             "brownout_rule_active", "1 when the rule is enabled and its window is open.", "rule"
         )
         r.register(self.sessions_active)
@@ -423,8 +314,8 @@ class Metrics:
             method,
             "" if tool == "none" else tool,
             prompt_label,
-            _mcp_code_label(exchange),
-            _mcp_error_label(exchange),
+            mcp_code_label(exchange),
+            mcp_error_label(exchange),
             transport,
         ).observe(duration)
 
