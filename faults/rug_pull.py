@@ -178,12 +178,13 @@ class RugPullFault(Fault):
             self._mark_announced(ctx)
             return self._announce(ctx, body, headers, ct)
         edited = edit_events_in_body(self.stream_editor(ctx), body, ct)  # type: ignore[arg-type]
-        if edited is not None:
+        if edited is not None and edited != body:
             return edited
-        doc = load(body)
+        doc = NOT_JSON if edited is not None else load(body)
         if doc is NOT_JSON or not self._edit(ctx, doc):
-            log.info("rug_pull %s: nothing to change in %s", self.params.kind, ctx.exchange.id)
-            return body
+            # An item that is not listed, a list already changed, a reply that is not JSON: the agent
+            # gets the server's reply as it was, so the fault did nothing and is not recorded as fired.
+            raise NotApplicable(f"rug_pull {self.params.kind}: nothing to change in the reply")
         return dumps(doc).encode()
 
     def _announce(self, ctx: FaultContext, body: bytes, headers: dict[str, str], ct: str) -> bytes:
@@ -192,8 +193,7 @@ class RugPullFault(Fault):
             return event + body
         if load(body) is NOT_JSON:
             # A 202 to a notification, an HTTP error page: no stream to carry the notification.
-            log.info("rug_pull list_changed: %s has no JSON-RPC reply to carry it", ctx.exchange.id)
-            return body
+            raise NotApplicable("the reply has no JSON-RPC body to carry list_changed")
         # The server may answer any request as a stream: the notification, then the reply.
         headers["content-type"] = _SSE
         return event + b"event: message\ndata: " + body.strip().replace(b"\n", b"") + b"\n\n"

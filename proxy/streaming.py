@@ -130,7 +130,13 @@ class StreamTap:
             tail = self.framer.flush()
             out = self._run_editor(tail) if tail else []
         if self.editor is not None and not self.ended:
-            out += self.guard.call("fault", self.editor.on_end, default=[]) or []
+            ending = self.guard.call("fault", self.editor.on_end, default=[]) or []
+            self.changed = self.changed or bool(ending)
+            out += ending
+        if self.editor is not None and not self.changed:
+            # The whole stream went by as upstream sent it (no tool call to break, no list item to
+            # change, shorter than the cut): the stream faults did nothing, so they did not fire.
+            self._drop_editor("the stream held nothing the fault could change")
         if self.decoder is not None:
             self.inspector.feed_sent(out)
             # An empty body stays empty; otherwise the compressed stream gets its proper end.

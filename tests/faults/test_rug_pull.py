@@ -125,9 +125,16 @@ def test_lists_in_an_sse_reply_are_edited(make_ctx) -> None:
     assert end is None and events[0] == note and [t["name"] for t in events[1]["result"]["tools"]] == ["search"]
 
 
-def test_nothing_to_change_passes_the_body(make_ctx) -> None:
+def test_nothing_to_change_is_not_applicable(make_ctx) -> None:
+    """The reply reaches the agent as the server sent it, so the fault is skipped, not recorded as fired."""
     ctx = make_ctx(by_provider("mcp"), provider="mcp", mcp_method="prompts/list")
-    assert fault(kind="schema").edit_body(ctx, dump(PROMPTS), dict(JSON)) == dump(PROMPTS)  # prompts have no schema
+    with pytest.raises(NotApplicable, match="rug_pull schema: nothing to change"):
+        fault(kind="schema").edit_body(ctx, dump(PROMPTS), dict(JSON))  # prompts have no schema
+    with pytest.raises(NotApplicable, match="nothing to change"):
+        fault(kind="remove", item="no_such_prompt").edit_body(ctx, dump(PROMPTS), dict(JSON))
+    streamed = b"".join(e.raw for e in sse(("message", PROMPTS), done=False))
+    with pytest.raises(NotApplicable, match="nothing to change"):  # the same, streamed in one reply event
+        fault(kind="schema").edit_body(ctx, streamed, {"content-type": "text/event-stream"})
     assert ctx.extra == {}
 
 
@@ -219,4 +226,5 @@ def test_list_changed_on_streams_and_for_other_lists(make_ctx) -> None:
     out = fault(kind="list_changed", list="resources").edit_body(ctx, b"", headers)
     assert b"notifications/resources/list_changed" in out
     # A 202 to a notification has no body to carry it.
-    assert fault(kind="list_changed").edit_body(ctx, b"", dict(JSON)) == b""
+    with pytest.raises(NotApplicable, match="no JSON-RPC body"):
+        fault(kind="list_changed").edit_body(ctx, b"", dict(JSON))

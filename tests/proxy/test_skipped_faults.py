@@ -8,6 +8,7 @@ counts as an internal error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import httpx
 import pytest
@@ -72,3 +73,34 @@ def test_malformed_json_on_deeply_nested_json_degrades_cleanly(brownout_proxy, t
     ex = seen.wait(1)[0]
     assert ex.faults == [] and ex.faults_skipped[0].params["skipped"] == "JSON nested too deeply to edit"
     assert internal_errors(proxy) == {}  # no traceback, no internal error: the fault just did not apply
+
+
+@pytest.mark.parametrize(
+    ("fault", "changed"),
+    [
+        ("{type: truncate, at_bytes: 100000}", False),  # the stream ends before the cut
+        ("{type: truncate, at_bytes: 40}", True),
+    ],
+    ids=["cut-never-reached", "cut"],
+)
+def test_a_stream_fault_that_changed_nothing_did_not_fire(upstream, brownout_proxy, openai_client, fault, changed):
+    """A stream fault fires when its rule matches, but whether it acted shows only at the end of the
+    stream: one that let every byte through as upstream sent it is recorded as skipped, not injected."""
+    seen = Collector()
+    proxy = brownout_proxy(config(fault), on_exchange=seen, upstream=upstream)
+    client = openai_client(proxy, upstream)
+    with contextlib.suppress(Exception):  # a cut stream may end without its terminal event
+        for _ in client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
+        ):
+            pass
+    ex = seen.wait(1)[0]
+    assert ex.streamed and ex.stream_complete is (not changed)
+    if changed:
+        assert [f.fault for f in ex.faults] == ["truncate"] and ex.faults_skipped == []
+    else:
+        assert ex.faults == [] and [f.fault for f in ex.faults_skipped] == ["truncate"]
+        assert "nothing the fault could change" in ex.faults_skipped[0].params["skipped"]
+        outcomes = [d.outcome for d in proxy.addon.engine.decisions.recent()]
+        assert outcomes == ["fired", "skipped_not_applicable"]
+    assert internal_errors(proxy) == {}
