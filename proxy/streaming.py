@@ -130,7 +130,7 @@ class StreamTap:
             tail = self.framer.flush()
             out = self._run_editor(tail) if tail else []
         if self.editor is not None and not self.ended:
-            ending = self.guard.call("fault", self.editor.on_end, default=[]) or []
+            ending: list[bytes] = self.guard.call("fault", self.editor.on_end, default=None) or []
             self.changed = self.changed or bool(ending)
             out += ending
         if self.editor is not None and not self.changed:
