@@ -36,15 +36,7 @@ from brownout.exporters.metric_labels import (
     mcp_error_label,
 )
 
-__all__ = [
-    "DURATION_BUCKETS",
-    "GENAI_DURATION_BUCKETS",
-    "GENAI_TOKEN_BUCKETS",
-    "MCP_DURATION_BUCKETS",
-    "MCP_METHODS",
-    "OPERATIONS",
-    "Metrics",
-]
+__all__ = ["DecisionLike", "Metrics", "ViolationLike"]
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from mitmproxy import ctx, exceptions
@@ -59,9 +60,7 @@ class Lifecycle:
     _buffer_max: int
     _ignored: HostGlobs
     _shield: TokenShield
-
-    def cut_in_flight(self) -> int:
-        raise NotImplementedError
+    cut_in_flight: Callable[[], int]  # the addon's (proxy/addon.py): ends the exchanges still in flight
 
     def load(self, loader: Any) -> None:
         loader.add_option("brownout_config", str, "", "Path of the brownout chaos config (YAML); empty: defaults.")

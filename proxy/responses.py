@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from mitmproxy import http
 
@@ -29,9 +30,7 @@ class ResponseHooks:
     _states: dict[str, FlowState]
     _stream_above: int
     _buffer_max: int
-
-    def _close(self, state: FlowState, *, defer: bool = True) -> None:
-        raise NotImplementedError
+    _close: Callable[..., None]  # the addon's (proxy/addon.py): `_close(state, *, defer=True)` ends a flow's exchange
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         state = self._states.get(flow.id)

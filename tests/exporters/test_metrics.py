@@ -7,7 +7,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from brownout.core.exchange import Cost, FaultRecord, Usage
-from brownout.exporters.metrics import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS, Metrics
+from brownout.exporters.metric_labels import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS
+from brownout.exporters.metrics import Metrics
 from tests.exporters.expsamples import decision, exchange, traffic, violation
 
 
