@@ -183,10 +183,16 @@ class Exporters:
         sessions: Callable[[], int] | None = None,
         rules: Callable[[], Mapping[str, bool]] | None = None,
         client_connections: Callable[[], int] | None = None,
+        client_connections_waiting: Callable[[], int] | None = None,
     ) -> None:
-        """Read brownout_sessions_active, brownout_rule_active and brownout_client_connections from these
-        callables at scrape time."""
-        self.metrics.watch(sessions=sessions, rules=rules, client_connections=client_connections)
+        """Read brownout_sessions_active, brownout_rule_active, brownout_client_connections and
+        brownout_client_connections_waiting from these callables at scrape time."""
+        self.metrics.watch(
+            sessions=sessions,
+            rules=rules,
+            client_connections=client_connections,
+            client_connections_waiting=client_connections_waiting,
+        )
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         """Flush spans (bounded by timeout_s), close the logs, stop /metrics. Idempotent."""
@@ -254,6 +260,10 @@ class Exporters:
     def on_client_cut(self, reason: str) -> None:
         """A client connection closed by a proxy bound, or answered 503 over the connection cap."""
         self._contain("prometheus", self.metrics.client_cut, reason)
+
+    def on_admission_wait(self, seconds: float) -> None:
+        """A new client connection waited this long to be admitted (proxy.admit_per_tick)."""
+        self._contain("prometheus", self.metrics.connection_wait.observe, seconds)
 
     def on_ignored(self) -> None:
         """A request to an ignored host went by: counted, nothing else."""

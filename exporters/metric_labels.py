@@ -10,6 +10,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.span_attributes import error_type
 
 __all__ = [
+    "ADMISSION_WAIT_BUCKETS",
     "CLIENT_CUT_REASONS",
     "COMPONENTS",
     "DURATION_BUCKETS",
@@ -91,6 +92,8 @@ COMPONENTS = (
 CLIENT_CUT_REASONS = ("request_header_timeout", "client_idle_timeout", "max_client_connections")
 STATUS_CLASSES = frozenset({"1xx", "2xx", "3xx", "4xx", "5xx", "error"})
 # LLM calls take seconds to minutes; the default buckets stop at 10 s.
+# A connection's wait for admission: a loop iteration is a fraction of a millisecond to tens of them.
+ADMISSION_WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 TTFC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60)
 # OpenTelemetry GenAI semantic conventions' explicit bucket boundaries.

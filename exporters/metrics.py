@@ -22,6 +22,7 @@ from brownout.core.span_attributes import operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 from brownout.exporters.gauges import GaugeSource
 from brownout.exporters.metric_labels import (
+    ADMISSION_WAIT_BUCKETS,
     CLIENT_CUT_REASONS,
     COMPONENTS,
     DURATION_BUCKETS,
@@ -167,6 +168,16 @@ class Metrics:
         )
         self.client_connections = GaugeSource("brownout_client_connections", "Client connections open.", None)
         r.register(self.client_connections)
+        self.connections_waiting = GaugeSource(
+            "brownout_client_connections_waiting", "Client connections accepted and waiting to be admitted.", None
+        )
+        r.register(self.connections_waiting)
+        self.connection_wait = Histogram(
+            "brownout_client_connection_wait_seconds",
+            "How long a new client connection waited to be admitted (proxy.admit_per_tick); only those that waited.",
+            buckets=ADMISSION_WAIT_BUCKETS,
+            registry=r,
+        )
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
             "GenAI operation duration (OTel semconv).",
@@ -336,6 +347,7 @@ class Metrics:
         sessions: Callable[[], int] | None = None,
         rules: Callable[[], Mapping[str, bool]] | None = None,
         client_connections: Callable[[], int] | None = None,
+        client_connections_waiting: Callable[[], int] | None = None,
     ) -> None:
         """Read the gauges at scrape time from these callables (e.g. engine.active_rules)."""
         if sessions is not None:
@@ -344,6 +356,8 @@ class Metrics:
             self.rule_active.source = rules
         if client_connections is not None:
             self.client_connections.source = client_connections
+        if client_connections_waiting is not None:
+            self.connections_waiting.source = client_connections_waiting
 
     # --- serving ------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from brownout.core.guard import Guard
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.proxy import bodies, effects, flowmodel
+from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.flowstate import FlowState
@@ -84,7 +85,12 @@ class Brownout(Lifecycle, ResponseHooks):
         self.limits = ClientLimits(
             self.config.proxy, on_cut=lambda reason: self.pipeline.exporters.on_client_cut(reason)
         )
-        self.addons = [self.limits]  # a mitmproxy sub-addon: its hooks run after this addon's
+        self.admission = Admission(
+            self.config.proxy, self.guard, on_wait=lambda seconds: self.pipeline.exporters.on_admission_wait(seconds)
+        )
+        # mitmproxy sub-addons: their hooks run after this addon's, in this order (a connection is
+        # admitted before the header timeout starts counting).
+        self.addons = [self.admission, self.limits]
 
     @property
     def in_flight(self) -> int:

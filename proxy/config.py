@@ -102,6 +102,13 @@ class ProxySettings(Model):
         description="Client connections served at once; a request on one more is answered 503 (JSON body, "
         "retry-after, x-brownout-error: max_client_connections) and its connection closed.",
     )
+    admit_per_tick: int = Field(
+        8,
+        ge=0,
+        description="New client connections started per event-loop iteration; more wait, in arrival order, for "
+        "the next iterations, so a burst of connections cannot make the streams already in flight late "
+        "(brownout_client_connection_wait_seconds shows the wait); 0: every connection starts at once.",
+    )
     drain_timeout_s: float = Field(
         20.0,
         ge=0,

@@ -12,6 +12,7 @@ from mitmproxy.utils import human
 
 from brownout.core.guard import Guard
 from brownout.faults.engine import FaultEngine
+from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configload import ConfigError, load_config
@@ -48,6 +49,7 @@ class Lifecycle:
     pipeline: Pipeline
     tape: Tape
     limits: ClientLimits
+    admission: Admission
     on_loop: LoopRunner
     started: asyncio.Event
     start_error: str | None
@@ -97,7 +99,9 @@ class Lifecycle:
             await self.relay.start()
             await self.tape.start()
             self.pipeline.start(rules=self.engine.active_rules)
-            self.pipeline.exporters.watch(client_connections=lambda: self.limits.open)
+            self.pipeline.exporters.watch(
+                client_connections=lambda: self.limits.open, client_connections_waiting=lambda: self.admission.waiting
+            )
             self.control = start_control(self)
             self._shield.control_url = self.control.url if self.control is not None else ""
         except OSError as e:
@@ -139,6 +143,7 @@ class Lifecycle:
         self._ignored = HostGlobs(config.proxy.ignore_hosts)
         self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
         self.limits.settings = config.proxy
+        self.admission.settings = config.proxy
         if (
             getattr(ctx, "master", None) is not None
             and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
