@@ -113,8 +113,8 @@ class Brownout(Lifecycle, ResponseHooks):
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self._shield.intercept(flow):  # the control token: dropped here, the request answered in request()
             return
-        if not self._ignored(flow.request.pretty_host):
-            return
+        if not self._ignored.globs or not self._ignored(flow.request.pretty_host):
+            return  # no globs: no host to work out (pretty_host IDNA-encodes it, per request)
         # Not the agent's traffic: both bodies stream through, and no hook below looks at it again.
         flow.metadata[IGNORED] = True
         flow.request.stream = True
