@@ -37,6 +37,7 @@ class Pipeline:
         self.listeners: list[Callable[[Exchange], None]] = []
         self.violation_listeners: list[Callable[[Violation], None]] = []
         self._started = False
+        self.prices_loaded = threading.Event()  # the price table is in memory (or failed to load)
         self._last_sweep = time.monotonic()
         self.pricer = Pricer()
         self._build(config)
@@ -103,11 +104,15 @@ class Pipeline:
     def start(self, *, rules: Callable[[], Any]) -> None:
         self._started = True
         # Off the loop: loading the price table takes a moment that traffic should not wait for.
-        threading.Thread(
-            target=self.guard.call, args=("cost", self.pricer.warm), name="brownout-prices", daemon=True
-        ).start()
+        threading.Thread(target=self._warm_prices, name="brownout-prices", daemon=True).start()
         self.exporters.watch(sessions=lambda: self.invariants.sessions_active, rules=rules)
         self.exporters.start()
+
+    def _warm_prices(self) -> None:
+        try:
+            self.guard.call("cost", self.pricer.warm)
+        finally:
+            self.prices_loaded.set()
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         """Close every session, flush spans and logs with a bounded wait."""

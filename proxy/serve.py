@@ -37,6 +37,8 @@ async def serve_until_signal(
             loop.add_signal_handler(sig, on_signal)
         try:
             on_ready(handle)
+            # The price table (tens of thousands of objects) loads on a thread at start: frozen with the rest.
+            await asyncio.to_thread(handle.addon.pipeline.prices_loaded.wait, 10.0)
             settle_heap()
             waits = [asyncio.create_task(stop.wait()), asyncio.create_task(handle.master.should_exit.wait())]
             _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
