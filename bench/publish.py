@@ -78,15 +78,16 @@ def render_streams(data: dict[str, Any]) -> str:
         f"{cfg['client_processes']} client processes, in the same run as the table above.",
         "",
         "| path | streams complete | events delivered | lateness p50 ms | p99 ms | max ms | later than 250 ms "
-        "| peak RSS MB | proxy CPU s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| first event p50 / max ms | peak RSS MB | proxy CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in streams["results"].items():
-        late, proxy = r["lateness"], r.get("proxy") or {}
+        late, proxy, first = r["lateness"], r.get("proxy") or {}, r.get("first_event") or {}
         lines.append(
             f"| {name} | {r['streams_complete']:,}/{r['streams']:,} | "
             f"{r['events_delivered']:,}/{r['events_expected']:,} | {_num(late['p50_ms'])} | {_num(late['p99_ms'])} | "
-            f"{_num(late['max_ms'])} | {late['late_events']:,} | {_num(proxy.get('peak_rss_mb'))} | "
+            f"{_num(late['max_ms'])} | {late['late_events']:,} | "
+            f"{_num(first.get('p50_ms'), 0)} / {_num(first.get('max_ms'), 0)} | {_num(proxy.get('peak_rss_mb'))} | "
             f"{_num(proxy.get('cpu_s'), 2)} |"
         )
     return "\n".join(lines)
