@@ -18,6 +18,7 @@ from brownout.proxy.configload import ConfigError, parse_config
 from brownout.proxy.experiment.upstream import ReproducibilityConfig, UpstreamConfig
 
 __all__ = [
+    "BASELINE_WORKS",
     "DEFAULT_WEIGHTS",
     "METRICS",
     "SEVERITIES",
@@ -39,6 +40,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SEVERITIES = ("info", "warning", "error", "critical")
+BASELINE_WORKS = "the agent succeeds at least once before the chaos"  # baseline_must_succeed's hypothesis
 
 # Difficulty of surviving each fault type, for the robustness score. Latency only slows an agent
 # down; error answers need a retry; broken connections and corrupted content need real recovery.
@@ -291,6 +293,12 @@ class ExperimentConfig(Model):
     agent: AgentConfig
     phases: list[PhaseConfig] = Field(min_length=1)
     steady_state: list[Hypothesis] = Field(default_factory=list)
+    baseline_must_succeed: bool = Field(
+        True,
+        description="An implicit steady-state hypothesis: every phase before the chaos has at least one "
+        "successful run. When one has none, the agent fails even without faults (a wrong command, a missing "
+        "key, an upstream down): the chaos phases are skipped and the status is failed, whatever the gate says.",
+    )
     abort: AbortConfig = AbortConfig()
     gate: GateConfig = GateConfig()
     weights: dict[str, float] = Field(
@@ -317,6 +325,15 @@ class ExperimentConfig(Model):
             if h.phase is not None and h.phase not in names:
                 raise ValueError(f"steady_state {h.label!r}: unknown phase {h.phase!r}")
         return self
+
+    def hypotheses(self) -> list[Hypothesis]:
+        """`steady_state`, then the implicit one of `baseline_must_succeed`."""
+        if not self.baseline_must_succeed:
+            return list(self.steady_state)
+        works = Hypothesis(
+            name=BASELINE_WORKS, metric="success_rate", op=">", threshold=0, scope="before"
+        )  # no phase before the chaos (or no chaos phase at all): nothing in scope, never fails
+        return [*self.steady_state, works]
 
     @property
     def baseline_phase(self) -> str | None:

@@ -64,7 +64,7 @@ def check_hypotheses(
 ) -> list[dict[str, Any]]:
     """Each hypothesis in `scopes` checked on its phases; ok is None when no phase ran in scope."""
     out = []
-    for h in config.steady_state:
+    for h in config.hypotheses():
         if h.phase is None and h.scope not in scopes:
             continue
         checks = []

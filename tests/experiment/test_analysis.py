@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from brownout.proxy.experiment.analysis import analyze
+from brownout.proxy.experiment.config import BASELINE_WORKS
 from brownout.proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
-from tests.experiment.builders import config, fixture_result
+from tests.experiment.builders import config, fixture_result, run
 
 
 @pytest.fixture
@@ -72,7 +73,8 @@ def test_hypotheses_and_status(analysis: dict) -> None:
         ]
     )
     hyp = check_hypotheses(cfg, analysis["phases"])
-    assert [h["ok"] for h in hyp] == [True, False, True]
+    assert [h["ok"] for h in hyp] == [True, False, True, True]  # the last: baseline_must_succeed's
+    assert hyp[-1]["hypothesis"] == BASELINE_WORKS
     gate = evaluate_gate(cfg, analysis)
     assert verdict("completed", None, hyp, gate) == ("deviated", 1)
     assert verdict("aborted", None, hyp, gate) == ("aborted", 2)
@@ -99,3 +101,25 @@ def test_gate(analysis: dict) -> None:
     assert [c["ok"] for c in bad["checks"]] == [False, False]
     assert verdict("completed", None, [], bad) == ("completed", 1)
     assert verdict("completed", None, [], ok) == ("completed", 0)
+
+
+def test_an_agent_that_never_succeeds_before_the_chaos_fails_the_experiment() -> None:
+    # No hypothesis, no gate: without baseline_must_succeed this would pass at 0% success.
+    result = fixture_result()
+    result.runs = [run("baseline", i, "failed") for i in range(1, 4)] + [r for r in result.runs if r.phase == "chaos"]
+    bare = config()
+    hyp = check_hypotheses(bare, analyze(result, bare)["phases"])
+    assert [(h["hypothesis"], h["ok"], h["scope"]) for h in hyp] == [(BASELINE_WORKS, False, "before")]
+    assert verdict("completed", None, hyp, evaluate_gate(bare, analyze(result, bare))) == ("failed", 1)
+    off = config(baseline_must_succeed=False)
+    assert check_hypotheses(off, analyze(result, off)["phases"]) == []
+    assert verdict("completed", None, [], evaluate_gate(off, analyze(result, off))) == ("completed", 0)
+
+
+def test_with_no_chaos_phase_every_phase_must_have_a_success() -> None:
+    result = fixture_result()
+    result.phases = result.phases[:1]
+    result.runs = [run("baseline", i, "failed") for i in range(1, 4)]
+    only_baseline = config(phases=[{"name": "baseline"}])
+    hyp = check_hypotheses(only_baseline, analyze(result, only_baseline)["phases"])
+    assert [h["ok"] for h in hyp] == [False]

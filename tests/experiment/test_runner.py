@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from brownout.proxy.experiment.api import run_experiment
+from brownout.proxy.experiment.config import BASELINE_WORKS
 from brownout.proxy.experiment.replay import replay_experiment
 from tests.experiment.conftest import HERE, needs_proxy
 
@@ -103,6 +104,17 @@ def test_abort_on_success_rate_and_statuses(
     assert (tmp_path / "out" / "report.html").exists()
 
 
+def test_an_agent_failing_without_chaos_skips_the_chaos_and_fails(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_EXIT", "1")  # e.g. a wrong command: every run fails, faults or not
+    outcome = _run(tmp_path, _exp(tmp_path, gate={}), confdir)  # no hypothesis, no gate of its own
+    rep = outcome.report
+    assert rep["status"] == "failed" and outcome.exit_code == 1
+    assert [p["label"] for p in rep["phases"]] == ["baseline"]  # the chaos phase never ran
+    assert [(h["hypothesis"], h["ok"]) for h in rep["hypotheses"]] == [(BASELINE_WORKS, False)]
+
+
 def test_wall_clock_abort_and_timeout_status(
     tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +123,7 @@ def test_wall_clock_abort_and_timeout_status(
         tmp_path,
         abort={"max_duration_s": 1.5},
         agent={"command": AGENT, "tasks": ["a"], "runs_per_task": 4, "concurrency": 2, "timeout_s": 0.5},
+        baseline_must_succeed=False,  # every run times out, the baseline's too: the abort is what is tested
     )
     outcome = _run(tmp_path, text, confdir)
     rep = outcome.report
