@@ -17,9 +17,12 @@ log = logging.getLogger(__name__)
 class GaugeSource(Collector):
     """Gauges read at scrape time from a callback (see Metrics.watch); 0 / no series without one."""
 
-    def __init__(self, name: str, doc: str, label: str | None) -> None:
+    def __init__(
+        self, name: str, doc: str, label: str | None, *, on_error: Callable[[str, Exception], None] | None = None
+    ) -> None:
         self.name, self.doc, self.label = name, doc, label
         self.source: Callable[[], Any] | None = None
+        self.on_error = on_error  # called with the gauge's name and the exception, from the except block
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return [GaugeMetricFamily(self.name, self.doc, labels=[self.label] if self.label else None)]
@@ -30,8 +33,11 @@ class GaugeSource(Collector):
             try:
                 got = self.source()
                 values = {k: float(v) for k, v in got.items()} if self.label else {"": float(got)}
-            except Exception:  # a scrape must not fail because the engine is mid-reload
-                log.debug("gauge source %s failed", self.name, exc_info=True)
+            except Exception as e:  # a scrape must not fail because a source failed: the gauge reads 0 / no series
+                if self.on_error is not None:
+                    self.on_error(self.name, e)
+                else:
+                    log.debug("gauge source %s failed", self.name, exc_info=True)
         if self.label is None:
             yield GaugeMetricFamily(self.name, self.doc, value=values.get("", 0.0))
             return

@@ -84,6 +84,7 @@ class Exporters:
         )
         # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
         self.guard.listeners.append(self.metrics.internal_error)
+        self.metrics.gauge_failed = lambda name, exc: self.guard.failed("exporter:prometheus", exc, f"gauge {name}")
         self.metrics_server: Any = None
         self._started = False
         self._closed = False

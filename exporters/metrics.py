@@ -83,6 +83,10 @@ class Metrics:
         providers: Iterable[str] = wire.BUILTIN.providers,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        # A gauge whose source raised at scrape time (the hub routes it through its guard).
+        self.gauge_failed: Callable[[str, Exception], None] = lambda name, exc: self.internal_error(
+            "exporter:prometheus"
+        )
         self._providers = frozenset(providers)  # the config's wire formats: a bounded label set
         self._allow = tuple(model_allowlist)
         self._max_models = max_models
@@ -166,10 +170,15 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.client_connections = GaugeSource("brownout_client_connections", "Client connections open.", None)
+        self.client_connections = GaugeSource(
+            "brownout_client_connections", "Client connections open.", None, on_error=self._gauge_failed
+        )
         r.register(self.client_connections)
         self.connections_waiting = GaugeSource(
-            "brownout_client_connections_waiting", "Client connections accepted and waiting to be admitted.", None
+            "brownout_client_connections_waiting",
+            "Client connections accepted and waiting to be admitted.",
+            None,
+            on_error=self._gauge_failed,
         )
         r.register(self.connections_waiting)
         self.connection_wait = Histogram(
@@ -206,9 +215,14 @@ class Metrics:
             buckets=MCP_DURATION_BUCKETS,
             registry=r,
         )
-        self.sessions_active = GaugeSource("brownout_sessions_active", "Open agent sessions.", None)
+        self.sessions_active = GaugeSource(
+            "brownout_sessions_active", "Open agent sessions.", None, on_error=self._gauge_failed
+        )
         self.rule_active = GaugeSource(
-            "brownout_rule_active", "1 when the rule is enabled and its window is open.", "rule"
+            "brownout_rule_active",
+            "1 when the rule is enabled and its window is open.",
+            "rule",
+            on_error=self._gauge_failed,
         )
         r.register(self.sessions_active)
         r.register(self.rule_active)
@@ -330,6 +344,9 @@ class Metrics:
 
     def observe_decision(self, decision: DecisionLike) -> None:
         self._child(self.decisions, decision.rule, decision.outcome).inc()
+
+    def _gauge_failed(self, name: str, exc: Exception) -> None:
+        self.gauge_failed(name, exc)
 
     def internal_error(self, component: str) -> None:
         self.internal_errors.labels(component).inc()

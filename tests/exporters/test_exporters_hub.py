@@ -114,3 +114,16 @@ def test_a_hub_from_a_brownout_config_section() -> None:
     assert hub.metrics_port is None and hub.otlp is None
     assert hub.tracer_provider.get_tracer("t").start_span("x").is_recording()
     hub.shutdown()
+
+
+def test_a_failing_gauge_source_is_counted_and_the_scrape_still_answers(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    guard = Guard()
+    hub = _hub(tmp_path, guard)
+    hub.watch(sessions=lambda: 1 // 0, rules=lambda: {"slow": True})
+    page = generate_latest(hub.metrics.registry).decode()
+    assert "brownout_sessions_active 0.0" in page and 'brownout_rule_active{rule="slow"} 1.0' in page
+    assert guard.errors["exporter:prometheus"] == 1
+    sample = hub.metrics.registry.get_sample_value
+    assert sample("brownout_internal_errors_total", {"component": "exporter:prometheus"}) == 1
