@@ -59,6 +59,12 @@ class Decoder(ABC):
     def queued(self) -> int:
         """Encoded bytes fed but not decoded yet."""
 
+    @property
+    def ended(self) -> bool:
+        """The compressed data reached its end marker (a gzip trailer, brotli's last block); a coding
+        that cannot tell says True."""
+        return True
+
 
 class _Zlib(Decoder):
     # wbits 47 = 32 + 15: a gzip or a zlib header, which covers what servers send as `gzip`
@@ -76,6 +82,10 @@ class _Zlib(Decoder):
     @property
     def queued(self) -> int:
         return len(self._tail)
+
+    @property
+    def ended(self) -> bool:
+        return bool(self._d.eof)
 
     def read(self, limit: int) -> bytes:
         if not self._tail and not self._full:
@@ -118,6 +128,10 @@ class _Brotli(Decoder):
     def queued(self) -> int:
         return len(self._in)
 
+    @property
+    def ended(self) -> bool:
+        return bool(self._d.is_finished())
+
     def read(self, limit: int) -> bytes:
         try:
             if self._in and self._d.can_accept_more_data():
@@ -136,7 +150,8 @@ class _Brotli(Decoder):
 
 class _Zstd(Decoder):
     # zstandard's decompressobj has no output limit: feeding it small input slices bounds the
-    # output of each call instead (a 32-byte slice inflates to at most about 1 MB).
+    # output of each call instead (a 32-byte slice inflates to at most about 1 MB). Reading across
+    # frames, it never says a frame ended: `ended` stays True (a truncated zstd body passes as decoded).
     _PIECE = 32
 
     def __init__(self) -> None:
@@ -185,11 +200,13 @@ def decoder_for(content_encoding: str) -> Decoder | None:
 
 async def decode_body_capped(data: bytes, content_encoding: str, limit: int) -> bytes | None:
     """A whole body decoded in slices that yield to the event loop; None when it decodes to more
-    than `limit` bytes (decoding stops there). Raises DecodeError for corrupt bytes and
-    ValueError for an encoding without a decoder."""
+    than `limit` bytes (decoding stops there). Raises DecodeError for corrupt bytes or a body cut
+    before its end marker, and ValueError for an encoding without a decoder."""
     decoder = decoder_for(content_encoding)
     if decoder is None:
         raise ValueError(f"no decoder for content-encoding {content_encoding!r}")
+    if not data:
+        return b""  # an empty body under a content-encoding header (a 204, a HEAD): nothing to decode
     decoder.feed(data)
     out = bytearray()
     while piece := decoder.read(min(SLICE, limit + 1 - len(out))):
@@ -197,6 +214,8 @@ async def decode_body_capped(data: bytes, content_encoding: str, limit: int) -> 
         if len(out) > limit:
             return None
         await asyncio.sleep(0)  # other flows run between slices
+    if not decoder.ended:
+        raise DecodeError(f"truncated: the {single_coding(content_encoding)} data ends before its end marker")
     return bytes(out)
 
 

@@ -124,6 +124,14 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
         assert proxied["status"] == 200 and proxied["body"] == bad
         ex = seen.wait(n + 1)[-1]
         assert ex.status == 200 and ex.parse_error
+        # A gzip body cut before its trailer: corrupt too, not a partial body parsed as if whole.
+        cut = gzip_bytes(GOOD_CHAT)[:-8]
+        up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", "gzip")], cut))
+        proxied = fetch(up.url + "/v1/chat/completions", proxy)
+        assert proxied["status"] == 200 and proxied["body"] == cut
+        n += 1
+        ex = seen.wait(n + 1)[-1]
+        assert ex.uninspected == "undecodable" and "truncated" in (ex.parse_error or "")
         # A corrupt gzip stream: passed through as is; parsing stops at the bad bytes.
         bad = corrupt_gzip(stream_body)
         up.handler = fixed(http_response(200, [*SSE_CT, ("content-encoding", "gzip")], bad))

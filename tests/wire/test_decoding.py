@@ -71,11 +71,22 @@ def test_corrupt_bytes_raise_decode_error() -> None:
         asyncio.run(decode_body_capped(good, "compress", 1 << 20))
 
 
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def test_a_body_cut_before_its_end_is_corrupt_not_decoded(coding: str) -> None:
+    whole = ENCODE[coding](PLAIN)
+    with pytest.raises(DecodeError, match="truncated"):
+        asyncio.run(decode_body_capped(whole[: len(whole) - 8], coding, len(PLAIN)))
+    assert asyncio.run(decode_body_capped(b"", coding, 10)) == b""  # a 204 or HEAD under the header
+
+
 def test_gzip_members_zero_padding_and_raw_deflate() -> None:
     two = gzip.compress(b"one ", mtime=0) + gzip.compress(b"two", mtime=0)
     assert decode_all("gzip", two + b"\0" * 8) == b"one two"
     raw = zlib.compressobj(6, zlib.DEFLATED, -15)
-    assert decode_all("deflate", raw.compress(PLAIN) + raw.flush()) == PLAIN
+    raw_body = raw.compress(PLAIN) + raw.flush()
+    assert decode_all("deflate", raw_body) == PLAIN
+    assert asyncio.run(decode_body_capped(raw_body, "deflate", len(PLAIN))) == PLAIN  # ends, raw as it is
+    assert asyncio.run(decode_body_capped(two + b"\0" * 8, "gzip", 100)) == b"one two"
 
 
 @pytest.mark.parametrize("coding", list(ENCODE))
