@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SECRET_HEADERS", "SECRET_PARAMS", "is_secret_param", "redact_query"]
+__all__ = ["SECRET_FIELDS", "SECRET_HEADERS", "SECRET_PARAMS", "is_secret_param", "redact_query"]
 
 # Never copied into the exchange: they would otherwise reach spans, logs, reports and cassettes.
 SECRET_HEADERS = frozenset(
@@ -33,6 +33,11 @@ SECRET_PARAMS = frozenset(
         "x-amz-credential",
         "x-amz-security-token",
     }
+)
+# JSON body fields whose values are credentials: the query names without the generic ones (a tool's
+# `code`, a pagination `token`, a map's `key` are data). Compared case-insensitively.
+SECRET_FIELDS = frozenset(
+    {"api_key", "apikey", "api-key", "access_token", "id_token", "refresh_token", "client_secret", "password", "secret"}
 )
 _SECRET_QUERY = re.compile(rf"(?i)(?<=[?&])({'|'.join(map(re.escape, sorted(SECRET_PARAMS)))})=[^&#]*")
 

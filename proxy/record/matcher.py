@@ -12,6 +12,7 @@ way in any interleaving.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import OrderedDict, defaultdict
@@ -23,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from brownout.core.secrets import SECRET_PARAMS
 from brownout.core.wire import RequestInfo, WireFormats
 from brownout.proxy.record.cassette import Cassette, Recorded
+from brownout.proxy.record.redact import without_secrets
 
 __all__ = ["Match", "ReplayIndex", "normalised_request", "recorded_info"]
 
@@ -99,6 +101,8 @@ class ReplayIndex:
         self._bound: dict[str, str] = {}
 
     def key(self, info: RequestInfo) -> tuple[str, dict[str, Any]]:
+        # Recordings keep request bodies without secrets: a live body is matched the same way.
+        info = dataclasses.replace(info, body=without_secrets(info.body))
         normalised = normalised_request(self.formats, info, self.ignore_params)
         return digest(normalised), normalised
 

@@ -1,9 +1,11 @@
 """Redact recorded cassettes after the fact: headers, query parameters, and values in bodies and URLs.
 
-Recording already leaves out credentials (secret headers, secret query values). This is for what only
-the user knows is sensitive (an internal host, a customer's email, a token in a body), and for secrets
-in bodies, found with the same detectors as the `no_pii` invariant. A redacted request body no longer
-matches the live request that carried the value: replay then misses it, by design.
+Recording already leaves out credentials: secret headers, secret query values, and in request bodies
+API keys of known formats and the values of credential fields (`without_secrets`, which replay applies
+to live requests too, so they still match). `brownout cassette redact` is for what only the user knows
+is sensitive (an internal host, a customer's email, a token in a body), and for secrets in response
+bodies, found with the same detectors as the `no_pii` invariant. A request body redacted that way no
+longer matches the live request that carried the value: replay then misses it, by design.
 """
 
 from __future__ import annotations
@@ -15,12 +17,60 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from brownout.core.secrets import SECRET_FIELDS
 from brownout.invariants.pii_patterns import Detector, default_detectors, find_all
 from brownout.proxy.record.cassette import Recorded, read_cassette
 
-__all__ = ["Redaction", "redact_file"]
+__all__ = ["Redaction", "redact_file", "without_secrets"]
 
 MARK = "REDACTED"
+_KEYS = [d for d in default_detectors() if d.category == "secret"]
+_FIELD_HINTS = tuple(f'"{name}"'.encode() for name in SECRET_FIELDS)
+
+
+def without_secrets(body: bytes) -> bytes:
+    """A request body as recorded and as matched on replay: API keys of known formats (the `no_pii`
+    detectors) and the string values of credential fields of a JSON body (`api_key`, `password`, ...)
+    become REDACTED. The same bytes when there are none; not UTF-8, the same bytes too."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
+    lowered = body.lower()
+    changed = False
+    if any(hint in lowered for hint in _FIELD_HINTS):
+        try:
+            doc = json.loads(text)
+            if _blank_fields(doc):
+                text, changed = json.dumps(doc, ensure_ascii=False, separators=(",", ":")), True
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: the patterns still apply
+            pass
+    text, found = _blank(text, _KEYS)
+    return text.encode("utf-8") if changed or found else body
+
+
+def _blank(text: str, detectors: list[Detector]) -> tuple[str, int]:
+    """`text` with what the detectors find replaced by REDACTED, and how many they found."""
+    findings = sorted(find_all(text, detectors), key=lambda f: f.start, reverse=True)
+    for f in findings:
+        text = text[: f.start] + MARK + text[f.end :]
+    return text, len(findings)
+
+
+def _blank_fields(node: object) -> bool:
+    """Blank credential fields' string values in place, at any depth; whether any was."""
+    found = False
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(k, str) and k.lower() in SECRET_FIELDS and isinstance(v, str) and v != MARK:
+                node[k] = MARK
+                found = True
+            else:
+                found = _blank_fields(v) or found
+    elif isinstance(node, list):
+        for item in node:
+            found = _blank_fields(item) or found
+    return found
 
 
 @dataclass(slots=True)
@@ -42,10 +92,8 @@ class Redaction:
         for rx in self.patterns:
             value, n = rx.subn(MARK, value)
             self.count += n
-        findings = sorted(find_all(value, self._detectors), key=lambda f: f.start, reverse=True)
-        for f in findings:
-            value = value[: f.start] + MARK + value[f.end :]
-        self.count += len(findings)
+        value, found = _blank(value, self._detectors)
+        self.count += found
         return value
 
     def data(self, value: bytes) -> bytes:

@@ -87,3 +87,38 @@ def test_response_cookies_and_echoed_keys_are_not_written(brownout_proxy, tmp_pa
     assert "PLANTEDsetcookie" not in text and "PLANTEDechoedkey" not in text
     [[exchange]] = [c.exchanges for c in read_dir(cassettes)]
     assert exchange.body == b'{"ok": true}' and "set-cookie" not in {k.lower() for k, _ in exchange.response_headers}
+
+
+BODY_KEY = "sk-proj-PLANTEDinbody0123456789abcdef"  # a known key format, anywhere in a body
+TOOL_SECRET = "PLANTEDtoolpassword0123"  # no known format: found by its field name
+
+
+def test_secrets_in_request_bodies_are_not_written_and_replay_still_matches(brownout_proxy, tmp_path: Path) -> None:
+    cassettes = tmp_path / "cassettes"
+
+    def requests(client: httpx.Client, url: str, suffix: str) -> list[bytes]:
+        chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"my key is {BODY_KEY}{suffix}"}]}
+        tool = {"city": "Paris", "auth": {"password": TOOL_SECRET + suffix}, "code": "print(1)"}
+        return [
+            client.post(f"{url}/v1/chat/completions", json=chat).content,
+            client.post(f"{url}/tools/weather?city=Paris", json=tool).content,
+        ]
+
+    with mock_upstream() as up:
+        rec = recorder(brownout_proxy, cassettes)
+        with httpx.Client(proxy=rec.proxy_url("s"), timeout=10) as client:
+            recorded = requests(client, up.url, "")
+        wait_recorded(rec, 2)
+        assert TOOL_SECRET.encode() in up.requests_seen[-1].body  # forwarded as sent
+        url = up.url
+
+    text = "".join(p.read_text(encoding="utf-8") for p in cassettes.iterdir())
+    assert BODY_KEY not in text and TOOL_SECRET not in text
+    [[chat, tool]] = [c.exchanges for c in read_dir(cassettes)]
+    assert b"my key is REDACTED" in chat.request_body
+    assert b'"password":"REDACTED"' in tool.request_body and b'"code":"print(1)"' in tool.request_body
+
+    play = player(brownout_proxy, cassettes, miss="error")
+    with httpx.Client(proxy=play.proxy_url("s"), timeout=10) as client:
+        assert requests(client, url, "-rotated") == recorded  # other secrets, the same recordings
+    assert play.addon.tape.counts["hit"] == 2 and play.addon.tape.counts["miss"] == 0
