@@ -149,7 +149,7 @@ class Brownout(Lifecycle, ResponseHooks):
             if plan.edits_request() and isinstance(body, bodies.Uninspected):
                 self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
             elif plan.edits_request():
-                sent = self.guard.call(
+                sent = await self.guard.acall(
                     "engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url
                 )
                 body = body if sent is None else sent  # what the request now carries: recorded as such

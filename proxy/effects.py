@@ -17,6 +17,7 @@ from mitmproxy import http
 from brownout.core.guard import Guard
 from brownout.faults.base import StreamTiming
 from brownout.faults.plan import Plan
+from brownout.proxy import bodies
 from brownout.proxy.connkill import close_upstream, drop_client, end_http1_body, is_multiplexed, stream_cancelled
 from brownout.proxy.relay import RELAY_HEADER, Relay, RelayTarget
 
@@ -139,19 +140,23 @@ def route_to_relay(
     return token
 
 
-def edit_request(flow: http.HTTPFlow, plan: Plan, body: bytes) -> bytes:
-    """Request faults (mutate) rewrite the decoded body; mitmproxy re-encodes it and sets content-length.
+async def edit_request(flow: http.HTTPFlow, plan: Plan, body: bytes) -> bytes:
+    """Request faults (mutate) rewrite the decoded body, re-encoded with its content-encoding.
 
     `body` is the request body as the proxy decoded it, under its cap (never decoded again here).
-    Returns the decoded body the request now carries."""
+    A large body is edited and re-encoded in a worker thread: the plan and the exchange it re-reads
+    are this flow's alone until it ends. Returns the decoded body the request now carries."""
     req = flow.request
     if req.stream:  # over proxy.buffer_max_bytes: it streams through unread
         return body
     before = {k.lower(): v for k, v in req.headers.items()}
     headers = dict(before)
-    edited = plan.edit_request(body, headers)
+    if bodies.off_loop(body):
+        edited = await asyncio.to_thread(plan.edit_request, body, headers)
+    else:
+        edited = plan.edit_request(body, headers)
     if edited != body:
-        req.content = edited
+        await bodies.set_content(req, edited)
     sync_headers(req, before, headers)
     return edited
 

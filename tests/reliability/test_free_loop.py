@@ -85,6 +85,37 @@ rules:
 
 
 @pytest.mark.timeout(60)
+def test_a_slow_edit_of_a_large_gzip_request_holds_up_no_other_exchange(brownout_proxy):
+    import gzip
+
+    config = f"""version: 1
+seed: 1
+plugins: ['{PLUGIN}:slow_edit_plugin']
+rules:
+  - {{name: slow, match: {{path: /v1/chat/completions}}, fault: {{type: slow_request_edit, seconds: 2.0}}}}
+"""
+    proxy = brownout_proxy(config)
+    plain = big_answer()  # about 2 MB of JSON, sent as the request this time
+    slow_plugin.EDIT_THREADS.clear()
+    up = upstream()
+    with (
+        up.running(),
+        OtherClient(proxy, up.url + "/ping") as other,
+        httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=30) as client,
+    ):
+        headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        r = client.post(up.url + "/v1/chat/completions", content=gzip.compress(plain), headers=headers)
+    assert r.status_code == 200
+    assert other.answered > 5 and not other.failures, other.failures
+    assert other.worst_s < HELD_S, f"another client waited {other.worst_s:.2f} s while a request was edited"
+    assert slow_plugin.EDIT_THREADS and threading.main_thread().name not in slow_plugin.EDIT_THREADS
+    [sent] = [q for q in up.requests if q.path == "/v1/chat/completions"]
+    assert {k.lower(): v for k, v in sent.headers}["content-encoding"] == "gzip"
+    assert gzip.decompress(sent.body) == plain + b" "  # edited, re-encoded, framed right
+    assert internal_errors(proxy) == {}
+
+
+@pytest.mark.timeout(60)
 def test_a_slow_hot_reload_holds_up_no_exchange(brownout_proxy, tmp_path: Path):
     path = tmp_path / "chaos.yaml"
     head = f"version: 1\nseed: 1\nplugins: ['{PLUGIN}:slow_load_plugin']\nrules:\n"
