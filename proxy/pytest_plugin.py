@@ -6,6 +6,10 @@
         assert not brownout.violations(severity="error")
         assert brownout.faults(fault="http_error")
 
+brownout never lets its own failures break traffic, so a fault, invariant or exporter that raised
+would otherwise go unnoticed: a test whose proxy contained one gets a BrownoutInternalErrorWarning
+naming the components, and fails at teardown with `@pytest.mark.brownout(strict=True)`.
+
 Registered through the `pytest11` entry point, so installing brownout enables it.
 """
 
@@ -14,24 +18,30 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["BrownoutFixture", "brownout"]
+__all__ = ["BrownoutFixture", "BrownoutInternalErrorWarning", "brownout"]
 
 logger = logging.getLogger(__name__)
 
 SEVERITY_ORDER = ("info", "warning", "error", "critical")
 
 
+class BrownoutInternalErrorWarning(UserWarning):
+    """The test's proxy contained failures of its own components: faults, spans or violations may be missing."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "brownout(config=None, session=None): run the `brownout` fixture's proxy with this chaos config "
-        "(path relative to the test file, dict, or BrownoutConfig) and proxy username (session).",
+        "brownout(config=None, session=None, strict=False): run the `brownout` fixture's proxy with this chaos "
+        "config (path relative to the test file, dict, or BrownoutConfig) and proxy username (session); strict: "
+        "fail the test when a brownout component failed (contained) during it, not only warn.",
     )
 
 
@@ -103,6 +113,11 @@ class BrownoutFixture:
             and (invariant is None or v.invariant == invariant)
         ]
 
+    def internal_errors(self) -> dict[str, int]:
+        """Contained failures of brownout's own components so far, by component (`fault:<type>`, ...)."""
+        guard = getattr(self.handle.addon, "guard", None)
+        return {k: v for k, v in dict(getattr(guard, "errors", {})).items() if v}
+
     def apply(self, config: Any) -> None:
         """Switch the chaos config for the rest of the test."""
         self.handle.call(self.handle.addon.apply_config, _as_config(config, Path.cwd()))
@@ -157,3 +172,18 @@ def brownout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         for key, value in fx.env.items():
             monkeypatch.setenv(key, value)
         yield fx
+    _report_internal_errors(fx, strict=bool(kwargs.get("strict")))
+
+
+def _report_internal_errors(fx: BrownoutFixture, *, strict: bool) -> None:
+    errors = fx.internal_errors()
+    if not errors:
+        return
+    message = (
+        "brownout contained failures of its own components during this test ("
+        + ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
+        + "): the traffic went on, but faults, spans or violations may be missing; the log has the tracebacks"
+    )
+    if strict:
+        pytest.fail(message)
+    warnings.warn(BrownoutInternalErrorWarning(message), stacklevel=2)

@@ -66,4 +66,59 @@ def test_plugin_in_sample_module(
 
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--markers")
-    result.stdout.fnmatch_lines(["*@pytest.mark.brownout(config=None, session=None)*"])
+    result.stdout.fnmatch_lines(["*@pytest.mark.brownout(config=None, session=None, strict=False)*"])
+
+
+BOOM_PLUGIN = """
+from typing import Literal
+from brownout.faults.base import Fault, FaultContext, FaultParams
+
+class BoomParams(FaultParams):
+    type: Literal["boom"]
+
+class BoomFault(Fault):
+    type = "boom"
+    Params = BoomParams
+
+    async def before_upstream(self, ctx: FaultContext) -> None:
+        raise RuntimeError("boom")
+
+class _Plugin:
+    faults = [BoomFault]
+
+plugin = _Plugin()
+"""
+
+BOOM_SAMPLE = """
+import os, urllib.request
+import pytest
+
+BOOM = {"plugins": ["boom_plugin:plugin"], "rules": [{"name": "b", "match": {"path": "/tools/*"}, "fault": {"type": "boom"}}]}
+
+def call(path):
+    return urllib.request.build_opener().open(os.environ["DEMO_UPSTREAM"] + path, timeout=10).status
+
+@pytest.mark.brownout(config=BOOM)
+def test_warned(brownout):
+    assert call("/tools/weather?city=Paris") == 200  # fail-open: the agent's request went through
+    assert brownout.internal_errors() == {"fault:boom": 1}
+
+@pytest.mark.brownout(config=BOOM, strict=True)
+def test_strict(brownout):
+    assert call("/tools/weather?city=Paris") == 200
+
+@pytest.mark.brownout(config={"rules": []})
+def test_clean(brownout):
+    assert call("/tools/weather?city=Paris") == 200 and brownout.internal_errors() == {}
+"""
+
+
+@pytest.mark.slow
+def test_a_contained_failure_warns_and_fails_a_strict_test(
+    pytester: pytest.Pytester, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BROWNOUT_CONFDIR", confdir)
+    pytester.makepyfile(test_sample=BOOM_SAMPLE, boom_plugin=BOOM_PLUGIN)
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-q", "-p", "no:cacheprovider", "-rE")
+    result.assert_outcomes(passed=3, errors=1)  # test_strict passes, then errors at teardown
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_strict*", "*BrownoutInternalErrorWarning*fault:boom: 1*"])
