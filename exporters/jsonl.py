@@ -257,6 +257,8 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "ttfc_s": t.ttfc_s,
         "input_tokens": exchange.usage.input_tokens,
         "output_tokens": exchange.usage.output_tokens,
+        "cache_read_tokens": exchange.usage.cache_read_tokens,  # of input_tokens
+        "cache_write_tokens": exchange.usage.cache_write_tokens,  # of input_tokens
         "cost": _cost(exchange),
         "finish_reasons": list(exchange.finish_reasons),
         "retry_count": exchange.retry_count,

@@ -130,6 +130,12 @@ class Metrics:
         self.tokens = Counter(
             "brownout_tokens", "Tokens reported by providers.", ["provider", "model", "type"], registry=r
         )
+        self.cache_tokens = Counter(
+            "brownout_prompt_cache_tokens",
+            "Prompt tokens read from (read) or written to (write) the provider's prompt cache; part of the input tokens.",
+            ["provider", "model", "type"],
+            registry=r,
+        )
         self.cost = Counter(
             "brownout_cost_usd",
             "What LLM calls cost at list prices (genai-prices table), in US dollars.",
@@ -308,6 +314,9 @@ class Metrics:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count:
                 self._child(self.tokens, provider, model, kind).inc(count)
+        for kind, count in (("read", usage.cache_read_tokens), ("write", usage.cache_write_tokens)):
+            if count:
+                self._child(self.cache_tokens, provider, model, kind).inc(count)
         if exchange.cost is not None and exchange.cost.currency == "USD" and exchange.cost.total > 0:
             self._child(self.cost, provider, model).inc(exchange.cost.total)
         # The same gen_ai.* values as the span (one mapping, in brownout.core.span_attributes).

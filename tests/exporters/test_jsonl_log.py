@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from brownout.core.exchange import FaultRecord
+from brownout.core.exchange import FaultRecord, Usage
 from brownout.core.guard import Guard
 from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from tests.exporters.expsamples import exchange
@@ -180,3 +180,9 @@ def test_exchange_summary_has_no_content_or_secrets() -> None:
     s = exchange_summary(ex)
     assert s["provider"] == "openai" and s["status_class"] == "2xx" and s["faults"][0]["rule"] == "inject"
     assert s["input_tokens"] == 12 and s["duration_s"] > 1
+    assert s["cache_read_tokens"] is None and s["cache_write_tokens"] is None  # the provider reported none
+
+
+def test_exchange_summary_has_the_prompt_cache_tokens() -> None:
+    s = exchange_summary(exchange(usage=Usage(100, 5, cache_read_tokens=80, cache_write_tokens=15)))
+    assert (s["input_tokens"], s["cache_read_tokens"], s["cache_write_tokens"]) == (100, 80, 15)

@@ -62,6 +62,15 @@ def test_requests_duration_ttfc_tokens(metrics: Metrics) -> None:
     assert value(metrics, "brownout_tokens_total", provider="openai", model="gpt-4o-mini", type="output") == 68
 
 
+def test_prompt_cache_tokens_are_counted_apart_as_part_of_the_input(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(usage=Usage(100, 5, cache_read_tokens=80, cache_write_tokens=15)))
+    metrics.observe_exchange(exchange(usage=Usage(10, 5)))  # no cache reported: no series moves
+    labels = {"provider": "openai", "model": "gpt-4o-mini"}
+    assert value(metrics, "brownout_prompt_cache_tokens_total", **labels, type="read") == 80
+    assert value(metrics, "brownout_prompt_cache_tokens_total", **labels, type="write") == 15
+    assert value(metrics, "brownout_tokens_total", **labels, type="input") == 110  # cached ones included
+
+
 def test_cost_in_dollars_with_bounded_model_labels(metrics: Metrics) -> None:
     priced = exchange()
     priced.cost = Cost(total=0.25, input=0.05, output=0.2, currency="USD", model="gpt-4o-mini", provider="openai")
