@@ -17,7 +17,6 @@ then goes unnoticed. Nothing is refused: a waiting connection is only later, and
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from collections.abc import Callable
 
@@ -27,8 +26,6 @@ from brownout.core.guard import Guard
 from brownout.proxy.config import ProxySettings
 
 __all__ = ["Admission"]
-
-log = logging.getLogger(__name__)
 
 
 class Admission:
