@@ -4,7 +4,7 @@ While it sleeps, another client on the same proxy must keep getting answers: a s
 event loop would hold every exchange up; one in a worker thread holds up nobody.
 
 - `slow_edit_plugin`: fault type `slow_edit`, whose `edit_body` sleeps `seconds` and appends the
-  name of the thread it ran on to EDIT_THREADS; `slow_request_edit` does the same to the request.
+  name of the thread it ran on to EDIT_THREADS; with `phase: request` it does so to the request.
 - `slow_load_plugin`: the same fault, but reading the plugin's `faults` (as every config load and
   hot reload does) takes LOAD_S.
 """
@@ -17,7 +17,7 @@ from typing import ClassVar, Literal
 
 from brownout.faults.base import Fault, FaultContext, FaultParams
 
-__all__ = ["EDIT_THREADS", "LOAD_S", "SlowEditFault", "SlowRequestEditFault", "slow_edit_plugin", "slow_load_plugin"]
+__all__ = ["EDIT_THREADS", "LOAD_S", "SlowEditFault", "slow_edit_plugin", "slow_load_plugin"]
 
 LOAD_S = 1.0
 EDIT_THREADS: list[str] = []
@@ -26,45 +26,37 @@ EDIT_THREADS: list[str] = []
 class SlowEditParams(FaultParams):
     type: Literal["slow_edit"]
     seconds: float = 1.0
+    phase: Literal["response", "request"] = "response"  # the body it "edits"
 
 
 class SlowEditFault(Fault):
-    """Needs the whole body and takes `seconds` to "edit" it (returning it unchanged)."""
+    """Takes `seconds` to "edit" the response body (returned unchanged) or, with `phase: request`, the
+    request body (a space appended, so that it is re-encoded)."""
 
     type = "slow_edit"
     Params = SlowEditParams
-
-    def wants_body(self, ctx: FaultContext) -> bool:
-        return True
-
     params: SlowEditParams
 
+    def wants_body(self, ctx: FaultContext) -> bool:
+        return self.params.phase == "response"
+
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
-        EDIT_THREADS.append(threading.current_thread().name)
-        time.sleep(self.params.seconds)
+        self._take_time()
         return body
 
-
-class SlowRequestEditParams(FaultParams):
-    type: Literal["slow_request_edit"]
-    seconds: float = 1.0
-
-
-class SlowRequestEditFault(Fault):
-    """Takes `seconds` to "edit" the request body (appending a space, so the body is re-encoded)."""
-
-    type = "slow_request_edit"
-    Params = SlowRequestEditParams
-    params: SlowRequestEditParams
-
     def edit_request(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        if self.params.phase != "request":
+            return body
+        self._take_time()
+        return body + b" "
+
+    def _take_time(self) -> None:
         EDIT_THREADS.append(threading.current_thread().name)
         time.sleep(self.params.seconds)
-        return body + b" "
 
 
 class _Plugin:
-    faults: ClassVar[list[type[Fault]]] = [SlowEditFault, SlowRequestEditFault]
+    faults: ClassVar[list[type[Fault]]] = [SlowEditFault]
 
 
 class _SlowLoad:

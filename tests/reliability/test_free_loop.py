@@ -92,7 +92,7 @@ def test_a_slow_edit_of_a_large_gzip_request_holds_up_no_other_exchange(brownout
 seed: 1
 plugins: ['{PLUGIN}:slow_edit_plugin']
 rules:
-  - {{name: slow, match: {{path: /v1/chat/completions}}, fault: {{type: slow_request_edit, seconds: 2.0}}}}
+  - {{name: slow, match: {{path: /v1/chat/completions}}, fault: {{type: slow_edit, seconds: 2.0, phase: request}}}}
 """
     proxy = brownout_proxy(config)
     plain = big_answer()  # about 2 MB of JSON, sent as the request this time
