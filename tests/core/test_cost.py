@@ -190,24 +190,10 @@ def test_an_anthropic_answer_with_a_cached_prompt_costs_what_the_table_says() ->
     fmt.parse_response(ex, json.dumps(answer).encode())
     cost = Pricer().price(ex)
     assert cost is not None
-    reference = priced(
-        "claude-sonnet-4-5",
-        "anthropic",
-        input_tokens=12_050,
-        output_tokens=20,
-        cache_read_tokens=10_000,
-        cache_write_tokens=2_000,
-        cache_write_1h_tokens=500,
-    )
+    cached = {"input_tokens": 12_050, "output_tokens": 20, "cache_read_tokens": 10_000, "cache_write_tokens": 2_000}
+    reference = priced("claude-sonnet-4-5", "anthropic", **cached, cache_write_1h_tokens=500)
     assert cost.total == pytest.approx(reference)
-    five_minutes = priced(
-        "claude-sonnet-4-5",
-        "anthropic",
-        input_tokens=12_050,
-        output_tokens=20,
-        cache_read_tokens=10_000,
-        cache_write_tokens=2_000,
-    )
+    five_minutes = priced("claude-sonnet-4-5", "anthropic", **cached)
     assert cost.total > five_minutes  # an hour's cache write costs more than five minutes'
 
     assert cost.total < priced("claude-sonnet-4-5", "anthropic", input_tokens=12_050, output_tokens=20)

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent import futures
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import grpc
@@ -23,6 +23,7 @@ from brownout.exporters.config import ExportersConfig, OtlpConfig
 from brownout.exporters.hub import Exporters
 from brownout.exporters.otlp_http import DirectHttpSpanExporter
 from tests.exporters.expsamples import exchange, violation
+from tests.threadserver import serving_handler
 
 AGENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{AGENT_TRACE}-00f067aa0ba902b7-01"
@@ -65,11 +66,8 @@ def http_receiver() -> Iterator[tuple[str, Received]]:
             self.end_headers()
             self.wfile.write(out)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", got
-    server.shutdown()
-    server.server_close()
+    with serving_handler(Handler) as url:
+        yield url, got
 
 
 @pytest.fixture

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -17,6 +16,7 @@ import pytest
 
 from brownout.core.exchange import Exchange
 from brownout.proxy.embed import ProxyHandle
+from tests.threadserver import serving_handler
 
 REPLY = {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
 PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
@@ -62,16 +62,8 @@ class _Slow(BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def _server(events: bytes, path: str = "/mcp") -> Iterator[str]:
-    handler = type("Handler", (_Slow,), {"events": events})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_handler(type("Handler", (_Slow,), {"events": events})) as url:
+        yield url + path
 
 
 def _hang_up_after_first_event(proxy: ProxyHandle, url: str) -> str:

@@ -4,16 +4,16 @@ a cached prompt at the cache rates."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from genai_prices import Usage, calc_price
 
 from tests.e2e.conftest import Spans
 from tests.proxy.test_passthrough import collect, wait_for
+from tests.threadserver import serving_handler
 
 
 def test_an_openai_call_is_priced_everywhere(tmp_path, upstream, brownout_proxy, openai_client, anthropic_client):
@@ -107,14 +107,8 @@ def cached_prompt_upstream() -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_handler(Handler) as url:
+        yield url
 
 
 def test_a_cached_prompt_is_priced_at_the_cache_rates(brownout_proxy, anthropic_client, cached_prompt_upstream):
