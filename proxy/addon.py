@@ -36,6 +36,7 @@ from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.responses import ResponseHooks
 from brownout.proxy.sessions import proxy_auth_user
 from brownout.proxy.tokenshield import MISDIRECTED, TokenShield
+from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Brownout"]
@@ -88,9 +89,12 @@ class Brownout(Lifecycle, ResponseHooks):
         self.admission = Admission(
             self.config.proxy, self.guard, on_wait=lambda seconds: self.pipeline.exporters.on_admission_wait(seconds)
         )
+        self.unreachable = Unreachable(
+            self.guard, on_error=lambda host, kind: self.pipeline.exporters.on_upstream_error(host, kind)
+        )
         # mitmproxy sub-addons: their hooks run after this addon's, in this order (a connection is
         # admitted before the header timeout starts counting).
-        self.addons = [self.admission, self.limits]
+        self.addons = [self.admission, self.limits, self.unreachable]
 
     @property
     def in_flight(self) -> int:
