@@ -13,11 +13,12 @@ from typing import Any
 from brownout.proxy.experiment.stats import percentile
 from brownout.proxy.experiment.textfit import fit, text_width
 
-__all__ = ["FONT_PX", "ROW", "bars_with_intervals", "box_plots", "hbars", "timeline"]
+__all__ = ["FONT_PX", "bars_with_intervals", "box_plots", "hbars", "timeline"]
 
 W, H, PAD_L, PAD_B, PAD_T = 560, 220, 44, 40, 14
 FONT_PX = 11  # charts.html.j2 sets font-size="11" on every chart
-ROW = 24  # one phase (or fault) per row: room for an 11 px label and a 14 px bar
+ROW = 24  # the thinnest row: room for an 11 px label and a 14 px bar
+ROW_MAX = 40  # few phases get thicker rows, up to the height of the other charts
 LABEL_MAX_PX = 220  # the widest label column; the plot keeps the rest of the width
 GAP = 8  # between a label and the plot, and at the chart's edges
 AXIS_BAND = 20  # below the rows: the value axis' tick labels
@@ -48,9 +49,12 @@ def _y(v: float, lo: float, hi: float) -> float:
 
 
 class _Rows:
-    """A label column and a plot to its right; row i spans [top(i), top(i) + ROW)."""
+    """A label column and a plot to its right; row i spans [top(i), top(i) + row)."""
 
-    def __init__(self, labels: list[str], right_pad: float = GAP) -> None:
+    def __init__(self, labels: list[str], right_pad: float = GAP, *, fill: bool = False) -> None:
+        # fill: rows share the plot height of the vertical charts (timeline) while they can, so a
+        # report with three phases does not get flat charts
+        self.row = max(ROW, min(ROW_MAX, (H - PAD_B - PAD_T) / max(1, len(labels)))) if fill else ROW
         shown = [fit(label, LABEL_MAX_PX, FONT_PX) for label in labels]
         widest = max((text_width(s, FONT_PX) for s in shown), default=0.0)
         self.label_x = GAP + widest
@@ -59,24 +63,31 @@ class _Rows:
         self.labels = [
             {"text": s, "full": label if s != label else None} for s, label in zip(shown, labels, strict=True)
         ]
-        self.bottom = PAD_T + ROW * len(labels)
+        self.bottom = PAD_T + self.row * len(labels)
 
-    @staticmethod
-    def top(i: int) -> float:
-        return PAD_T + i * ROW
+    def top(self, i: int) -> float:
+        return PAD_T + i * self.row
+
+    def mid(self, i: int) -> float:
+        return self.top(i) + self.row / 2
+
+    def bar(self, i: int) -> tuple[float, float]:
+        """(top, height) of a bar or box centred in row i."""
+        height = ROW - 10 + (self.row - ROW) / 2
+        return self.mid(i) - height / 2, height
 
     def x(self, v: float, lo: float, hi: float) -> float:
         return self.left + (self.right - self.left) * (v - lo) / ((hi - lo) or 1.0)
 
     def label(self, i: int) -> Chart:
-        return {**self.labels[i], "x": _f(self.label_x), "y": _f(self.top(i) + ROW / 2 + FONT_PX * 0.35)}
+        return {**self.labels[i], "x": _f(self.label_x), "y": _f(self.mid(i) + FONT_PX * 0.35)}
 
 
 def _value_axis(lo: float, hi: float, fmt: str, labels: list[str], ticks: int = 4) -> tuple[_Rows, Chart]:
     """The rows, and vertical grid lines with their values under the rows."""
     texts = [fmt.format(lo + (hi - lo) * i / ticks) for i in range(ticks + 1)]
     # The last tick's label is centred on the plot's right edge: keep its right half inside the chart.
-    rows = _Rows(labels, right_pad=max(GAP, text_width(texts[-1], FONT_PX) / 2 + 2))
+    rows = _Rows(labels, right_pad=max(GAP, text_width(texts[-1], FONT_PX) / 2 + 2), fill=True)
     grid = [{"x": _f(rows.x(lo + (hi - lo) * i / ticks, lo, hi)), "label": t} for i, t in enumerate(texts)]
     axis = {"y1": _f(PAD_T - 4), "y2": _f(rows.bottom), "text_y": _f(rows.bottom + 14), "ticks": grid}
     return rows, axis
@@ -87,14 +98,14 @@ def bars_with_intervals(items: list[tuple[str, float | None, float, float, bool]
     rows, axis = _value_axis(0.0, 1.0, "{:.0%}", [label for label, *_ in items])
     bars = []
     for i, (label, rate, lo, hi, chaos) in enumerate(items):
-        top, mid = rows.top(i), rows.top(i) + ROW / 2
+        mid, (bar_top, bar_height) = rows.mid(i), rows.bar(i)
         rect = None
         if rate is not None:
             rect = {
                 "x": _f(rows.left),
-                "y": _f(top + 5),
+                "y": _f(bar_top),
                 "width": _f(rows.x(rate, 0, 1) - rows.left),
-                "height": _f(ROW - 10),
+                "height": _f(bar_height),
                 "fill": "#e07b39" if chaos else "#4a90d9",
                 "tip": f"{label}: {rate:.1%} [{lo:.1%}, {hi:.1%}]",
             }
@@ -119,18 +130,18 @@ def box_plots(items: list[tuple[str, list[float]]], title: str) -> Chart:
     rows, axis = _value_axis(0.0, top_s, "{:.1f}s", [label for label, _ in items])
     boxes = []
     for i, (_, vs) in enumerate(items):
-        top, mid = rows.top(i), rows.top(i) + ROW / 2
+        mid, (box_top, box_height) = rows.mid(i), rows.bar(i)
         box = None
         if vs:
             q = {k: rows.x(percentile(vs, k) or 0.0, 0, top_s) for k in (0, 25, 50, 75, 100)}
             box = {
                 "min": _f(q[0]),
                 "max": _f(q[100]),
-                "top": _f(top + 5),
-                "bottom": _f(top + ROW - 5),
+                "top": _f(box_top),
+                "bottom": _f(box_top + box_height),
                 "q25": _f(q[25]),
                 "width": _f(max(1.0, q[75] - q[25])),
-                "height": _f(ROW - 10),
+                "height": _f(box_height),
                 "median": _f(q[50]),
                 "tip": f"p50 {percentile(vs, 50) or 0.0:.2f}s",
                 "dots": [
@@ -183,7 +194,7 @@ def hbars(items: list[tuple[str, float | None, str]], title: str) -> Chart:
             {
                 "label": rows.label(i),
                 "note": note,
-                "bar_y": _f(rows.top(i) + 5),
+                "bar_y": _f(rows.bar(i)[0]),
                 "width": _f(width),
                 "note_x": _f(rows.left + width + 4),
             }

@@ -5,12 +5,14 @@ from __future__ import annotations
 import decimal
 import logging
 import math
+import re
 
 __all__ = ["SMALLEST_USD", "num", "pct", "usd"]
 
 logger = logging.getLogger(__name__)
 
 SMALLEST_USD = decimal.Decimal("0.0001")  # below this a cost shows as "<$0.0001", not as a rounded zero
+_NONZERO = re.compile("[1-9]|inf")
 _DIGITS = 3  # significant digits of a sub-dollar amount: one LLM call costs fractions of a cent
 
 
@@ -19,7 +21,11 @@ def pct(x: float | None) -> str:
 
 
 def num(x: float | None, fmt: str = ".2f") -> str:
-    return "n/a" if x is None else format(x, fmt)
+    """`x` formatted, `n/a` for None; a value that rounds to zero never keeps a minus sign (`-0.0`)."""
+    if x is None:
+        return "n/a"
+    text = format(x, fmt)
+    return format(0.0, fmt) if text.startswith("-") and not _NONZERO.search(text) else text
 
 
 def _magnitude(amount: decimal.Decimal) -> str:

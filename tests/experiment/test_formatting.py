@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brownout.proxy.experiment.formatting import usd
+from brownout.proxy.experiment.formatting import num, usd
 
 SHAPE = re.compile(r"^(?P<sign>[+-]?)(?P<lt><?)\$(?P<digits>[0-9,]+(\.[0-9]+)?)$")
 amounts = st.floats(allow_nan=True, allow_infinity=True) | st.floats(min_value=-2, max_value=2)
@@ -71,3 +71,20 @@ def test_three_significant_digits_below_a_dollar_cents_above(x: float, negative:
     else:
         assert re.fullmatch(r"\d{1,3}(,\d{3})*\.\d\d", m["digits"]), text
         assert abs(float(shown) - x) <= 0.005 + x * 1e-15, text
+
+
+@given(st.floats(allow_nan=False), st.sampled_from([".2f", "+.1f", "+.0f", ".0f", ".3f", ".3g", "g"]))
+def test_other_numbers_never_show_a_negative_zero(x: float, fmt: str) -> None:
+    text = num(x, fmt)
+    assert not (text.startswith("-") and not re.search("[1-9]|inf", text)), (x, fmt, text)
+    assert float(text) == pytest.approx(float(format(x, fmt)), abs=0)  # the same number otherwise
+
+
+def test_num_examples() -> None:
+    assert (num(None), num(-0.3, "+.0f"), num(-0.0), num(-0.04, ".1f"), num(-1.5, "+.1f")) == (
+        "n/a",
+        "+0",
+        "0.00",
+        "0.0",
+        "-1.5",
+    )
