@@ -11,6 +11,7 @@ from typing import Any
 from brownout.proxy.experiment.config import SEVERITIES
 
 __all__ = [
+    "LINKED_RUNS",
     "MESSAGE_CHARS",
     "cut",
     "group_violations",
@@ -25,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 MESSAGE_CHARS = 200  # of a violation message in a report's table; report.json keeps it whole
+LINKED_RUNS = 5  # runs linked from one row of a report's violations table
 
 
 def _when(violation: dict[str, Any]) -> float:

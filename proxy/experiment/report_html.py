@@ -12,6 +12,7 @@ import jinja2
 
 from brownout.proxy.experiment import charts
 from brownout.proxy.experiment.causes import (
+    LINKED_RUNS,
     cut,
     run_anchor,
     run_positions,
@@ -26,7 +27,6 @@ __all__ = ["render_html", "write_html"]
 
 logger = logging.getLogger(__name__)
 
-LINKED_RUNS = 5  # run links per row of the violations table
 _FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
@@ -96,17 +96,14 @@ def _charts(report: dict[str, Any]) -> list[tuple[str, charts.Chart]]:
 
 def render_html(report: dict[str, Any]) -> str:
     """The HTML page of a report document."""
-    return (
-        _environment()
-        .get_template("report.html.j2")
-        .render(
-            report=report,
-            charts=_charts(report),
-            phase_causes=[(p, g) for p in report["phases"] for g in p["violations"].get("invariants", [])],
-            run_causes=runs_with_violations(report),
-            positions=run_positions(report),
-            linked_runs=LINKED_RUNS,
-        )
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        report=report,
+        charts=_charts(report),
+        phase_causes=[(p, g) for p in report["phases"] for g in p["violations"].get("invariants", [])],
+        run_causes=runs_with_violations(report),
+        positions=run_positions(report),
+        linked_runs=LINKED_RUNS,
     )
 
 

@@ -8,7 +8,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from brownout.proxy.experiment.causes import cut, run_positions, runs_with_violations, severity_text, violations_anchor
+from brownout.proxy.experiment.causes import (
+    LINKED_RUNS,
+    cut,
+    run_positions,
+    runs_with_violations,
+    severity_text,
+    violations_anchor,
+)
 from brownout.proxy.experiment.formatting import num, pct, usd
 from brownout.proxy.experiment.services import command_text, outcome
 
@@ -18,7 +25,6 @@ logger = logging.getLogger(__name__)
 
 _ICON = {True: "✅", False: "❌", None: "➖"}
 RUNS_LISTED = 50  # runs with violations listed one by one; report.json has every one
-LINKED_RUNS = 5  # run links per row of the violations table
 
 
 def _text(value: Any) -> str:

@@ -217,3 +217,27 @@ def test_junit_failure_names_the_cause(tmp_path: Path) -> None:
     assert timed_out is not None and timed_out.get("message") == "timed out after 10 s (faults met: reset)"
     passed = cases["chaos-7"]
     assert passed.find("failure") is None and passed.find("error") is None
+
+
+def test_a_violation_in_many_runs_links_the_first_five() -> None:
+    from brownout.proxy.experiment.report_html import render_html
+    from brownout.proxy.experiment.report_md import render_markdown
+
+    result = fixture_result()
+    for r in result.runs:
+        if r.phase == "chaos":
+            r.violations = [_v("no_loop", "warning", f"loop in {r.run_id}", 100.0 + r.index)]
+    rep = make_report(result)
+    row = _md_rows(render_markdown(rep), "Violations")[1]
+    assert row.startswith("| chaos | `no_loop` | 10 | warning | loop in chaos-1 | [`chaos-1`](#run-11-violations), ")
+    assert row.endswith("[`chaos-5`](#run-15-violations), +5 more |")
+    page = _Links()
+    page.feed(render_html(rep))
+    assert [
+        "chaos",
+        "no_loop",
+        "10",
+        "warning",
+        "loop in chaos-1",
+        "chaos-1, chaos-2, chaos-3, chaos-4, chaos-5, +5 more",
+    ] in page.rows
