@@ -197,8 +197,11 @@ def test_ctl_status_names_connection_counts_as_counts_of_now(upstream: Any, brow
 
     with httpx.Client(base_url=proxy.url, trust_env=False) as client:  # one finished exchange, connection closed
         assert client.post("/v1/chat/completions", json=CHAT).status_code == 200
-    held = [socket.create_connection((proxy.host, proxy.port)) for _ in range(2)]  # the second is over the cap
     deadline = time.monotonic() + 10
+    while connections()["open_now"] and time.monotonic() < deadline:  # its close reaches the proxy first
+        time.sleep(0.05)
+    assert connections() == {"open_now": 0, "over_cap_now": 0, "max_open": 1}
+    held = [socket.create_connection((proxy.host, proxy.port)) for _ in range(2)]  # the second is over the cap
     while connections()["open_now"] < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert connections() == {"open_now": 2, "over_cap_now": 1, "max_open": 1}
