@@ -83,6 +83,7 @@ class Brownout(Lifecycle, ResponseHooks):
             on_replay=lambda outcome: self.pipeline.exporters.on_replay(outcome),
             on_recorded=lambda written, dropped: self.pipeline.exporters.on_recorded(written, dropped),
         )
+        self.engine.decisions.add_sink(self.tape.on_decision)  # a replay miss names a fault fired before it
         self.limits = ClientLimits(
             self.config.proxy, on_cut=lambda reason: self.pipeline.exporters.on_client_cut(reason)
         )
