@@ -250,14 +250,15 @@ def exec(
             click.echo(
                 f"brownout: {', '.join(f'{k}={v}' for k, v in endpoints.items() if k != 'BROWNOUT_TOKEN')}", err=True
             )
-            code = _run_child(list(command), {**os.environ, **handle.env_for(session), **endpoints})
+            code, ran = _run_child(list(command), {**os.environ, **handle.env_for(session), **endpoints})
     except ProxyStartError as e:
         _fail(_start_error(e))
-    report.stopped(handle)
+    report.stopped(handle, command_ran=ran)  # one that never started sent nothing, and that is no bypass
     sys.exit(code)
 
 
-def _run_child(command: list[str], env: dict[str, str]) -> int:
+def _run_child(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
+    """The command's exit status, and whether it ran at all."""
     # Ctrl-C reaches the child (same process group); we wait for it, then stop the proxy cleanly.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -265,7 +266,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
     except OSError as e:
         signal.signal(signal.SIGINT, previous)
         click.echo(f"brownout: cannot run {command[0]!r}: {e.strerror or e}", err=True)
-        return 127 if isinstance(e, FileNotFoundError) else 126
+        return (127 if isinstance(e, FileNotFoundError) else 126), False
     try:
         forward = lambda signum, _frame: proc.send_signal(signum)
         signal.signal(signal.SIGTERM, forward)
@@ -274,7 +275,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # a child killed by a signal: report it the way a shell does
-    return 128 - returncode if returncode < 0 else returncode
+    return (128 - returncode if returncode < 0 else returncode), True
 
 
 @main.command()

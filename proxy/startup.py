@@ -66,14 +66,15 @@ class StopReport:
         self.echo = echo
         self.started = time.monotonic()
 
-    def stopped(self, handle: Any) -> None:
+    def stopped(self, handle: Any, *, command_ran: bool = True) -> None:
+        """Say what the proxy did; `command_ran` False (exec's command could not start): no bypass warning."""
         summary = summarize(handle.addon, duration_s=time.monotonic() - self.started)
         if self.json_path is not None:
             try:
                 write_json(self.json_path, summary)
             except OSError as e:
                 self.echo(f"brownout: cannot write the summary to {self.json_path}: {e.strerror or e}")
-        warning = bypass_warning(summary)
+        warning = bypass_warning(summary) if command_ran else None
         if not self.quiet:
             for line in summary.lines():
                 self.echo(line)

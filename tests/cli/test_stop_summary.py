@@ -234,3 +234,9 @@ def test_a_port_in_use_is_reported_once_naming_listen(tmp_path: Path, confdir: P
     assert said.count("address already in use") == 1, said
     assert f"cannot listen on 127.0.0.1:{port}" in said and "--listen" in said
     assert "--mode" not in said and "Errno" not in said
+
+
+def test_a_command_that_cannot_start_is_not_called_a_bypass(tmp_path: Path, confdir: Path) -> None:
+    proc = _exec(["--confdir", str(confdir), "--", "no-such-command-x"], tmp_path)
+    assert proc.returncode == 127 and "cannot run 'no-such-command-x'" in proc.stderr
+    assert "exchanges: none" in proc.stderr and "no request reached brownout" not in proc.stderr
