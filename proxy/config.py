@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from mitmproxy.utils import human
@@ -131,6 +132,10 @@ class ProxySettings(Model):
         return str(value) if value == 502 else value  # YAML reads an unquoted 502 as a number
 
 
+# The validation context of the model_validate call under way in this thread or task, if any.
+_CALLER_CONTEXT: ContextVar[Mapping[str, Any] | None] = ContextVar("brownout_config_context", default=None)
+
+
 class ControlConfig(ListenConfig):
     """The `control:` section: the runtime control API."""
 
@@ -166,7 +171,9 @@ class BrownoutConfig(Model):
 
     def __init__(self, /, **data: Any) -> None:
         # Keyword construction validates with the catalogue of its own plugins, like model_validate.
-        context = catalogue_for(data.get("plugins")).validation_context()
+        # Inside model_validate pydantic calls this __init__ too: the caller's context (the config
+        # file's directory) comes along through _CALLER_CONTEXT, which __init__'s signature cannot carry.
+        context = {**(_CALLER_CONTEXT.get() or {}), **catalogue_for(data.get("plugins")).validation_context()}
         self.__pydantic_validator__.validate_python(data, self_instance=self, context=context)
 
     @model_validator(mode="wrap")
@@ -183,8 +190,14 @@ class BrownoutConfig(Model):
             raise ValidationError.from_exception_data(cls.__name__, errors)  # type: ignore[arg-type]
         context = info.context if isinstance(info.context, Mapping) else None
         if isinstance(data, dict) and (context is None or "catalogue" not in context):
-            return cls.model_validate(data, context=catalogue_for(data.get("plugins")).validation_context())
-        config = handler(data)
+            # The caller's context (the config file's directory) travels on with the catalogue's.
+            catalogue = catalogue_for(data.get("plugins")).validation_context()
+            return cls.model_validate(data, context={**(context or {}), **catalogue})
+        token = _CALLER_CONTEXT.set(context)
+        try:
+            config = handler(data)
+        finally:
+            _CALLER_CONTEXT.reset(token)
         if context is not None and isinstance(config, BrownoutConfig):
             config._catalogue = context["catalogue"]
         return config

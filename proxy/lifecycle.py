@@ -15,6 +15,7 @@ from brownout.faults.engine import FaultEngine
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
+from brownout.proxy.configdiff import describe_reload
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.control_link import start_control
 from brownout.proxy.ignore import HostGlobs
@@ -162,10 +163,13 @@ class Lifecycle:
             log.error("brownout: config reload rejected, keeping the last good config: %s", e)
             self.pipeline.exporters.on_config_reload("rejected")
             return False, f"rejected, keeping the last good config: {e}"
+        changes = describe_reload(self.config, config)
         self.on_loop.call(self.apply_config, config)
         self.pipeline.exporters.on_config_reload("applied")
-        log.info("brownout: config reloaded from %s", path)
-        return True, f"reloaded {path}"
+        # A warning, so that it shows where brownout's warnings show (`brownout run` prints no info):
+        # the chaos under way just changed.
+        log.warning("brownout: config reloaded from %s: %s", path, changes)
+        return True, f"reloaded {path}: {changes}"
 
     def _upstream_verify(self) -> Any:
         import ssl

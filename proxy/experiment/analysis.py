@@ -231,6 +231,7 @@ def analyze(result: ExperimentResult, config: ExperimentConfig) -> dict[str, Any
             "chaos": p.chaos,
             "config_sha256": p.config_sha256,
             **phase_stats(p.label, by_label.get(p.label, [])),
+            "exchanges": p.exchanges_seen,
         }
         if p.chaos and baseline:
             entry["vs_baseline"] = success_comparison(baseline, by_label.get(p.label, []))

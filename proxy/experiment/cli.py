@@ -64,6 +64,8 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
     for h in report["hypotheses"]:
         if h["ok"] is False:
             console.print(f"  [yellow]steady state deviated:[/] {escape(h['hypothesis'])} ({escape(h['scope'])})")
+            if h.get("note"):
+                console.print(f"    {escape(h['note'])}", soft_wrap=True)
     for line in baseline_failures(report):
         console.print(f"  [yellow]baseline run failed:[/] {escape(line)}", soft_wrap=True)
     for line in violation_causes(report):

@@ -17,6 +17,7 @@ from brownout.core.config import Model, parse_listen
         ("[::1]:7000", None, ("::1", 7000)),
         ("[::1]", 9464, ("::1", 9464)),
         ("localhost:0", None, ("localhost", 0)),
+        ("8090", 8080, ("127.0.0.1", 8090)),  # where a bare host is allowed, a bare number is the port
     ],
 )
 def test_parse_listen(spec: str, default_port: int | None, expected: tuple[str, int]) -> None:

@@ -61,3 +61,21 @@ def test_the_summary_shows_an_agent_that_cannot_start(tmp_path: Path, confdir: s
     args = ["experiment", "run", str(exp), "--out", str(tmp_path / "out"), "--confdir", confdir, "--no-progress"]
     result = CliRunner().invoke(main, args)
     assert "No module named 'brownout_no_such_module'" in " ".join(result.output.split()), result.output
+
+
+@needs_proxy
+@pytest.mark.timeout(120)
+def test_the_summary_says_when_the_agent_went_around_the_proxy(tmp_path: Path, confdir: str, demo_env: str) -> None:
+    exp = tmp_path / "exp.yaml"
+    direct = "import httpx, os; httpx.get(os.environ['DEMO_UPSTREAM'] + '/ping', trust_env=False); print('ANSWER')"
+    doc = {
+        "agent": {"command": [sys.executable, "-c", direct], "tasks": ["t"], "runs_per_task": 2},
+        "phases": [{"name": "baseline"}, {"name": "chaos", "rules": [{"name": "r", "fault": {"type": "reset"}}]}],
+    }
+    exp.write_text(yaml.safe_dump(doc))
+    args = ["experiment", "run", str(exp), "--out", str(tmp_path / "out"), "--confdir", confdir, "--no-progress"]
+    result = CliRunner().invoke(main, args)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert "the agent's requests reach brownout before the chaos" in said
+    assert "no request of the agent reached brownout; usual causes: the client ignores HTTP(S)_PROXY" in said
