@@ -1,0 +1,125 @@
+"""Secrets inside URLs: webhook and bot layouts, key-shaped and high-entropy path segments, query values.
+
+A webhook URL is its own credential (Slack, Discord, Teams, Zapier), a Telegram bot's token is a path
+segment, a key is sometimes sent as one. `redact_target` blanks those segments and keeps the rest of
+the path readable (`/services/T000/B000/REDACTED`), then blanks secret query parameters and keys of
+known formats anywhere in the query. Ids stay: UUIDs, numbers, ObjectIds, prefixed resource ids
+(`resp_...`, `msg_...`, `file-...`) and model names (`gpt-4o-2024-08-06`) are not secrets, and a path
+keeps them so logs and matches still tell requests apart. The result depends on the text alone and a
+redacted target is its own redaction, so a recording and the live request it answers blank alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from brownout.core.secrets import MARK, redact_keys, redact_query
+
+__all__ = ["redact_target", "redact_url", "secret_segment"]
+
+# Layouts whose secret is a path segment; each regex runs on the path alone and its groups are blanked.
+_LAYOUTS = (
+    # Slack incoming webhooks: /services/T<team>/B<app>/<secret>
+    re.compile(r"^/services/T[A-Z0-9]+/B[A-Z0-9]+/([^/]+)"),
+    # Slack workflow webhooks and triggers: the last segment
+    re.compile(r"^/(?:workflows|triggers)/T[A-Z0-9]+/(?:[^/]+/)*([^/]+)/?$"),
+    # Discord (discord.com and discordapp.com): /api[/v10]/webhooks/<id>/<token>
+    re.compile(r"^/api(?:/v\d+)?/webhooks/\d+/([^/]+)"),
+    # Telegram bot API: /bot<id>:<secret>/<method>, /file/bot<id>:<secret>/<path>
+    re.compile(r"^(?:/file)?/bot(\d+(?::|%3[Aa])[^/]+)"),
+    # Microsoft Teams and Office 365 connectors: everything after IncomingWebhook
+    re.compile(r"/IncomingWebhook/([^/]+)(?:/([^/]+))?(?:/([^/]+))?"),
+    # Zapier catch hooks: /hooks/catch/<account>/<secret>
+    re.compile(r"^/hooks/catch/\d+/([^/]+)"),
+)
+# Where any layout could apply: one cheap test before the layouts run.
+_LAYOUT_PREFIXES = ("/services/", "/workflows/", "/triggers/", "/api/", "/bot", "/file/bot", "/hooks/catch/")
+# Segments named so carry their secret in the next segment, even when it is UUID-shaped (n8n and many
+# other services put a UUID there as the webhook's only credential).
+_WEBHOOK = frozenset({"hook", "hooks", "webhook", "webhooks"})
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# A lowercase word, a separator and letters and digits: a resource id with its type (resp_..., msg_...,
+# file-...), never a secret by its shape. Keys with such prefixes are KEY_FORMATS.
+_PREFIXED_ID = re.compile(r"[a-z]{2,12}[_-][A-Za-z0-9]+")
+_RUN = re.compile(r"[A-Za-z0-9]{20,}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+_SHORT_WORDS = 3
+_HEX_SECRET_MIN = 32  # shorter hex runs are ids (24-digit ObjectIds, short hashes)
+_LONG_SEGMENT = re.compile(r"[^/]{15,}")  # nothing shorter is a key format or a high-entropy run
+# A base64url token's dashes and underscores break it into short runs: long enough, varied enough
+# (model names such as anthropic-claude-3-haiku-20240307-v1 stay under 4.3 bits a character), with
+# upper case and digits, it is random data all the same.
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,}")
+_TOKEN_MIN_BITS = 4.2
+
+
+def secret_segment(segment: str, previous: str = "") -> bool:
+    """Whether a path segment is a secret by its shape: a UUID after a webhook segment, or a long run
+    of letters and digits that reads like random data (a 32+ digit hex string, a base64-like token)."""
+    if segment == MARK or _PREFIXED_ID.fullmatch(segment):
+        return False
+    if previous.lower() in _WEBHOOK and _UUID.fullmatch(segment):
+        return True
+    if any(_random_run(m.group()) for m in _RUN.finditer(segment)):
+        return True
+    return _TOKEN.fullmatch(segment) is not None and _random_token(segment)
+
+
+def _random_run(run: str) -> bool:
+    if _HEX.fullmatch(run):
+        return len(run) >= _HEX_SECRET_MIN
+    digits = sum(c.isdigit() for c in run)
+    if 2 <= digits < len(run):  # letters and digits mixed: words rarely hold two digits in 20 letters
+        return True
+    # Letters only (or one digit): split as camelCase, random text falls into one- and two-letter words
+    # all along, where names have a few at most (parseHTMLToJSONString: "To").
+    words = _CAMEL_WORD.findall(run)
+    return sum(1 for w in words[:-1] if len(w) <= 2) >= _SHORT_WORDS
+
+
+def _random_token(segment: str) -> bool:
+    if not (any(c.isupper() for c in segment) and any(c.isdigit() for c in segment)):
+        return False
+    n = len(segment)
+    bits = -sum(k / n * math.log2(k / n) for k in Counter(segment).values())
+    return bits >= _TOKEN_MIN_BITS
+
+
+def _redact_path(path: str) -> str:
+    for layout in _LAYOUTS if path.startswith(_LAYOUT_PREFIXES) or "/IncomingWebhook/" in path else ():
+        m = layout.search(path)
+        if m is not None:
+            for i in range(m.lastindex or 0, 0, -1):
+                if m.group(i) is not None:
+                    path = path[: m.start(i)] + MARK + path[m.end(i) :]
+    if _LONG_SEGMENT.search(path) is None:
+        return path
+    path = redact_keys(path)
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        if len(segment) >= 20 and secret_segment(segment, segments[i - 1] if i else ""):
+            segments[i] = MARK
+    return "/".join(segments)
+
+
+def redact_target(target: str) -> str:
+    """A request target (path and query) as brownout keeps it, secrets blanked (see the module's doc)."""
+    path, sep, query = target.partition("?")
+    path = _redact_path(path)
+    if not sep:
+        return path
+    return path + sep + redact_keys(redact_query(sep + query)[1:])
+
+
+def redact_url(url: str) -> str:
+    """A full URL (`scheme://host/path?query`) as brownout keeps it."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return redact_target(url)
+    slash = rest.find("/")
+    query = rest.find("?")
+    cut = min(i for i in (slash, query, len(rest)) if i >= 0)
+    return f"{scheme}://{rest[:cut]}{redact_target(rest[cut:])}"
