@@ -4,7 +4,7 @@ Channels: a URL path (a Slack webhook, a key as a path segment), a query paramet
 header outside the fixed list (`x-auth-token`), a request body field, a response body (the token a
 tool returns) and message content (an API key in a prompt). The run records cassettes, exports OTLP
 to a local receiver (decoded with opentelemetry-proto), writes the exchange, decision and violation
-logs and serves /metrics, with content capture on, a fault and invariants that fire, and every
+logs, serves /metrics and the control API's /exchanges, /violations and /status, with content capture on, a fault and invariants that fire, and every
 brownout logger at DEBUG. The upstream saw each secret, so its absence everywhere else means something.
 """
 
@@ -37,6 +37,7 @@ PLANTED = {
     "response body": "PLANTEDtoolReturnedToken0123456789",
     "message content": "sk-proj-PLANTEDmessageContentKey0123456789",
 }
+TOKEN = "control-token-of-the-channels-test"
 CONTENT = f"Summarise the report. My key is {PLANTED['message content']} if you need it."
 
 
@@ -95,6 +96,7 @@ invariants:
 exporters:
   otlp: {{endpoint: "{otlp}", schedule_delay_ms: 50}}
   jsonl: {{path: {logs}/violations.jsonl, decisions_path: {logs}/decisions.jsonl, exchanges_path: {logs}/exchanges.jsonl}}
+control: {{token: {TOKEN}}}
 """
 
 
@@ -151,6 +153,11 @@ def test_a_secret_planted_in_each_channel_is_in_no_artefact(
         _wait(lambda: proxy.addon.tape.writer.written >= n - 1, "the cassettes")  # the 429 fault is not upstream's
         port = proxy.addon.pipeline.exporters.metrics_port
         artefacts["/metrics"] = httpx.get(f"http://127.0.0.1:{port}/metrics").content
+        control = f"http://127.0.0.1:{proxy.addon.control.port}"
+        for endpoint in ("/exchanges", "/violations", "/status"):
+            got = httpx.get(f"{control}{endpoint}", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert got.status_code == 200
+            artefacts[endpoint] = got.content
     upstream_saw = b"\n".join(Upstream.seen)
     # The upstream got every secret but the one it sent back itself: brownout forwards them untouched.
     assert all(v.encode() in upstream_saw for k, v in PLANTED.items() if k != "response body")
