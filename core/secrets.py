@@ -9,10 +9,9 @@ text redacted again is unchanged.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from brownout.core.detectors import Detector, find_all
@@ -135,6 +134,7 @@ _FIELD_HINTS = tuple(f'"{name}"' for name in SECRET_FIELDS)
 _HEADER_WORD = re.compile(r"(?:token|key|secret|auth|authorization|password|passwd|credentials?|signature|cookie)$")
 _HEADER_SPLIT = re.compile(r"[-_.]")
 _NOT_CREDENTIALS = frozenset({"idempotency-key", "x-idempotency-key", "sec-websocket-key"})
+_MAX_VERDICTS = 4096
 
 
 def key_detectors() -> tuple[Detector, ...]:
@@ -153,7 +153,6 @@ def redact_query(path: str) -> str:
     return _SECRET_QUERY.sub(lambda m: f"{m.group(1)}={MARK}", path)
 
 
-@functools.lru_cache(maxsize=4096)  # a pure function of the name; bounded against made-up names
 def _names_a_credential(name: str) -> bool:
     if name in SECRET_HEADERS:
         return True
@@ -168,18 +167,32 @@ def is_secret_header(name: str) -> bool:
 
 
 class SecretHeaders:
-    """The header names never kept: `is_secret_header`'s, plus a configured list (`proxy.secret_headers`)."""
+    """The header names never kept: `is_secret_header`'s, plus a configured list (`proxy.secret_headers`).
 
-    __slots__ = ("extra",)
+    Verdicts are remembered per name (boundedly: a client can make up names), so filtering a request's
+    headers costs a dict lookup per header."""
+
+    __slots__ = ("_verdicts", "extra")
 
     def __init__(self, extra: Iterable[str] = ()) -> None:
         self.extra = frozenset(name.strip().lower() for name in extra)
+        self._verdicts: dict[str, bool] = {}
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        lowered = name.lower()
-        return lowered in self.extra or _names_a_credential(lowered)
+        verdict = self._verdicts.get(name)
+        if verdict is None:
+            lowered = name.lower()
+            verdict = lowered in self.extra or _names_a_credential(lowered)
+            if len(self._verdicts) < _MAX_VERDICTS:
+                self._verdicts[name] = verdict
+        return verdict
+
+    def without(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """`headers` without the secret ones."""
+        known = self._verdicts.get
+        return {k: v for k, v in headers.items() if not (known(k) or (known(k) is None and k in self))}
 
     def kept(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """The pairs whose names are not secret, in order."""

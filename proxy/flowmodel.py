@@ -49,7 +49,7 @@ def new_exchange(
         port=req.port,
         path=redact_target(req.path),
         client=f"{client_ip}:{flow.client_conn.peername[1]}" if flow.client_conn.peername else client_ip,
-        request_headers={k: v for k, v in headers.items() if k not in secret},
+        request_headers=secret.without(headers),
         traceparent=headers.get("traceparent"),
         tracestate=headers.get("tracestate"),
         retry_count=int(retry) if retry and retry.isdigit() else None,
@@ -63,4 +63,4 @@ def new_exchange(
 def response_headers(flow: http.HTTPFlow, secret: SecretHeaders) -> dict[str, str]:
     """The response headers, lower-cased, `secret` ones dropped."""
     assert flow.response is not None
-    return {k: v for k, v in _lower_headers(flow.response.headers).items() if k not in secret}
+    return secret.without(_lower_headers(flow.response.headers))
