@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+from brownout.core import secret_paths
 from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.secrets import is_secret_param, redact_text
 
@@ -164,7 +165,7 @@ def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
     if prompt := notes.get("mcp_prompt_name"):
         attrs["gen_ai.prompt.name"] = prompt
     if uri := notes.get("mcp_resource_uri"):
-        attrs["mcp.resource.uri"] = uri
+        attrs["mcp.resource.uri"] = secret_paths.redact_url(str(uri))  # a signed URL's token stays behind
     if exchange.transport == "stdio":
         attrs["network.transport"] = "pipe"
     else:

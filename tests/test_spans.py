@@ -138,6 +138,15 @@ def test_captured_content_keeps_no_api_key_or_credential_field(otel) -> None:
     assert spans[2].status.description == "bad key REDACTED"
 
 
+def test_a_resource_uri_keeps_no_signature(otel) -> None:
+    provider, exporter = otel
+    read = chat(provider="mcp", operation="resources/read", mcp_method="resources/read")
+    read.notes["mcp_resource_uri"] = "https://files.example/o/report.pdf?X-Amz-Signature=PLANTEDsig&v=1"
+    SpanBuilder(provider).build(read)
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["mcp.resource.uri"] == "https://files.example/o/report.pdf?X-Amz-Signature=REDACTED&v=1"
+
+
 @pytest.mark.parametrize(
     ("provider", "operation", "expected_provider", "expected_op"),
     [
