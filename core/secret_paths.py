@@ -49,9 +49,9 @@ _CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 _SHORT_WORDS = 3
 _HEX_SECRET_MIN = 32  # shorter hex runs are ids (24-digit ObjectIds, short hashes)
 _LONG_SEGMENT = re.compile(r"[^/]{15,}")  # nothing shorter is a key format or a high-entropy run
-# A base64url token's dashes and underscores break it into short runs: long enough, varied enough
-# (model names such as anthropic-claude-3-haiku-20240307-v1 stay under 4.3 bits a character), with
-# upper case and digits, it is random data all the same.
+# A base64url token's dashes and underscores break it into short runs: 32+ characters with capitals and
+# digits and 4.2+ bits of entropy a character is random data all the same. Long model names have no
+# capitals (anthropic-claude-3-haiku-20240307-v1, 4.25 bits) or little entropy (Meta-Llama-3-70B-...).
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,}")
 _TOKEN_MIN_BITS = 4.2
 
