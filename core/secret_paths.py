@@ -11,9 +11,7 @@ redacted target is its own redaction, so a recording and the live request it ans
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 
 from brownout.core.secrets import MARK, redact_keys, redact_query
 
@@ -45,15 +43,15 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _PREFIXED_ID = re.compile(r"[a-z]{2,12}[_-][A-Za-z0-9]+")
 _RUN = re.compile(r"[A-Za-z0-9]{20,}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
-_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
-_SHORT_WORDS = 3
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_MIN_WORD_CHARS = 3.0
 _HEX_SECRET_MIN = 32  # shorter hex runs are ids (24-digit ObjectIds, short hashes)
 _LONG_SEGMENT = re.compile(r"[^/]{15,}")  # nothing shorter is a key format or a high-entropy run
-# A base64url token's dashes and underscores break it into short runs: 32+ characters with capitals and
-# digits and 4.2+ bits of entropy a character is random data all the same. Long model names have no
-# capitals (anthropic-claude-3-haiku-20240307-v1, 4.25 bits) or little entropy (Meta-Llama-3-70B-...).
+# A base64url token's dashes and underscores break it into short runs: 32+ characters with capitals
+# and digits, a dash or underscore about every 32 characters, falling into short words all along, are
+# random data all the same. Model names have a dash every few characters, and words.
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,}")
-_TOKEN_MIN_BITS = 4.2
+_TOKEN_PART_CHARS = 8
 
 
 def secret_segment(segment: str, previous: str = "") -> bool:
@@ -71,21 +69,21 @@ def secret_segment(segment: str, previous: str = "") -> bool:
 def _random_run(run: str) -> bool:
     if _HEX.fullmatch(run):
         return len(run) >= _HEX_SECRET_MIN
+    if any(c.isupper() for c in run) and any(c.islower() for c in run):
+        # Split as camelCase and at digits: a name is long words (Mistral7BInstructV02: 3.3 letters a
+        # word), random text falls into one- and two-letter pieces all along.
+        return len(run) < _MIN_WORD_CHARS * len(_WORD.findall(run))
     digits = sum(c.isdigit() for c in run)
-    if 2 <= digits < len(run):  # letters and digits mixed: words rarely hold two digits in 20 letters
-        return True
-    # Letters only (or one digit): split as camelCase, random text falls into one- and two-letter words
-    # all along, where names have a few at most (parseHTMLToJSONString: "To").
-    words = _CAMEL_WORD.findall(run)
-    return sum(1 for w in words[:-1] if len(w) <= 2) >= _SHORT_WORDS
+    return 2 <= digits < len(run)  # one case, letters and digits mixed: words rarely hold two digits
 
 
 def _random_token(segment: str) -> bool:
     if not (any(c.isupper() for c in segment) and any(c.isdigit() for c in segment)):
         return False
-    n = len(segment)
-    bits = -sum(k / n * math.log2(k / n) for k in Counter(segment).values())
-    return bits >= _TOKEN_MIN_BITS
+    separators = segment.count("-") + segment.count("_")
+    if separators * _TOKEN_PART_CHARS > len(segment):
+        return False  # many parts: a name (Qwen2-VL-72B-Instruct-GPTQ-Int4-AWQ), not random bytes
+    return len(segment) - separators < _MIN_WORD_CHARS * len(_WORD.findall(segment))
 
 
 def _redact_path(path: str) -> str:
