@@ -2,18 +2,88 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from difflib import get_close_matches
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["Model", "context_value", "parse_listen"]
+__all__ = ["Model", "check_type", "context_value", "did_you_mean", "parse_listen"]
 
 
 class Model(BaseModel):
-    """Base for every config model: unknown fields are errors, values are frozen."""
+    """Base for every config model: unknown fields are errors (with a "did you mean"), values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _suggest_field_names(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as e:
+            errors = e.errors(include_url=False)
+            if not any(_unnamed_key(err) for err in errors):
+                raise
+            known = sorted({name for n, f in cls.model_fields.items() for name in (n, f.alias) if name})
+            details: list[InitErrorDetails] = []
+            for err in errors:
+                ctx = err.get("ctx") or {}
+                if _unnamed_key(err):
+                    hint = did_you_mean(str(err["loc"][0]), known) or f"valid fields: {', '.join(known)}"
+                    ctx = {"message": err["msg"], "hint": hint}  # field names only: no user text to format
+                if "hint" in ctx:
+                    error = PydanticCustomError(err["type"], "{message}; {hint}", ctx)
+                else:  # without a context the message is kept verbatim, braces included
+                    error = PydanticCustomError(err["type"], err["msg"])
+                details.append({"type": error, "loc": err["loc"], "input": err["input"]})
+            raise ValidationError.from_exception_data(e.title, details) from None
+
+
+def _unnamed_key(err: Any) -> bool:
+    """An unknown key of this very model (one-segment location) not yet given its hint.
+
+    Nested models hint at their own keys; a model validated twice (a wrap validator that
+    re-validates) hints once.
+    """
+    return bool(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 and "hint" not in (err.get("ctx") or {}))
+
+
+def did_you_mean(word: str, names: Collection[str]) -> str | None:
+    """`did you mean 'x'?` for the name in `names` closest to a mistyped `word`, else None."""
+    close = get_close_matches(word, list(names), n=1)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def check_type(value: Any, known: Collection[str], what: str) -> None:
+    """The one message for a config entry whose `type` names no `what` (fault, invariant, ...) in `known`.
+
+    Raises PydanticCustomError (a `{what}_type` error) unless `value` is a mapping with a known `type`.
+    """
+    valid = ", ".join(sorted(known)) or "(none registered)"
+    error = f"{what}_type"
+    if not isinstance(value, Mapping):
+        raise PydanticCustomError(
+            error, f"{what} must be a mapping with a `type`; valid types: {{valid}}", {"valid": valid}
+        )
+    kind = value.get("type")
+    if kind is None:
+        raise PydanticCustomError(error, f"{what} needs a `type`; valid types: {{valid}}", {"valid": valid})
+    if not isinstance(kind, str) or kind not in known:
+        hint = did_you_mean(kind, known) if isinstance(kind, str) else None
+        raise PydanticCustomError(
+            error,
+            f"unknown {what} type {{kind}}{{hint}}; valid types: {{valid}}",
+            {"kind": repr(kind), "hint": f" ({hint})" if hint else "", "valid": valid},
+        )
 
 
 def context_value(info: ValidationInfo, key: str, default: Any) -> Any:

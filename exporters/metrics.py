@@ -38,6 +38,7 @@ from brownout.exporters.metric_labels import (
     mcp_code_label,
     mcp_error_label,
 )
+from brownout.exporters.upstream_errors import UpstreamErrors
 
 __all__ = ["DecisionLike", "Metrics", "ViolationLike"]
 
@@ -170,6 +171,7 @@ class Metrics:
             registry=r,
         )
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
+        self.upstream_errors = UpstreamErrors(r)
         self.config_reloads = Counter(
             "brownout_config_reloads",
             "Hot reloads of the config file: applied, or rejected with the last good config kept.",

@@ -37,6 +37,7 @@ from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.responses import ResponseHooks
 from brownout.proxy.sessions import proxy_auth_user
 from brownout.proxy.tokenshield import MISDIRECTED, TokenShield
+from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Brownout"]
@@ -84,6 +85,7 @@ class Brownout(Lifecycle, ResponseHooks):
             on_replay=lambda outcome: self.pipeline.exporters.on_replay(outcome),
             on_recorded=lambda written, dropped: self.pipeline.exporters.on_recorded(written, dropped),
         )
+        self.engine.decisions.add_sink(self.tape.on_decision)  # a replay miss names a fault fired before it
         self.tape.secret_headers = self._secret_headers
         self.limits = ClientLimits(
             self.config.proxy, on_cut=lambda reason: self.pipeline.exporters.on_client_cut(reason)
@@ -91,9 +93,12 @@ class Brownout(Lifecycle, ResponseHooks):
         self.admission = Admission(
             self.config.proxy, self.guard, on_wait=lambda seconds: self.pipeline.exporters.on_admission_wait(seconds)
         )
+        self.unreachable = Unreachable(
+            self.guard, on_error=lambda host, kind: self.pipeline.exporters.on_upstream_error(host, kind)
+        )
         # mitmproxy sub-addons: their hooks run after this addon's, in this order (a connection is
         # admitted before the header timeout starts counting).
-        self.addons = [self.admission, self.limits]
+        self.addons = [self.admission, self.limits, self.unreachable]
 
     @property
     def in_flight(self) -> int:

@@ -88,6 +88,15 @@ def _listen(spec: str) -> tuple[str, int]:
         raise click.BadParameter(str(e), param_hint="--listen") from e
 
 
+def _mode(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from brownout.proxy.modes import check_mode
+
+    try:
+        return check_mode(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -106,7 +115,13 @@ def main() -> None:
 @main.command()
 @_config_opt
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT")
-@click.option("--mode", default="regular", show_default=True, help="regular, or reverse:URL for base-URL clients.")
+@click.option(
+    "--mode",
+    default="regular",
+    show_default=True,
+    callback=_mode,
+    help="regular, or reverse:http(s)://HOST[:PORT] for base-URL clients.",
+)
 @_set_opt
 @_confdir_opt
 @cassette_flags
@@ -176,7 +191,7 @@ def env(listen: str, session: str | None, confdir: str | None) -> None:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_config_opt
 @_session_opt
-@click.option("--mode", default="regular", show_default=True, hidden=True)
+@click.option("--mode", default="regular", show_default=True, hidden=True, callback=_mode)
 @_set_opt
 @_confdir_opt
 @cassette_flags

@@ -94,7 +94,7 @@ class ProxySettings(Model):
         default_factory=list,
         description="Globs over host names (e.g. 'raw.githubusercontent.com', '*.internal') whose traffic passes "
         "through untouched: no faults, sessions, spans, invariants, logs or experiment records; only counted in "
-        "brownout_ignored_requests_total.",
+        "brownout_ignored_requests_total. An unreachable one fails as any other host does (upstream_error).",
     )
 
     request_header_timeout_s: float = Field(

@@ -27,6 +27,7 @@ from brownout.proxy.configload import load_config
 from brownout.proxy.master import BrownoutMaster
 from brownout.proxy.mitmctx import install as per_loop_mitmproxy_ctx
 from brownout.proxy.mitmctx import running_master
+from brownout.proxy.modes import check_mode
 
 __all__ = [
     "ProxyHandle",
@@ -145,6 +146,10 @@ async def running_proxy_async(
     host, port = parse_listen(listen, default_port=0)
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
+    try:
+        modes = [check_mode(m) for m in modes]
+    except ValueError as e:
+        raise ProxyStartError(f"mode {e}") from e
     opts = mitm_options.Options(listen_host=host, listen_port=port, mode=modes, confdir=str(ca.confdir))
     per_loop_mitmproxy_ctx()
     if running_master(asyncio.get_running_loop()) is not None:

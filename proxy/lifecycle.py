@@ -26,6 +26,7 @@ from brownout.proxy.record.cassette import CassetteError
 from brownout.proxy.record.tape import Tape
 from brownout.proxy.relay import Relay
 from brownout.proxy.tokenshield import TokenShield
+from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Lifecycle"]
@@ -51,6 +52,7 @@ class Lifecycle:
     tape: Tape
     limits: ClientLimits
     admission: Admission
+    unreachable: Unreachable
     on_loop: LoopRunner
     started: asyncio.Event
     start_error: str | None
@@ -97,7 +99,7 @@ class Lifecycle:
     async def running(self) -> None:
         self.on_loop.loop = asyncio.get_running_loop()
         try:
-            self.relay = Relay(self.guard, verify=self._upstream_verify())
+            self.relay = Relay(self.guard, verify=self._upstream_verify(), on_unreachable=self.unreachable.relay_failed)
             await self.relay.start()
             await self.tape.start()
             self.pipeline.start(rules=self.engine.active_rules)

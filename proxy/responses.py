@@ -148,6 +148,8 @@ class ResponseHooks:
     def error(self, flow: http.HTTPFlow) -> None:
         state = self._states.pop(flow.id, None)
         if state is None:
+            if flow.metadata.get(IGNORED) and flow.response is None and flow.client_conn.connected and flow.killable:
+                self._no_response(flow, None)  # an ignored host fails the way every other host does
             return
         ex = state.exchange
         self.tape.on_error(flow, state)
@@ -171,11 +173,12 @@ class ResponseHooks:
         ex.timings.end = time.time()
         self._close(state)
 
-    def _no_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    def _no_response(self, flow: http.HTTPFlow, ex: Exchange | None) -> None:
         """Upstream gave no response at all; mitmproxy would now answer its own 502 page, which SDKs
         retry as a server error. Without brownout the client's connection would fail instead."""
         if self.config.proxy.upstream_error == "502":
-            ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
+            if ex is not None:
+                ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
         elif flow.server_conn.timestamp_tcp_setup is None:
             effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
         else:

@@ -22,11 +22,13 @@ from brownout.core.secrets import SecretHeaders
 from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
 from brownout.faults.base import StreamTiming
+from brownout.faults.decisions import Decision
 from brownout.proxy import effects, flowmodel
 from brownout.proxy.bodies import Uninspected
 from brownout.proxy.record.capture import Capture, RecordingTap, mitm_headers
 from brownout.proxy.record.cassette import read_dir
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
+from brownout.proxy.record.earlier import EarlierFaults
 from brownout.proxy.record.matcher import ReplayIndex
 from brownout.proxy.record.transport import REPLAY_HEADER, ReplayTransport
 from brownout.proxy.record.writer import CassetteWriter
@@ -60,6 +62,7 @@ class Tape:
         self.relay: Relay | None = None
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
         self.not_recorded = 0  # exchanges a stream fault cut while recording
+        self.earlier = EarlierFaults()
         self.secret_headers = SecretHeaders()  # proxy.secret_headers: never written either
 
     @property
@@ -111,6 +114,11 @@ class Tape:
             self.writer.close(timeout_s)
 
     # --- hooks -----------------------------------------------------------------------
+
+    def on_decision(self, decision: Decision) -> None:
+        """A fault decision (a sink of the engine's decision log): while replaying, a miss may follow it."""
+        if self.index is not None:
+            self.earlier(decision)
 
     def on_request(self, flow: http.HTTPFlow, state: FlowState, body: bytes | Uninspected) -> bool:
         """The request goes upstream unless replay takes it: True when it did (answered or routed).
@@ -243,20 +251,32 @@ class Tape:
         if len(shown) > _SHOWN_MAX:
             shown = shown[:_SHOWN_MAX] + "..."
         where = _where(state)
+        fault = self.earlier.before(ex.session, ex.id)
+        # A fault changes what the agent sees, so what it sends next may never have been recorded.
+        cause = (
+            f"; {fault.describe()} fired earlier in this session and may be why: "
+            "after it the agent may send what it never sent while recording"
+            if fault is not None
+            else ""
+        )
         if self.replay.miss == "passthrough":
             self.counts["passthrough"] += 1
             self.on_replay("passthrough")
             ex.notes["replay"] = {"miss": "passthrough"}
             log.warning(
-                "replay miss, forwarded upstream (session %s): %s; normalised request %s", ex.session, where, shown
+                "replay miss, forwarded upstream (session %s): %s%s; normalised request %s",
+                ex.session,
+                where,
+                cause,
+                shown,
             )
             return False
         self.counts["miss"] += 1
         self.on_replay("miss")
         ex.notes["replay"] = {"miss": "error"}
-        log.warning("replay miss (session %s): %s; normalised request %s", ex.session, where, shown)
+        log.warning("replay miss (session %s): %s%s; normalised request %s", ex.session, where, cause, shown)
         message = (
-            f"brownout replay: no recorded answer for {where} (session {ex.session}); "
+            f"brownout replay: no recorded answer for {where} (session {ex.session}){cause}; "
             "see brownout's log for the normalised request"
         )
         error_response = getattr(state.wire, "error_response", None)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from rich.console import Console
 
 from brownout.proxy.cli import main
-from brownout.proxy.experiment.cli import baseline_failures
+from brownout.proxy.experiment.cli import _summary, baseline_failures, violation_causes
 from tests.experiment.conftest import needs_proxy
 
 
@@ -34,6 +36,19 @@ def test_one_line_per_distinct_cause_of_a_failed_baseline_run() -> None:
         "baseline-0 (t): exit code 1 (expected 0); stderr: ModuleNotFoundError: No module named 'agents'",
         "baseline-2 (t): timed out after 5 s",
     ]
+
+
+def test_the_summary_names_each_invariant_violated_with_its_first_message() -> None:
+    from tests.experiment.test_report_causes import report
+
+    assert violation_causes(report()) == [
+        "chaos: retry_discipline x2 (critical 1, error 1): retried a 429 after 0.0 s, retry-after asked 2 s",
+        "chaos: latency_budget x3 (warning): total 9.9 s over budget 2 s",
+    ]
+    assert violation_causes(report(), limit=1)[1:] == ["... 1 more in report.md"]
+    out = io.StringIO()
+    _summary(Console(file=out, width=200), report(), Path("out"))
+    assert "violated: chaos: latency_budget x3 (warning): total 9.9 s over budget 2 s" in out.getvalue()
 
 
 @needs_proxy
