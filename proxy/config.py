@@ -9,6 +9,7 @@ which it then carries (`config.catalogue`) for the engine, the invariants and th
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -33,6 +34,8 @@ from brownout.proxy.plugins import BUILTIN, Catalogue, catalogue_for
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 
 __all__ = ["BrownoutConfig", "ControlConfig", "ProxySettings", "with_listen_overrides"]
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 
 
 class ProxySettings(Model):
@@ -69,7 +72,17 @@ class ProxySettings(Model):
         description="Longest SSE event or NDJSON line parsed: a stream with no event boundary for this many "
         "bytes stops being parsed (and edited) and passes through untouched.",
     )
-    capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
+    capture_content: bool = Field(
+        False,
+        description="Put message content on spans (off: no prompts leave brownout); API keys of known formats "
+        "and credential fields in it are still blanked.",
+    )
+    secret_headers: list[str] = Field(
+        default_factory=list,
+        description="More header names whose values are credentials (any case), never kept in the exchange, "
+        "logs or cassettes; besides the built-in list and any name with a word ending in key, token, secret, "
+        "auth, password, credential(s), signature or cookie.",
+    )
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
     session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
     upstream_error: Literal["drop", "502"] = Field(
@@ -125,6 +138,14 @@ class ProxySettings(Model):
             if not glob.strip() or "/" in glob or " " in glob or glob.count(":") == 1:
                 raise ValueError(f"a host name glob such as 'api.example.com' or '*.example.com', got {glob!r}")
         return value
+
+    @field_validator("secret_headers")
+    @classmethod
+    def _header_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"a header name such as 'x-tenant-secret', got {name!r}")
+        return [name.lower() for name in value]
 
     @field_validator("upstream_error", mode="before")
     @classmethod

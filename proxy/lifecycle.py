@@ -11,6 +11,7 @@ from mitmproxy import ctx, exceptions
 from mitmproxy.utils import human
 
 from brownout.core.guard import Guard
+from brownout.core.secrets import SecretHeaders
 from brownout.faults.engine import FaultEngine
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
@@ -64,6 +65,7 @@ class Lifecycle:
     _stream_above: int
     _buffer_max: int
     _ignored: HostGlobs
+    _secret_headers: SecretHeaders
     _shield: TokenShield
     cut_in_flight: Callable[[], int]  # the addon's (proxy/addon.py): ends the exchanges still in flight
 
@@ -144,6 +146,7 @@ class Lifecycle:
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
         self._ignored = HostGlobs(config.proxy.ignore_hosts)
+        self._secret_headers = self.tape.secret_headers = SecretHeaders(config.proxy.secret_headers)
         self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
         self.limits.settings = config.proxy
         self.admission.settings = config.proxy

@@ -9,6 +9,7 @@ from mitmproxy import http
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.proxy import bodies, effects, flowmodel
 from brownout.proxy.config import BrownoutConfig
@@ -30,6 +31,7 @@ class ResponseHooks:
     _states: dict[str, FlowState]
     _stream_above: int
     _buffer_max: int
+    _secret_headers: SecretHeaders
     _close: Callable[..., None]  # the addon's (proxy/addon.py): `_close(state, *, defer=True)` ends a flow's exchange
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -42,7 +44,7 @@ class ResponseHooks:
         resp = flow.response
         ex.status = resp.status_code
         ex.timings.first_upstream_byte = resp.timestamp_start or time.time()
-        ex.response_headers = flowmodel.response_headers(flow)
+        ex.response_headers = flowmodel.response_headers(flow, self._secret_headers)
         ex.content_type = resp.headers.get("content-type", "")
         self.tape.on_response_headers(flow, state)  # what upstream sent, before header faults
         if state.plan is not None:
@@ -91,7 +93,7 @@ class ResponseHooks:
         resp = flow.response
         if ex.status is None:  # answered in `request` (injected) or by mitmproxy itself
             ex.status = resp.status_code
-            ex.response_headers = flowmodel.response_headers(flow)
+            ex.response_headers = flowmodel.response_headers(flow, self._secret_headers)
             ex.content_type = resp.headers.get("content-type", "")
         if not ex.streamed:
             body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mitmproxy import http
 
 from brownout.core.guard import Guard
-from brownout.core.secrets import redact_query
+from brownout.core.secrets import SecretHeaders
 from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
 from brownout.faults.base import StreamTiming
@@ -63,6 +63,7 @@ class Tape:
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
         self.not_recorded = 0  # exchanges a stream fault cut while recording
         self.earlier = EarlierFaults()
+        self.secret_headers = SecretHeaders()  # proxy.secret_headers: never written either
 
     @property
     def active(self) -> bool:
@@ -129,10 +130,17 @@ class Tape:
         taken = False
         plain = body if isinstance(body, bytes) else None
         if self.index is not None:
-            taken = bool(self.guard.call("replay", self._replay, flow, state, plain, context=flow.request.pretty_url))
+            taken = bool(self.guard.call("replay", self._replay, flow, state, plain, context=_where(state)))
         if not taken and self.writer is not None:
             capture = self.guard.call(
-                "record", Capture, flow, state.exchange.session, self.record.max_body_bytes, plain, context="request"
+                "record",
+                Capture,
+                flow,
+                state.exchange.session,
+                self.record.max_body_bytes,
+                plain,
+                self.secret_headers,
+                context="request",
             )
             if capture is not None:
                 state.extra[_CAPTURE] = capture
@@ -242,7 +250,7 @@ class Tape:
         shown = json.dumps(normalised, sort_keys=True, ensure_ascii=False, default=str)
         if len(shown) > _SHOWN_MAX:
             shown = shown[:_SHOWN_MAX] + "..."
-        where = f"{flow.request.method} {flow.request.pretty_host}{redact_query(flow.request.path)}"
+        where = _where(state)
         fault = self.earlier.before(ex.session, ex.id)
         # A fault changes what the agent sees, so what it sends next may never have been recorded.
         cause = (
@@ -278,6 +286,11 @@ class Tape:
             status, headers, body = MISS_STATUS, dict(JSON_HEADERS), json.dumps({"error": message}).encode()
         flow.response = http.Response.make(status, body, {**headers, REPLAY_HEADER: "miss"})
         return True
+
+
+def _where(state: FlowState) -> str:
+    ex = state.exchange  # its path is already without secrets
+    return f"{ex.method} {ex.host}{ex.path}"
 
 
 def _lower(headers: http.Headers) -> dict[str, str]:

@@ -119,6 +119,14 @@ def test_unknown_fault_and_invariant_types_read_alike(entry: str, message: str) 
     assert "?); valid types: " in text
 
 
+def test_secret_headers_are_header_names_kept_lower_case() -> None:
+    config = parse_config("proxy: {secret_headers: [X-Tenant-Pass]}\n")
+    assert config.proxy.secret_headers == ["x-tenant-pass"]
+    with pytest.raises(ConfigError) as info:
+        parse_config("proxy:\n  secret_headers: ['x tenant: pass']\n", source="c.yaml")
+    assert str(info.value).startswith("c.yaml:2: proxy.secret_headers: Value error, a header name such as")
+
+
 def test_missing_field_points_at_its_parent() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config("rules:\n  - enabled: true\n    fault: {type: latency, delay_ms: 5}\n", source="c.yaml")
