@@ -30,6 +30,7 @@ __all__ = ["run_mcp_stdio", "stdio_config"]
 
 log = logging.getLogger(__name__)
 
+STDOUT_DRAIN_S = 2.0  # after the server's group has ended, its last lines have this long to arrive
 FLUSH_TIMEOUT_S = 1.5  # an MCP client gives its server about 2 s after closing stdin before killing it
 
 
@@ -59,18 +60,23 @@ def _soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Exchange], None], excha
     loop.call_soon(fn, exchange)
 
 
-def _forward_signals(child: Child) -> None:
+def _forward_signals(child: Child) -> asyncio.Event:
+    """SIGINT and SIGTERM go to the server's group; the returned event asks the relay to stop."""
     loop = asyncio.get_running_loop()
     seen: set[int] = set()
+    stopping = asyncio.Event()
 
     def forward(signum: int) -> None:
-        # The first signal is the server's to handle; a second one ends it.
+        # The first signal is the server's to handle, within the shutdown sequence's bounds (a server
+        # that ignores it is ended all the same); a second one ends it at once.
         child.signal(signal.SIGKILL if signum in seen else signum)
         seen.add(signum)
+        stopping.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, forward, signum)
+    return stopping
 
 
 async def run_mcp_stdio(
@@ -107,15 +113,20 @@ async def run_mcp_stdio(
         session=session or os.environ.get("BROWNOUT_SESSION") or f"mcp-stdio:{child.label}",
         capture_max_bytes=config.proxy.capture_max_bytes,
     )
-    _forward_signals(child)
+    stopping = asyncio.create_task(_forward_signals(child).wait())
     server = asyncio.create_task(relay.from_server())
     client = asyncio.create_task(relay.from_client(reader))
-    await asyncio.wait({server, client}, return_when=asyncio.FIRST_COMPLETED)
-    # The client closed our stdin (the server's closes too), or the server closed its stdout (it
-    # exited, or it can no longer answer): either way the server stops, gently first.
+    await asyncio.wait({server, client, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    # The client closed our stdin (the server's closes too), the server closed its stdout (it exited,
+    # or it can no longer answer), or we were told to stop: either way the server stops, gently first.
     returncode = await child.stop()
-    await server
+    try:
+        await asyncio.wait_for(server, STDOUT_DRAIN_S)
+    except TimeoutError:
+        # Its whole group has ended: only a process that left the group (a daemon) can hold the pipe.
+        log.warning("the MCP server's stdout is still open after it ended: brownout stops reading it")
     client.cancel()
+    stopping.cancel()
     await relay.settle(timeout_s=0.5)
     with contextlib.suppress(ConnectionError, RuntimeError):
         writer.close()
