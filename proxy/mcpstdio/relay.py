@@ -14,7 +14,8 @@ unchanged. What a pipe can do for each fault action:
   becomes one line per event. Stall and throttle delay the reply line.
 
 Messages that are no request (the client's answers to server requests, server notifications and
-requests) pass through in order; server notifications are remembered on the next request's exchange.
+requests) pass through in order; server notifications are remembered, with the time each reached the
+client, on the next request's exchange.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from brownout.core.wire.base import WireFormat
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
-from brownout.proxy.mcpstdio.messages import decode, key_of, reply_lines, rule_of, with_id
+from brownout.proxy.mcpstdio.messages import decode, key_of, remember, reply_lines, rule_of, with_id
 from brownout.proxy.mcpstdio.pipes import Child, Frame, frames
 
 __all__ = ["StdioRelay"]
@@ -82,7 +83,8 @@ class StdioRelay:
         self.mcp_session_id = uuid.uuid4().hex  # stdio has no session id: one per server process
         self.protocol_version: str | None = None
         self._open: dict[str, _Open] = {}
-        self._server_notes: list[str] = []  # server notifications since the client's last request
+        # Server notifications since the client's last request, with the time each reached the client.
+        self._server_notes: list[tuple[str, float]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._client_gone = False
 
@@ -218,8 +220,9 @@ class StdioRelay:
             if state is not None:
                 state.exchange.timings.first_upstream_byte = self.clock()
             return state
-        if isinstance(msg.get("method"), str) and len(self._server_notes) < _NOTES_KEPT:
-            self._server_notes.append(msg["method"])
+        if isinstance(msg.get("method"), str):
+            # Written to the client right after: this is when it reached the client.
+            remember(self._server_notes, msg["method"], self.clock(), keep=_NOTES_KEPT)
         return None
 
     async def _faulted_reply(self, state: _Open, data: bytes) -> None:

@@ -105,3 +105,49 @@ def _ended(pids: set[int]) -> set[int]:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     return left
+
+
+def _violations(tmp_path: Path) -> list[tuple[str, str | None, str | None, int]]:
+    """(invariant, check, tool, which tools/call of the session it names, from 1)."""
+    calls = [x["id"] for x in _records(tmp_path / "exchanges.jsonl") if x["operation"] == "tools/call"]
+    found = _records(tmp_path / "violations.jsonl")
+    return [(v["invariant"], v["details"].get("check"), v["tool"], calls.index(v["exchange_id"]) + 1) for v in found]
+
+
+def test_server_everything_announcing_its_tools_at_start_is_no_stale_call(tmp_path: Path) -> None:
+    # server-everything sends notifications/tools/list_changed while the client's first tools/list is in
+    # flight: the listing answers after the change, so calls made from it are current.
+    config = _config(tmp_path, "invariants: [{type: mcp_tools}]\nrules: []\n")
+
+    async def agent() -> None:
+        async with _client(config, npx(EVERYTHING, "stdio")) as client:
+            await client.list_tools()
+            await client.call_tool("echo", {"message": "hi"})
+            await client.call_tool("get-sum", {"a": 1, "b": 2})
+            await client.call_tool("echo", {"message": "again"})
+
+    asyncio.run(agent())
+    exchanges = _records(tmp_path / "exchanges.jsonl")
+    assert [x["operation"] for x in exchanges][-4:] == ["tools/list", "tools/call", "tools/call", "tools/call"]
+    assert _violations(tmp_path) == []
+
+
+def test_a_rug_pull_after_server_everything_announced_at_start_is_still_stale(tmp_path: Path) -> None:
+    drift = """rules:
+  - name: drift-after-approval
+    match: {mcp_method: "tools/*"}
+    schedule: {after: 2, scope: session}
+    fault: {type: rug_pull, kind: schema, item: echo, change: rename, rename_to: text, notify: true}
+"""
+    config = _config(tmp_path, "invariants: [{type: mcp_tools}]\n" + drift)
+
+    async def agent() -> None:
+        async with _client(config, npx(EVERYTHING, "stdio")) as client:
+            await client.list_tools()
+            await client.call_tool("echo", {"message": "approved"})
+            await client.call_tool("echo", {"message": "announces"})  # its reply carries list_changed
+            await client.call_tool("echo", {"message": "stale"})  # without listing again
+            await client.call_tool("get-sum", {"a": 1, "b": 2})  # another tool, same stale listing
+
+    asyncio.run(agent())
+    assert _violations(tmp_path) == [("mcp_tools", "stale", "echo", 3), ("mcp_tools", "stale", "get-sum", 4)]
