@@ -31,7 +31,9 @@ class TokenShield:
         if self._expected is None:
             return False
         sent = flow.request.headers.get("authorization")
-        if sent is None or not hmac.compare_digest(sent.encode(), self._expected):
+        # mitmproxy decodes header bytes as UTF-8 with surrogateescape: this gives back the bytes
+        # sent, even when they are no UTF-8 (a latin-1 value is a wrong token, not an error).
+        if sent is None or not hmac.compare_digest(sent.encode("utf-8", "surrogateescape"), self._expected):
             return False
         flow.request.headers.pop("authorization")
         flow.metadata[MISDIRECTED] = True
