@@ -49,7 +49,7 @@ node-deps: $(NODE_STAMP)
 
 $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	@command -v npm >/dev/null || (echo "npm is needed for the MCP server tests (Debian: apt-get install nodejs npm)" && false)
-	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error
+	npm ci --prefix $(NODE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
 	rm -f $(NODE_DIR)/node_modules/.installed-* && touch $@
 
 system-deps:
