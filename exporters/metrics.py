@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disab
 
 from brownout.core import wire
 from brownout.core.config import parse_listen
-from brownout.core.exchange import Exchange
+from brownout.core.exchange import PARSE_ERROR_REASONS, Exchange
 from brownout.core.span_attributes import operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 from brownout.exporters.gauges import GaugeSource
@@ -106,6 +106,13 @@ class Metrics:
         self.uninspected = Counter(
             "brownout_uninspected",
             "Exchanges whose body brownout stopped reading (it passed through untouched).",
+            ["reason"],
+            registry=r,
+        )
+        self.parse_errors = Counter(
+            "brownout_parse_errors",
+            "Bodies brownout could not parse because the traffic was malformed (its own failures are "
+            "brownout_internal_errors_total).",
             ["reason"],
             registry=r,
         )
@@ -299,6 +306,9 @@ class Metrics:
             self._child(self.faults, fault.rule, fault.fault).inc()
         if exchange.uninspected is not None:
             self._child(self.uninspected, exchange.uninspected).inc()
+        if exchange.parse_error_reason is not None:
+            reason = exchange.parse_error_reason
+            self._child(self.parse_errors, reason if reason in PARSE_ERROR_REASONS else "other").inc()
         duration = exchange.timings.duration_s
         if duration is not None:
             self._child(self.duration, provider, operation, tool).observe(duration)

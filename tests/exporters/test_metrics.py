@@ -201,6 +201,14 @@ def test_no_created_series_and_serve_on_port_zero(metrics: Metrics) -> None:
     assert 'model="my-secret-finetune-xyz"' not in text
 
 
+def test_parse_errors_are_counted_by_their_bounded_reason(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(parse_error="response: JSONDecodeError: ...", parse_error_reason="invalid_json"))
+    metrics.observe_exchange(exchange(parse_error="response: ...", parse_error_reason="a reason from a plugin"))
+    metrics.observe_exchange(exchange())
+    assert value(metrics, "brownout_parse_errors_total", reason="invalid_json") == 1
+    assert value(metrics, "brownout_parse_errors_total", reason="other") == 1
+
+
 def test_uninspected_bodies_and_skipped_faults(metrics: Metrics) -> None:
     skipped = FaultRecord("bad", "malformed_json", {"skipped": "the body is not JSON"})
     metrics.observe_exchange(exchange(uninspected="decoded_too_large", faults_skipped=[skipped]))
