@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +67,8 @@ class Brownout(Lifecycle, ResponseHooks):
         # Decisions go to whichever exporters the pipeline has now (they are rebuilt before start).
         self.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
         self.on_loop = LoopRunner()  # bound to mitmproxy's loop in running(); other threads go through it
+        self.options: Any = None  # this proxy's mitmproxy options, from load()
+        self._reloading = threading.Lock()
         self.started = asyncio.Event()  # running() is done: endpoints bound, or start_error says why not
         self.start_error: str | None = None
         self.control: Any = None
