@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, start_http_server
 
 from brownout.core import wire
 from brownout.core.config import parse_listen
@@ -36,13 +36,11 @@ from brownout.exporters.metric_labels import (
     mcp_code_label,
     mcp_error_label,
 )
+from brownout.exporters.promfilter import WithoutCreated
 
 __all__ = ["DecisionLike", "Metrics", "ViolationLike"]
 
 log = logging.getLogger(__name__)
-
-# `_created` series double the series count and nobody graphs them.
-disable_created_metrics()
 
 
 class ViolationLike(Protocol):
@@ -98,7 +96,8 @@ class Metrics:
         # Children by (metric, label values): prometheus_client's labels() validates and locks on
         # every call (about 2 us); label values are already bounded, so the dict stays small.
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        r = self.registry
+        # brownout's own metrics: exposed on self.registry without `_created` series (see promfilter).
+        r = CollectorRegistry()
         self.requests = Counter(
             "brownout_requests", "Exchanges seen.", ["provider", "operation", "tool", "status_class"], registry=r
         )
@@ -247,6 +246,7 @@ class Metrics:
             self.dropped.labels(exporter)
         for reason in CLIENT_CUT_REASONS:
             self.client_cuts.labels(reason)
+        self.registry.register(WithoutCreated(r))
 
     # --- label bounding -----------------------------------------------------------------
 
