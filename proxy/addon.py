@@ -149,13 +149,14 @@ class Brownout(Lifecycle, ResponseHooks):
         elif isinstance(action, Hang):
             await effects.hang(flow, action.duration_s, self.guard)
         else:
-            if plan.edits_request() and isinstance(body, bodies.Uninspected):
-                self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
-            elif plan.edits_request():
-                sent = await self.guard.acall(
-                    "engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url
-                )
-                body = body if sent is None else sent  # what the request now carries: recorded as such
+            if plan.edits_request():
+                if isinstance(body, bodies.Uninspected):
+                    self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
+                else:
+                    sent = await self.guard.acall(
+                        "engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url
+                    )
+                    body = body if sent is None else sent  # what the request now carries: recorded as such
             state.timing = self.guard.call("engine", plan.stream_timing)
             if self.tape.on_request(flow, state, body):  # answered from a cassette, or a replay miss
                 return
