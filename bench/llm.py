@@ -231,7 +231,7 @@ def measure_llm(
         out["checked"][case.name] = {name: answer_ok(port, case) for name, port in paths.items()}
         runs: dict[str, dict[str, list[LoadResult]]] = {name: {"c1": [], "c8": []} for name in paths}
         for port in paths.values():  # warm-up: the first requests of a shape are slower everywhere
-            run_load(port, case.path, 8, max(0.5, duration_s / 5), use_wrk=use_wrk, request=case.request)
+            run_load(port, case.path, 8, max(1.0, duration_s / 5), use_wrk=use_wrk, request=case.request)
         for _ in range(rounds):
             for name, port in paths.items():
                 for c, n in (("c1", 1), ("c8", 8)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LoadResult", "Request", "have_wrk", "run_load", "wrk_script"]
+__all__ = ["LoadResult", "Request", "have_wrk", "run_load", "wrk_command", "wrk_script"]
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +104,22 @@ def parse_wrk(output: str, connections: int, duration_s: float) -> LoadResult:
     )
 
 
-def _run_wrk(url: str, connections: int, duration_s: float, request: Request | None = None) -> LoadResult:
+def wrk_command(url: str, connections: int, duration_s: float, script: str | None = None) -> list[str]:
     threads = min(connections, 2)  # the reference numbers came from a 2-core machine
-    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s:g}s", "--latency"]
+    seconds = max(1, math.ceil(duration_s))  # wrk takes whole seconds only
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    return [*cmd, "-s", script, url] if script else [*cmd, url]
+
+
+def _run_wrk(url: str, connections: int, duration_s: float, request: Request | None = None) -> LoadResult:
     script = None
     if request is not None and request != Request():
         fd, script = tempfile.mkstemp(prefix="brownout-bench-", suffix=".lua")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(wrk_script(request))
-        cmd += ["-s", script]
+    cmd = wrk_command(url, connections, duration_s, script)
     try:
-        out = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=duration_s + 30, check=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 31, check=True)
     finally:
         if script is not None:
             os.unlink(script)

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from bench.llm import CASES, LLM_PATHS, answer_ok, llm_targets, measure_llm
-from bench.load import Request, _read_response, wrk_script
+from bench.load import Request, _read_response, wrk_command, wrk_script
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
 from bench.publish import render_llm, render_results
 from bench.report import missed, print_report
@@ -130,6 +130,12 @@ def test_wrk_gets_the_request_as_a_lua_script() -> None:
     script = wrk_script(Request("POST", body, (("Content-Type", "application/json"),)))
     assert 'wrk.method = "POST"' in script and 'wrk.headers["Content-Type"] = "application/json"' in script
     assert f"wrk.body = [==[{body.decode()}]==]" in script  # a long bracket the body does not close
+
+
+def test_wrk_runs_whole_seconds_with_the_script() -> None:
+    cmd = wrk_command("http://127.0.0.1:1/v1/messages", 8, 0.3, "/tmp/case.lua")
+    assert cmd == ["wrk", "-t2", "-c8", "-d1s", "--latency", "-s", "/tmp/case.lua", "http://127.0.0.1:1/v1/messages"]
+    assert wrk_command("http://h/ping", 1, 4.0)[3] == "-d4s"
 
 
 def test_the_python_load_generator_reads_chunked_and_sized_answers_to_their_end() -> None:
