@@ -139,7 +139,7 @@ def test_the_control_api_reloads_its_own_proxy_when_two_run_in_one_process(
     r = httpx.post(
         f"http://127.0.0.1:{a.addon.control.port}/reload", headers={"Authorization": "Bearer token-a"}, timeout=10
     )
-    assert r.status_code == 200 and r.json() == {"ok": True, "message": f"reloaded {path_a}"}, r.text
+    assert r.status_code == 200 and r.json()["message"].startswith(f"reloaded {path_a}"), r.text
     assert (status(a), status(b)) == (502, 504)
 
 
