@@ -6,8 +6,8 @@ PYTHON ?= $(shell pyenv which python 2>/dev/null || command -v python3.13 || com
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
-# Debian packages the tests use (a real Prometheus server and promtool).
-APT_PACKAGES ?= prometheus
+# Debian packages the tests use (a real Prometheus server and promtool; Chromium renders report.html headless).
+APT_PACKAGES ?= prometheus chromium
 
 .PHONY: demo test lint bench setup system-deps lock clean
 

@@ -96,8 +96,13 @@ class ExchangeSummary:
         return self.operation in LLM_OPERATIONS
 
     @property
+    def stream_cut(self) -> bool:
+        """A stream that ended before its terminal event, the model not finished: the client has part of an answer."""
+        return self.stream and self.stream_complete is False and not self.finish_reasons
+
+    @property
     def is_failure(self) -> bool:
-        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error.
+        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error, cut stream.
 
         MCP carries answers in HTTP 200: a tool result with isError, or a JSON-RPC error such as
         invalid_params, is the server's answer and asking again changes nothing; only internal and
@@ -105,6 +110,8 @@ class ExchangeSummary:
         if self.status is None:
             return True
         if self.status in _RETRYABLE_STATUSES or self.status >= 500:
+            return True
+        if self.status < 400 and self.stream_cut:
             return True
         if self.status >= 400 or self.error_type is None:
             return False

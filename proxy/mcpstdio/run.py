@@ -34,8 +34,17 @@ FLUSH_TIMEOUT_S = 1.5  # an MCP client gives its server about 2 s after closing 
 
 
 def stdio_config(config: BrownoutConfig, metrics_listen: str = "") -> BrownoutConfig:
-    """The config as mcp-stdio runs it: /metrics only when an address was asked for."""
+    """The config as mcp-stdio runs it: /metrics only when an address was asked for.
+
+    Raises ValueError when `metrics_listen` asks for /metrics that the config turns off: which of
+    the two the user meant is theirs to say, and serving nothing would look like a broken scrape.
+    """
     prom = config.exporters.prometheus
+    if metrics_listen and not prom.enabled:
+        raise ValueError(
+            f"--metrics-listen {metrics_listen} asks for /metrics, but the config turns it off "
+            "(exporters.prometheus.enabled: false): drop one of the two"
+        )
     if metrics_listen:
         return with_listen_overrides(config, metrics_listen)
     if "listen" in prom.model_fields_set or not prom.enabled:
@@ -77,7 +86,11 @@ async def run_mcp_stdio(
     config: BrownoutConfig, command: Sequence[str], *, session: str | None = None, metrics_listen: str = ""
 ) -> int:
     """Relay stdio between our client and `command` until either side ends; returns the exit status."""
-    config = stdio_config(config, metrics_listen)
+    try:
+        config = stdio_config(config, metrics_listen)
+    except ValueError as e:
+        print(f"brownout: {e}", file=sys.stderr)
+        return 1
     guard = Guard()
     pipeline = Pipeline(config, guard)
     engine = FaultEngine(config.ruleset, guard=guard)
