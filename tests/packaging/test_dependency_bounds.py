@@ -26,7 +26,7 @@ def test_each_dependency_read_beyond_its_api_is_bounded_or_behind_a_tested_adapt
     assert {"mitmproxy", "opentelemetry-exporter-otlp-proto-http"} <= set(table)
     requirements = {}
     for req in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]:
-        name, specs = re.fullmatch(r"\s*([A-Za-z0-9._-]+)\s*(.*)", req.split(";")[0]).groups()  # type: ignore[union-attr]
+        name, specs = re.fullmatch(r"\s*([A-Za-z0-9._-]+)\s*(.*)", req.split(";")[0]).groups()
         requirements[name.lower()] = [spec.strip() for spec in specs.split(",") if spec.strip()]
     for name, guard in table.items():
         if guard.startswith("upper version bound"):
