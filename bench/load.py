@@ -1,18 +1,26 @@
-"""Keep-alive HTTP load: `wrk` when installed, else an asyncio raw-socket generator."""
+"""Keep-alive HTTP load: `wrk` when installed, else an asyncio raw-socket generator.
+
+Both send the same request over and over: `GET path` by default, or a `Request` with a method,
+headers and a body (wrk through a generated Lua script). Responses may carry a content-length or
+come chunked (a stream): both are read to their end before the next request.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import os
 import re
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LoadResult", "have_wrk", "run_load"]
+__all__ = ["LoadResult", "Request", "have_wrk", "run_load", "wrk_command", "wrk_script"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +42,31 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    """The request a load run repeats (the path is given apart)."""
+
+    method: str = "GET"
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def head(self, host: str, port: int, path: str) -> bytes:
+        lines = [f"{self.method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+        lines += [f"{k}: {v}" for k, v in self.headers]
+        if self.body or self.method not in ("GET", "HEAD"):
+            lines.append(f"Content-Length: {len(self.body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def wrk_script(request: Request) -> str:
+    """A wrk Lua script sending `request` (wrk itself adds Host and Content-Length)."""
+    body = request.body.decode()
+    level = next(n for n in range(1, 64) if f"]{'=' * n}]" not in body)  # a long bracket the body cannot close
+    lines = [f'wrk.method = "{request.method}"', f"wrk.body = [{'=' * level}[{body}]{'=' * level}]"]
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in request.headers]
+    return "\n".join(lines) + "\n"
 
 
 def have_wrk() -> bool:
@@ -71,11 +104,47 @@ def parse_wrk(output: str, connections: int, duration_s: float) -> LoadResult:
     )
 
 
-def _run_wrk(url: str, connections: int, duration_s: float) -> LoadResult:
+def wrk_command(url: str, connections: int, duration_s: float, script: str | None = None) -> list[str]:
     threads = min(connections, 2)  # the reference numbers came from a 2-core machine
-    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s:g}s", "--latency", url]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30, check=True)
+    seconds = max(1, math.ceil(duration_s))  # wrk takes whole seconds only
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    return [*cmd, "-s", script, url] if script else [*cmd, url]
+
+
+def _run_wrk(url: str, connections: int, duration_s: float, request: Request | None = None) -> LoadResult:
+    script = None
+    if request is not None and request != Request():
+        fd, script = tempfile.mkstemp(prefix="brownout-bench-", suffix=".lua")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(wrk_script(request))
+    cmd = wrk_command(url, connections, duration_s, script)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 31, check=True)
+    finally:
+        if script is not None:
+            os.unlink(script)
     return parse_wrk(out.stdout, connections, duration_s)
+
+
+async def _read_response(reader: asyncio.StreamReader) -> bytes:
+    """One response's head, its body read to the end (content-length or chunked); returns the head."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length, chunked = 0, False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if chunked:
+        while size := int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16):
+            await reader.readexactly(size + 2)  # the chunk and its CRLF
+        while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, then the blank line
+            pass
+    elif length:
+        await reader.readexactly(length)
+    return head
 
 
 async def _worker(host: str, port: int, request: bytes, stop_at: float, lats: list[float]) -> int:
@@ -86,17 +155,11 @@ async def _worker(host: str, port: int, request: bytes, stop_at: float, lats: li
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
             writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            if length:
-                await reader.readexactly(length)
+            head = await _read_response(reader)
             lats.append(time.perf_counter() - t0)
             if not head.startswith(b"HTTP/1.1 2"):
                 errors += 1
-    except (OSError, asyncio.IncompleteReadError) as e:
+    except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
         log.debug("load connection failed: %s", e)
         errors += 1
     finally:
@@ -104,8 +167,10 @@ async def _worker(host: str, port: int, request: bytes, stop_at: float, lats: li
     return errors
 
 
-async def _python_load(host: str, port: int, path: str, connections: int, duration_s: float) -> LoadResult:
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+async def _python_load(
+    host: str, port: int, path: str, connections: int, duration_s: float, req: Request | None = None
+) -> LoadResult:
+    request = (req or Request()).head(host, port, path) + (req.body if req else b"")
     lats: list[float] = []
     t0 = time.perf_counter()
     errors = await asyncio.gather(*(_worker(host, port, request, t0 + duration_s, lats) for _ in range(connections)))
@@ -118,10 +183,18 @@ async def _python_load(host: str, port: int, path: str, connections: int, durati
     )
 
 
-def run_load(port: int, path: str, connections: int, duration_s: float, *, use_wrk: bool | None = None) -> LoadResult:
-    """Load `http://127.0.0.1:port{path}` with `connections` keep-alive connections."""
+def run_load(
+    port: int,
+    path: str,
+    connections: int,
+    duration_s: float,
+    *,
+    use_wrk: bool | None = None,
+    request: Request | None = None,
+) -> LoadResult:
+    """Load `http://127.0.0.1:port{path}` with `connections` keep-alive connections (GET, or `request`)."""
     if use_wrk is None:
         use_wrk = have_wrk()
     if use_wrk:
-        return _run_wrk(f"http://127.0.0.1:{port}{path}", connections, duration_s)
-    return asyncio.run(_python_load("127.0.0.1", port, path, connections, duration_s))
+        return _run_wrk(f"http://127.0.0.1:{port}{path}", connections, duration_s, request)
+    return asyncio.run(_python_load("127.0.0.1", port, path, connections, duration_s, request))

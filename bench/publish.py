@@ -17,11 +17,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a script: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.llm import render_llm_rows
+
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "bench" / "results" / "published" / "run.json"
 PAGE = ROOT / "docs" / "benchmark.md"
 BEGIN, END = "<!-- RESULTS:BEGIN (bench/publish.py) -->", "<!-- RESULTS:END -->"
 STREAMS_BEGIN, STREAMS_END = "<!-- STREAMS:BEGIN (bench/publish.py) -->", "<!-- STREAMS:END -->"
+LLM_BEGIN, LLM_END = "<!-- LLM:BEGIN (bench/publish.py) -->", "<!-- LLM:END -->"
+NO_LLM_RUN = "No committed run has the LLM-shaped cases yet."
 
 PATHS = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
 
@@ -58,14 +65,35 @@ def render_results(data: dict[str, Any]) -> str:
             f"| {name} | {_num(r['c1']['rps'], 0)} | {_num(r['c1']['p50_ms'], 2)} | {_num(r['c1']['p99_ms'], 2)} | "
             f"{_num(r['c8']['rps'], 0)} | {_num(r['c8']['p99_ms'], 2)} | {_num(r['sse']['ttft_keepalive_ms'], 2)} |"
         )
-    lines += ["", "| target | measured | target | verdict |", "|---|---:|---|---|"]
+    lines += ["", *_verdicts(data, group=None)]
+    return "\n".join(lines)
+
+
+def _verdicts(data: dict[str, Any], group: str | None) -> list[str]:
+    """The table of the targets of `group` (None: the /ping and SSE ones)."""
+    lines = ["| target | measured | target | verdict |", "|---|---:|---|---|"]
     for name, t in data["targets"].items():
-        if t.get("kind") != "target":
+        if t.get("kind") != "target" or t.get("group") != group:
             continue
         verdict = "met" if t["met"] else ("missed" if t["met"] is False else "not measured")
         value = "-" if t["value"] is None else f"{t['value']:g}{t.get('unit', '')}"
         lines.append(f"| {name} | {value} | {t['target']} | {verdict} |")
-    return "\n".join(lines)
+    return lines
+
+
+def render_llm(data: dict[str, Any]) -> str:
+    llm = data.get("llm")
+    if not llm:
+        return NO_LLM_RUN
+    return "\n".join(
+        [
+            "The LLM-shaped cases of the same run, each through every path in the same interleaved rounds.",
+            "",
+            *render_llm_rows(llm),
+            "",
+            *_verdicts(data, group="llm"),
+        ]
+    )
 
 
 def render_streams(data: dict[str, Any]) -> str:
@@ -102,6 +130,7 @@ def _replace(page: str, begin: str, end: str, body: str) -> str:
 
 def rendered(page: str, data: dict[str, Any]) -> str:
     page = _replace(page, BEGIN, END, render_results(data))
+    page = _replace(page, LLM_BEGIN, LLM_END, render_llm(data))
     return _replace(page, STREAMS_BEGIN, STREAMS_END, render_streams(data))
 
 

@@ -10,7 +10,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["LATE_MS", "RSS_MB", "load_targets", "missed", "print_report", "print_verdicts", "streams_targets"]
+__all__ = [
+    "LATE_MS",
+    "P99_ADDED_MS",
+    "RPS_FLOOR",
+    "RSS_MB",
+    "load_targets",
+    "missed",
+    "print_report",
+    "print_verdicts",
+    "streams_targets",
+    "target",
+]
 
 LATE_MS = 250.0  # no event of the 1,000-stream case may arrive later than this past its upstream send
 RSS_MB = 500.0  # the proxy's peak RSS over that case stays under this
@@ -23,9 +34,12 @@ CLIENT_FLOOR_MS = 50.0  # direct p99 lateness above this: the client or upstream
 _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
 
 
-def _target(value: float | None, op: str, bound: float, unit: str, detail: str = "") -> dict[str, Any]:
+def target(
+    value: float | None, op: str, bound: float, unit: str, detail: str = "", *, group: str | None = None
+) -> dict[str, Any]:
+    """A verdict row: `value` against `op bound`; `group` sets rows apart (e.g. "llm": the LLM-shaped cases)."""
     met = None if value is None else _OPS[op](value, bound)
-    return {
+    row = {
         "value": None if value is None else round(value, 3),
         "unit": unit.strip(),
         "target": f"{op} {bound:g}{unit}",
@@ -33,6 +47,9 @@ def _target(value: float | None, op: str, bound: float, unit: str, detail: str =
         "kind": "target",
         "detail": detail,
     }
+    if group is not None:
+        row["group"] = group
+    return row
 
 
 def _info(value: float | None, detail: str = "", unit: str = "ms") -> dict[str, Any]:
@@ -64,14 +81,14 @@ def load_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             b, m = _get(results, name, c, "rps"), _get(results, "mitmdump", c, "rps")
             ratio = b / m if b is not None and m else None
             detail = f"{b:,.0f} vs {m:,.0f} req/s" if b is not None and m is not None else ""
-            out[f"{name}: rps_ratio_vs_mitmdump_{c}"] = _target(ratio, ">=", floor, "x", detail)
+            out[f"{name}: rps_ratio_vs_mitmdump_{c}"] = target(ratio, ">=", floor, "x", detail)
         b99, m99 = _get(results, name, "c1", "p99_ms"), _get(results, "mitmdump", "c1", "p99_ms")
         detail = f"p99 {b99:.3f} vs {m99:.3f} ms" if b99 is not None and m99 is not None else ""
-        out[f"{name}: p99_added_vs_mitmdump_c1_ms"] = _target(_diff(b99, m99), "<=", P99_ADDED_MS, " ms", detail)
+        out[f"{name}: p99_added_vs_mitmdump_c1_ms"] = target(_diff(b99, m99), "<=", P99_ADDED_MS, " ms", detail)
         # Agents' SDKs keep connections alive (httpx pools), so that is the stream that counts.
         bt, dt = _get(results, name, "sse", "ttft_keepalive_ms"), _get(results, "direct", "sse", "ttft_keepalive_ms")
         detail = f"{bt:.2f} vs {dt:.2f} ms" if bt is not None and dt is not None else ""
-        out[f"{name}: ttft_added_vs_direct_ms"] = _target(_diff(bt, dt), "<=", TTFT_ADDED_MS, " ms", detail)
+        out[f"{name}: ttft_added_vs_direct_ms"] = target(_diff(bt, dt), "<=", TTFT_ADDED_MS, " ms", detail)
         out[f"{name}: p50_added_vs_mitmdump_c1_ms"] = _info(
             _diff(_get(results, name, "c1", "p50_ms"), _get(results, "mitmdump", "c1", "p50_ms"))
         )
@@ -100,19 +117,19 @@ def streams_targets(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if r is None:
             continue
         delivered, expected = r["events_delivered"], r["events_expected"]
-        out[f"{name}: streams_events_delivered"] = _target(
+        out[f"{name}: streams_events_delivered"] = target(
             delivered, ">=", expected, "", f"{delivered:,} of {expected:,} events"
         )
-        out[f"{name}: streams_complete"] = _target(
+        out[f"{name}: streams_complete"] = target(
             r["streams_complete"], ">=", r["streams"], "", f"{r['streams_complete']:,} of {r['streams']:,} streams"
         )
         late = r["lateness"]
         detail = f"p50 {late['p50_ms']} ms, p99 {late['p99_ms']} ms; {late['late_events']} events over"
-        out[f"{name}: streams_max_lateness_ms"] = _target(late["max_ms"], "<=", LATE_MS, " ms", detail)
-        out[f"{name}: streams_peak_rss_mb"] = _target(_get(r, "proxy", "peak_rss_mb"), "<", RSS_MB, " MB")
+        out[f"{name}: streams_max_lateness_ms"] = target(late["max_ms"], "<=", LATE_MS, " ms", detail)
+        out[f"{name}: streams_peak_rss_mb"] = target(_get(r, "proxy", "peak_rss_mb"), "<", RSS_MB, " MB")
         out[f"{name}: streams_cpu_s"] = _info(_get(r, "proxy", "cpu_s"), "the proxy's CPU time over the case", "s")
     if not out:
-        out["brownout: streams_complete"] = _target(None, ">=", case["config"]["streams"], "", "no brownout path ran")
+        out["brownout: streams_complete"] = target(None, ">=", case["config"]["streams"], "", "no brownout path ran")
     for name, what in (("direct", "the client's own floor"), ("mitmdump-stream", "mitmdump streaming")):
         if name in results:
             out[f"{name}: streams_max_lateness_ms"] = _info(results[name]["lateness"]["max_ms"], what)
@@ -238,10 +255,35 @@ def print_streams(case: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"[yellow]{name}: stream errors {escape(str(r['errors']))}[/]")
 
 
+def print_llm(llm: dict[str, Any], console: Console | None = None) -> None:
+    """The LLM-shaped cases (bench/llm.py): each case through each path."""
+    console = console or _console()
+    table = Table(title="LLM-shaped traffic (bench/llm.py)", title_justify="left")
+    for col in ("case", "path", "req/s c1", "p50 ms", "p99 ms", "req/s c8", "p99 ms", "whole answer"):
+        table.add_column(col, justify="left" if col in ("case", "path") else "right")
+    for case, results in llm.get("cases", {}).items():
+        for name, r in results.items():
+            c1, c8 = r["c1"], r["c8"]
+            ok = llm.get("checked", {}).get(case, {}).get(name)
+            table.add_row(
+                case,
+                name,
+                f"{c1['rps']:,.0f}",
+                f"{c1['p50_ms']:.3f}",
+                f"{c1['p99_ms']:.3f}",
+                f"{c8['rps']:,.0f}",
+                f"{c8['p99_ms']:.3f}",
+                {True: "yes", False: "[red]no[/]", None: "-"}[ok],
+            )
+    console.print(table)
+
+
 def print_report(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or _console()
     if data.get("results"):
         _load_table(data, console)
+    if data.get("llm"):
+        print_llm(data["llm"], console)
     if data.get("streams"):
         print_streams(data["streams"], console)
     print_verdicts(data["targets"], console)

@@ -4,6 +4,7 @@
     .venv/bin/python bench/run.py --quick     # 1 round of 2 s runs, 3 SSE runs: a smoke check
     .venv/bin/python bench/run.py --check     # exit 1 when a target is missed (--strict is the same)
     .venv/bin/python bench/run.py --streams-case   # also 1,000 concurrent SSE streams (bench/streams.py)
+    .venv/bin/python bench/run.py --no-llm     # without the LLM-shaped cases (bench/llm.py)
 
 Paths: direct; plain mitmdump (buffers SSE); mitmdump with stream_large_bodies=1 (the same engine
 unbuffered); brownout with no rules; brownout with every invariant and exporter on
@@ -17,7 +18,10 @@ ceiling (a few thousand req/s) caps the direct numbers but not the proxies'.
 
 Every server runs in its own process (mock upstream, mitmdump, brownout) so none shares a GIL
 with the load generator. Throughput and latency use GET /ping (1 KB JSON); streaming uses GET /sse
-(10 events 100 ms apart): plain mitmdump buffers the stream, brownout must not.
+(10 events 100 ms apart): plain mitmdump buffers the stream, brownout must not. Then the traffic
+brownout exists for (bench/llm.py): OpenAI chat completions with tool calls, whole and streamed, and
+Anthropic messages streamed with a tool call, through direct, plain mitmdump and brownout-all-on,
+with the same targets for all-on (--no-llm skips them).
 With --streams-case, the same servers then carry 1,000 concurrent SSE streams of 60 events each,
 one path after another (about a minute more; see bench/streams.py). Results go to
 bench/results/latest.json, with the machine, the software and the brownout commit they ran on.
@@ -37,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
+from bench.llm import LLM_PATHS, llm_targets, measure_llm
 from bench.load import have_wrk, run_load
 from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
@@ -109,8 +114,10 @@ def run_bench(
     all_on: bool = True,
     rounds: int = 3,
     streams: StreamsConfig | None = None,
+    llm: bool = True,
 ) -> dict[str, Any]:
-    """Measure every path; with `streams`, then the concurrent-streams case on the same servers."""
+    """Measure every path; with `llm`, the LLM-shaped cases; with `streams`, then the concurrent-streams
+    case on the same servers."""
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
     procs: list[Proc] = []
     notes: list[str] = []
@@ -140,6 +147,8 @@ def run_bench(
                 by_name[name] = brownout
         ports = {name: proc.port for name, proc in by_name.items()}
         data["results"] = _measure_all(ports, duration_s, rounds, ttft_runs, use_wrk)
+        if llm:
+            data["llm"] = measure_llm({n: p for n, p in ports.items() if n in LLM_PATHS}, duration_s, rounds, use_wrk)
         if streams is not None:
             paths = {name: by_name[name] for name in STREAM_PATHS if name in by_name}
             data["streams"] = run_case(paths, upstream, streams)
@@ -182,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", "--strict", dest="check", action="store_true", help="exit 1 when a target is missed, naming it"
     )
     parser.add_argument(
+        "--no-llm", action="store_true", help="skip the LLM-shaped cases (tool calls, streamed and not; bench/llm.py)"
+    )
+    parser.add_argument(
         "--streams-case",
         action="store_true",
         help="then 1,000 concurrent SSE streams through direct, both mitmdumps and brownout-all-on (bench/streams.py)",
@@ -202,10 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     streams = StreamsConfig(streams=args.streams) if args.streams_case else None
     data = run_bench(
-        duration, ttft_runs, use_wrk, args.brownout_config, all_on=not args.no_all_on, rounds=rounds, streams=streams
+        duration,
+        ttft_runs,
+        use_wrk,
+        args.brownout_config,
+        all_on=not args.no_all_on,
+        rounds=rounds,
+        streams=streams,
+        llm=not args.no_llm,
     )
     data["meta"] = _meta(duration, use_wrk, rounds, argv if argv is not None else sys.argv[1:])
     data["targets"] = load_targets(data["results"])
+    if "llm" in data:
+        data["targets"].update(llm_targets(data["llm"]))
     if "streams" in data:
         data["targets"].update(streams_targets(data["streams"]))
     print_report(data)

@@ -20,7 +20,7 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
 
 from bench.procs import Proc, free_port, start_brownout, start_upstream
 from bench.rawhttp import RawConnection
-from bench.soakmon import Limits, Sample, Tally, Verdict, judge, sample_process, samples_table, to_json
+from bench.soakmon import Limits, Sample, Tally, Verdict, judge, sample_process, samples_table, settle_fds, to_json
 
 __all__ = ["SOAK_CONFIG", "run_soak"]
 
@@ -58,7 +58,7 @@ exporters:
   jsonl: {path: VIOLATIONS, decisions_path: DECISIONS}
 """
 
-SETTLE_S = 2.0
+SETTLE_S = 2.0  # at least this long after the traffic before the idle count: the client's connections close
 
 _MSG = [{"role": "user", "content": "Summarise the weather in Paris."}]
 # (path, body, streamed, provider): cycled in order, so the mix is exact
@@ -165,17 +165,19 @@ def run_soak(
     workdir: Path | None = None,
     concurrency: int = 32,
     echo: bool = False,
+    plugins: Sequence[str] = (),
 ) -> tuple[Verdict, list[Sample]]:
-    """Start the mock upstream and brownout, drive traffic, sample, stop both; the verdict and samples."""
+    """Start the mock upstream and brownout, drive traffic, sample, stop both; the verdict and samples.
+
+    `plugins`: brownout plugins (`module:object`) to load as well, importable from the repository root."""
     limits = limits or Limits()
     work = workdir or Path(tempfile.mkdtemp(prefix="brownout-soak-"))
     config = work / "soak.yaml"
-    config.write_text(
-        SOAK_CONFIG.replace("VIOLATIONS", str(work / "violations.jsonl")).replace(
-            "DECISIONS", str(work / "decisions.jsonl")
-        ),
-        encoding="utf-8",
-    )
+    text = SOAK_CONFIG.replace("VIOLATIONS", str(work / "violations.jsonl"))
+    text = text.replace("DECISIONS", str(work / "decisions.jsonl"))
+    if plugins:
+        text += f"plugins: {json.dumps(list(plugins))}\n"
+    config.write_text(text, encoding="utf-8")
     token = secrets.token_urlsafe(16)
     control = free_port()
     upstream = start_upstream(work)
@@ -202,7 +204,11 @@ def run_soak(
         def sample(t_s: float, idle: bool = False) -> Sample:
             return sample_process(proc.popen.pid, f"http://127.0.0.1:{control}", token, t_s, tally, idle=idle)
 
+        def settled() -> None:
+            settle_fds(proc.popen.pid, quiet_s=limits.settle_quiet_s, timeout_s=limits.settle_timeout_s)
+
         async def main() -> float:
+            await asyncio.to_thread(settled)  # start-up's own connections (the readiness probe) closed
             samples.append(await asyncio.to_thread(sample, 0.0, True))
             stop = asyncio.Event()
             mon = asyncio.create_task(_monitor(sample, interval_s, samples, stop, echo))
@@ -213,12 +219,13 @@ def run_soak(
                 await mon
                 # idle again: the client closed its connections, so every fd and task they held must go
                 await asyncio.sleep(SETTLE_S)
+                await asyncio.to_thread(settled)
                 samples.append(await asyncio.to_thread(sample, samples[-1].t_s + SETTLE_S, True))
 
         elapsed = asyncio.run(main())
         if proc.popen.poll() is not None:
             raise RuntimeError(f"brownout exited during the soak:\n{proc.log_tail()}")
-        return judge(samples, tally, limits, elapsed), samples
+        return judge(samples, tally, limits, elapsed, concurrency=concurrency), samples
     finally:
         if isinstance(brownout, Proc):
             brownout.stop()

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "CONNECTION_ERRORS",
     "DEFAULT_CAPTURE_MAX_BYTES",
+    "PARSE_ERROR_REASONS",
     "SHUTDOWN",
     "UNINSPECTED_REASONS",
     "Cost",
@@ -51,6 +52,15 @@ UNINSPECTED_REASONS = (
     "decoded_too_large",  # a compressed body decoding to more than proxy.buffer_max_bytes
     "undecodable",  # corrupt compressed bytes, or a content-encoding brownout cannot decode
     "fell_behind",  # compressed stream arriving faster than it could be parsed
+)
+
+# Why a body brownout read could not be parsed: the traffic's doing, never brownout's (a parser's
+# own exception is an internal error, through the guard). Bounded, so they can label a metric.
+PARSE_ERROR_REASONS = (
+    "invalid_json",  # not JSON where the format says JSON: bad syntax, bad UTF-8, cut short
+    "too_deep",  # JSON nested deeper than the parser goes
+    "too_large",  # larger than proxy.capture_max_bytes: passed on, not parsed
+    "undecodable",  # its content-encoding could not be decoded (corrupt or cut compressed bytes)
 )
 
 
@@ -209,7 +219,8 @@ class Exchange:
     error_message: str | None = None
     request_bytes: int = 0
     response_bytes: int = 0
-    parse_error: str | None = None  # a wire parser gave up; the exchange itself is unaffected
+    parse_error: str | None = None  # why a body could not be parsed (detail); the exchange itself is unaffected
+    parse_error_reason: str | None = None  # its code, one of PARSE_ERROR_REASONS
     # Why brownout stopped reading a body (it passed through untouched from there on): one of
     # UNINSPECTED_REASONS; the detail goes to notes["uninspected"].
     uninspected: str | None = None
@@ -234,6 +245,11 @@ class Exchange:
             capped = cap_text(call.arguments, limit)
             if capped is not call.arguments and capped != call.arguments:
                 call.arguments, call.capped = capped, True
+
+    def note_parse_error(self, reason: str, detail: str) -> None:
+        """Record why a body could not be parsed (the first wins: later failures are its consequences)."""
+        if self.parse_error is None:
+            self.parse_error, self.parse_error_reason = detail[:300], reason
 
     def mark_uninspected(self, reason: str, detail: str) -> None:
         """Record that parsing stopped (the first reason wins: later ones are its consequences)."""

@@ -17,12 +17,15 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, TypeVarTuple
 
 __all__ = ["Guard"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# The wrapped callable's positional parameters: the type checker matches `*args` against them, as
+# for asyncio's `call_soon` (a ParamSpec would forbid the guard's own keyword options).
+Ts = TypeVarTuple("Ts")
 
 
 class Guard:
@@ -99,8 +102,8 @@ class Guard:
     def call(
         self,
         component: str,
-        fn: Callable[..., T],
-        *args: object,
+        fn: Callable[[*Ts], T],
+        *args: *Ts,
         default: T | None = None,
         context: str = "",
         level: int = logging.ERROR,
@@ -115,8 +118,8 @@ class Guard:
     async def acall(
         self,
         component: str,
-        fn: Callable[..., Awaitable[T]],
-        *args: object,
+        fn: Callable[[*Ts], Awaitable[T]],
+        *args: *Ts,
         default: T | None = None,
         context: str = "",
     ) -> T | None:

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, start_http_server
 
 from brownout.core import wire
 from brownout.core.config import parse_listen
-from brownout.core.exchange import Exchange
+from brownout.core.exchange import PARSE_ERROR_REASONS, Exchange
 from brownout.core.secret_paths import secret_segment
 from brownout.core.secrets import redact_keys
 from brownout.core.span_attributes import operation_name, provider_name
@@ -38,14 +38,12 @@ from brownout.exporters.metric_labels import (
     mcp_code_label,
     mcp_error_label,
 )
+from brownout.exporters.promfilter import WithoutCreated
 from brownout.exporters.upstream_errors import UpstreamErrors
 
 __all__ = ["DecisionLike", "Metrics", "ViolationLike"]
 
 log = logging.getLogger(__name__)
-
-# `_created` series double the series count and nobody graphs them.
-disable_created_metrics()
 
 
 class ViolationLike(Protocol):
@@ -105,7 +103,8 @@ class Metrics:
         # Children by (metric, label values): prometheus_client's labels() validates and locks on
         # every call (about 2 us); label values are already bounded, so the dict stays small.
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        r = self.registry
+        # brownout's own metrics: exposed on self.registry without `_created` series (see promfilter).
+        r = CollectorRegistry()
         self.requests = Counter(
             "brownout_requests", "Exchanges seen.", ["provider", "operation", "tool", "status_class"], registry=r
         )
@@ -113,6 +112,13 @@ class Metrics:
         self.uninspected = Counter(
             "brownout_uninspected",
             "Exchanges whose body brownout stopped reading (it passed through untouched).",
+            ["reason"],
+            registry=r,
+        )
+        self.parse_errors = Counter(
+            "brownout_parse_errors",
+            "Bodies brownout could not parse because the traffic was malformed (its own failures are "
+            "brownout_internal_errors_total).",
             ["reason"],
             registry=r,
         )
@@ -248,6 +254,7 @@ class Metrics:
             self.dropped.labels(exporter)
         for reason in CLIENT_CUT_REASONS:
             self.client_cuts.labels(reason)
+        self.registry.register(WithoutCreated(r))
 
     # --- label bounding -----------------------------------------------------------------
 
@@ -309,6 +316,9 @@ class Metrics:
             self._child(self.faults, fault.rule, fault.fault).inc()
         if exchange.uninspected is not None:
             self._child(self.uninspected, exchange.uninspected).inc()
+        if exchange.parse_error_reason is not None:
+            reason = exchange.parse_error_reason
+            self._child(self.parse_errors, reason if reason in PARSE_ERROR_REASONS else "other").inc()
         duration = exchange.timings.duration_s
         if duration is not None:
             self._child(self.duration, provider, operation, tool).observe(duration)

@@ -41,15 +41,18 @@ class DirectHttpSpanExporter(OTLPSpanExporter):
         return self._direct()
 
     def _direct(self) -> bool:
+        # The official exporter's private attributes this reads (opentelemetry-exporter-otlp-proto-http
+        # 1.45): its HTTP client, its request size limit and its shutdown flag. All three or none.
         client = getattr(self, "_client", None)
         return (
             client is not None
             and hasattr(client, "export")
             and isinstance(getattr(self, "_max_request_size", None), int)
+            and isinstance(getattr(self, "_shutdown", None), bool)
         )
 
     def _send(self, data: bytes, count: int) -> SpanExportResult:
-        if getattr(self, "_shutdown", False):
+        if self._shutdown:
             return SpanExportResult.FAILURE
         limit = self._max_request_size
         client = self._client

@@ -231,7 +231,7 @@ class Plan:
             content_type=ex.content_type,
             capture_max_bytes=ex.capture_max_bytes,
         )
-        wire.parse_response(probe, body)
+        self.guard.call("wire", wire.parse_response, probe, body, context=f"{wire.provider} response")
         return probe
 
     def stream_editor(self) -> StreamEditor | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +69,8 @@ class Brownout(Lifecycle, ResponseHooks):
         # Decisions go to whichever exporters the pipeline has now (they are rebuilt before start).
         self.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
         self.on_loop = LoopRunner()  # bound to mitmproxy's loop in running(); other threads go through it
+        self.options: Any = None  # this proxy's mitmproxy options, from load()
+        self._reloading = threading.Lock()
         self.started = asyncio.Event()  # running() is done: endpoints bound, or start_error says why not
         self.start_error: str | None = None
         self.control: Any = None
@@ -156,13 +159,14 @@ class Brownout(Lifecycle, ResponseHooks):
         elif isinstance(action, Hang):
             await effects.hang(flow, action.duration_s, self.guard)
         else:
-            if plan.edits_request() and isinstance(body, bodies.Uninspected):
-                self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
-            elif plan.edits_request():
-                sent = await self.guard.acall(
-                    "engine", effects.edit_request, flow, plan, body, context=f"{where}{state.exchange.path}"
-                )
-                body = body if sent is None else sent  # what the request now carries: recorded as such
+            if plan.edits_request():
+                if isinstance(body, bodies.Uninspected):
+                    self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
+                else:
+                    sent = await self.guard.acall(
+                        "engine", effects.edit_request, flow, plan, body, context=f"{where}{state.exchange.path}"
+                    )
+                    body = body if sent is None else sent  # what the request now carries: recorded as such
             state.timing = self.guard.call("engine", plan.stream_timing)
             if self.tape.on_request(flow, state, body):  # answered from a cassette, or a replay miss
                 return

@@ -6,8 +6,6 @@ import asyncio
 import logging
 from typing import Any
 
-from mitmproxy import ctx
-
 from brownout.proxy.control import ControlServer, EngineControl
 
 __all__ = ["start_control"]
@@ -34,17 +32,9 @@ def start_control(addon: Any) -> ControlServer | None:
     if not config.enabled:
         return None
     loop = addon.on_loop.loop
-
-    def reload() -> tuple[bool, str]:
-        path = ctx.options.brownout_config
-        if not path:
-            return False, "no config file to reload (brownout_config is empty)"
-        result: tuple[bool, str] = addon.reload_from_file(path)
-        return result
-
     target = EngineControl(
         addon.engine,
-        reload=reload,
+        reload=addon.reload,  # the file of this proxy, not of whichever one in the process started last
         violations=lambda since: addon.pipeline.exporters.recent_violations(since),
         exchanges=lambda since, limit: addon.pipeline.exporters.recent_exchanges(since, limit),
         extra_status=lambda: {

@@ -150,7 +150,7 @@ class StreamInspector:
             try:
                 plain = self.decoder.read(SLICE)
             except DecodeError as e:
-                self.ex.parse_error = self.ex.parse_error or f"content decoding: {e}"
+                self.ex.note_parse_error("undecodable", f"content decoding: {e}")
                 self.stop("undecodable", f"content decoding: {e}")
                 return False
             if not plain:
@@ -183,7 +183,7 @@ class StreamInspector:
         assert self._copy is not None
         if len(self._copy) + len(data) > self._copy_max:
             self._copy = None  # too large to parse: pass it through, record that it went unparsed
-            self.ex.parse_error = self.ex.parse_error or "body larger than proxy.capture_max_bytes: not parsed"
+            self.ex.note_parse_error("too_large", "body larger than proxy.capture_max_bytes: not parsed")
             return
         self._copy += data
 
@@ -217,9 +217,9 @@ class StreamInspector:
             while piece := self.decoder.read(self._copy_max + 1 - len(out)):
                 out += piece
                 if len(out) > self._copy_max:
-                    self.ex.parse_error = self.ex.parse_error or "body larger than proxy.capture_max_bytes: not parsed"
+                    self.ex.note_parse_error("too_large", "body larger than proxy.capture_max_bytes: not parsed")
                     return None
         except DecodeError as e:
-            self.ex.parse_error = self.ex.parse_error or f"content decoding: {e}"
+            self.ex.note_parse_error("undecodable", f"content decoding: {e}")
             return None
         return bytes(out)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mitmproxy import ctx, exceptions
@@ -24,23 +26,26 @@ from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.record import config as cassette_options
 from brownout.proxy.record.cassette import CassetteError
-from brownout.proxy.record.tape import Tape
+from brownout.proxy.record.tape import Tape, TapeSetup
+from brownout.proxy.record.writer import CassetteWriter
 from brownout.proxy.relay import Relay
 from brownout.proxy.tokenshield import TokenShield
 from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
 
-__all__ = ["Lifecycle"]
+__all__ = ["Lifecycle", "PreparedConfig"]
 
 log = logging.getLogger(__name__)
 
 
-def _option(name: str) -> str:
-    """A brownout option's value, or "" outside a running mitmproxy (e.g. in unit tests)."""
-    try:
-        return str(getattr(ctx.options, name) or "")
-    except (AttributeError, KeyError):
-        return ""
+@dataclass(slots=True)
+class PreparedConfig:
+    """A config with this proxy's command-line overrides, and the slow part of switching to it (its
+    cassettes) done off the event loop; `apply_config` then switches at once."""
+
+    config: BrownoutConfig
+    tape: TapeSetup
+    retired: CassetteWriter | None = None  # set by apply_config: the writer replaced, to close off the loop
 
 
 class Lifecycle:
@@ -69,7 +74,22 @@ class Lifecycle:
     _shield: TokenShield
     cut_in_flight: Callable[[], int]  # the addon's (proxy/addon.py): ends the exchanges still in flight
 
+    options: Any  # this proxy's mitmproxy options (set in load); None outside mitmproxy
+    _reloading: threading.Lock  # one reload at a time: the file watcher and the control API both reload
+
+    def _option(self, name: str) -> str:
+        """This proxy's value of a brownout option, or "" outside a running mitmproxy (e.g. in unit tests).
+
+        Read from the proxy's own options, not `ctx.options`: on another thread (a reload from the control
+        API or the watcher) that answers for whichever master was created last."""
+        options = self.options
+        try:
+            return str(getattr(options if options is not None else ctx.options, name) or "")
+        except (AttributeError, KeyError):
+            return ""
+
     def load(self, loader: Any) -> None:
+        self.options = loader.master.options
         loader.add_option("brownout_config", str, "", "Path of the brownout chaos config (YAML); empty: defaults.")
         loader.add_option(
             "brownout_reload_s", int, 1, "Seconds between checks of the config file for hot reload; 0: off."
@@ -135,11 +155,32 @@ class Lifecycle:
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
 
-    def apply_config(self, config: BrownoutConfig) -> None:
-        """Switch to a validated config; new exchanges use it."""
-        config = with_listen_overrides(config, _option("brownout_metrics_listen"), _option("brownout_control_listen"))
-        config = cassette_options.with_cassette_overrides(config, _option)
-        self.tape.configure(config.record, config.replay, config.catalogue.wire)  # raises before anything changes
+    def prepare_config(self, config: BrownoutConfig) -> PreparedConfig:
+        """The slow part of switching to `config` (reading and indexing cassettes, opening a record
+        directory), done here: call it off the loop. Raises CassetteError, OSError or ValueError."""
+        config = with_listen_overrides(
+            config, self._option("brownout_metrics_listen"), self._option("brownout_control_listen")
+        )
+        config = cassette_options.with_cassette_overrides(config, self._option)
+        return PreparedConfig(config, self.tape.prepare(config.record, config.replay, config.catalogue.wire))
+
+    def apply_config(self, config: BrownoutConfig | PreparedConfig) -> None:
+        """Switch to a validated config; new exchanges use it. On the loop: a PreparedConfig switches at
+        once (the writer it retires is left in `retired`, for the caller to close); a plain config is
+        prepared here first (start-up, options, experiments)."""
+        prepared = config if isinstance(config, PreparedConfig) else None
+        if prepared is None:
+            assert isinstance(config, BrownoutConfig)
+            inline = self.prepare_config(config)  # raises before anything changes
+            retired = self._switch(inline)
+            if retired is not None:
+                retired.close()
+            return
+        prepared.retired = self._switch(prepared)
+
+    def _switch(self, prepared: PreparedConfig) -> CassetteWriter | None:
+        config = prepared.config
+        retired = self.tape.swap(prepared.tape)
         self.config = config
         self.engine.reload(config.ruleset)
         self.pipeline.reload(config)
@@ -155,19 +196,35 @@ class Lifecycle:
             and ctx.options.stream_large_bodies != config.proxy.buffer_max_bytes
         ):
             ctx.options.update(stream_large_bodies=config.proxy.buffer_max_bytes)
+        return retired
+
+    def reload(self) -> tuple[bool, str]:
+        """Reload this proxy's config file (its own `brownout_config`), as the control API's /reload does."""
+        path = self._option("brownout_config")
+        if not path:
+            return False, "no config file to reload (brownout_config is empty)"
+        return self.reload_from_file(path)
 
     def reload_from_file(self, path: str) -> tuple[bool, str]:
-        """Parse and validate `path` here (call it off the loop: YAML, plugins), then apply it on the loop.
+        """Parse and validate `path` here (call it off the loop: YAML, plugins, cassettes), then switch to
+        it on the loop at once.
 
         A bad file keeps the last good config; the result says which happened."""
-        try:
-            config: BrownoutConfig = load_config(path)
-        except ConfigError as e:
-            log.error("brownout: config reload rejected, keeping the last good config: %s", e)
-            self.pipeline.exporters.on_config_reload("rejected")
-            return False, f"rejected, keeping the last good config: {e}"
-        changes = describe_reload(self.config, config)
-        self.on_loop.call(self.apply_config, config)
+        with self._reloading:
+            try:
+                prepared = self.prepare_config(load_config(path))
+            except (ConfigError, CassetteError, OSError, ValueError) as e:
+                log.error("brownout: config reload rejected, keeping the last good config: %s", e)
+                self.pipeline.exporters.on_config_reload("rejected")
+                return False, f"rejected, keeping the last good config: {e}"
+            changes = describe_reload(self.config, prepared.config)
+            try:
+                self.on_loop.call(self.apply_config, prepared)
+            except BaseException:
+                prepared.tape.discard(self.tape)
+                raise
+            if prepared.retired is not None:
+                prepared.retired.close()  # waits for its queue to be written: here, not on the loop
         self.pipeline.exporters.on_config_reload("applied")
         # A warning, so that it shows where brownout's warnings show (`brownout run` prints no info):
         # the chaos under way just changed.

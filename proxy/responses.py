@@ -113,7 +113,7 @@ class ResponseHooks:
             ex.response_bytes = len(resp.raw_content or b"")
             ex.mark_uninspected(e.reason, e.detail)
             if e.reason == "undecodable":
-                ex.parse_error = ex.parse_error or e.detail
+                ex.note_parse_error("undecodable", e.detail)
             if state.plan is not None:
                 self.guard.call("engine", state.plan.skip_body_faults, e.detail)
             self._announce(resp, ex)

@@ -249,7 +249,7 @@ class StreamTap:
 
     def _undecodable(self, e: DecodeError, data: bytes, out: list[bytes]) -> list[bytes]:
         """Corrupt compressed input: the client gets upstream's bytes from here on, as it would directly."""
-        self.ex.parse_error = self.ex.parse_error or f"content decoding: {e}"
+        self.ex.note_parse_error("undecodable", f"content decoding: {e}")
         self.inspector.stop("undecodable", f"content decoding: {e}")
         self._drop_editor(f"content decoding: {e}")
         self.framer, self.decoder, self._raw = None, None, True

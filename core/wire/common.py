@@ -1,14 +1,17 @@
 """Behaviour every provider format shares.
 
-`ProviderFormat` is the one boundary where parser exceptions stop: the public
-`parse_request` / `parse_response` / `feed` / `finish` never raise, they record
-`exchange.parse_error`. Subclasses implement the `_request` / `_response` hooks on
-already-decoded JSON and override the fault-bytes methods with their provider's shapes;
-the defaults here are the plain-HTTP ones.
+`ProviderFormat` is the one boundary where malformed traffic stops: bytes that are not the JSON
+the format expects (`MALFORMED`) are recorded as the exchange's `parse_error` with a reason code,
+and the public `parse_request` / `parse_response` / `feed` / `finish` go on. Any other exception
+is a bug of the parser, not of the traffic: it propagates to the caller's guard, which counts it
+as an internal error (and raises it in strict mode). Subclasses implement the `_request` /
+`_response` hooks on already-decoded JSON and override the fault-bytes methods with their
+provider's shapes; the defaults here are the plain-HTTP ones.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from abc import abstractmethod
 from typing import Any, ClassVar
@@ -25,11 +28,14 @@ from brownout.core.wire.jsonutil import (
 
 __all__ = [
     "JSON_HEADERS",
+    "MALFORMED",
     "NDJSON_HEADERS",
     "SSE_HEADERS",
     "BaseStreamParser",
+    "MalformedBody",
     "ProviderFormat",
     "note_parse_error",
+    "parse_error_reason",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,10 +58,24 @@ _DEFAULT_MESSAGES = {
 }
 
 
+class MalformedBody(ValueError):
+    """A body that decodes as JSON yet breaks its format's framing (e.g. a JSON array cut short)."""
+
+
+# What malformed traffic raises in a parser; anything else a parser raises is a bug of brownout.
+# (UnicodeDecodeError: json.loads of bytes that are not UTF-8. RecursionError: nesting too deep.)
+MALFORMED: tuple[type[BaseException], ...] = (json.JSONDecodeError, UnicodeDecodeError, MalformedBody, RecursionError)
+
+
+def parse_error_reason(exc: BaseException) -> str:
+    """The core.exchange.PARSE_ERROR_REASONS code of a MALFORMED exception."""
+    return "too_deep" if isinstance(exc, RecursionError) else "invalid_json"
+
+
 def note_parse_error(exchange: Exchange, where: str, exc: BaseException) -> None:
     """Record the first parse failure only: later ones are usually its consequences."""
     if exchange.parse_error is None:
-        exchange.parse_error = f"{where}: {type(exc).__name__}: {exc}"[:300]
+        exchange.note_parse_error(parse_error_reason(exc), f"{where}: {type(exc).__name__}: {exc}")
         log.debug("wire parse error on %s: %s", exchange.id, exchange.parse_error)
 
 
@@ -77,13 +97,13 @@ class BaseStreamParser(StreamParser):
         exchange.stream_events += 1
         try:
             self._feed(event)
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
+        except MALFORMED as exc:
             note_parse_error(exchange, "stream", exc)
 
     def finish(self) -> None:
         try:
             self._finish()
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
+        except MALFORMED as exc:
             note_parse_error(self.exchange, "stream end", exc)
         if self.text:
             self.exchange.output_text = self.text.value()
@@ -95,13 +115,13 @@ class BaseStreamParser(StreamParser):
             return None
         try:
             return loads(data)
-        except ValueError as exc:
+        except MALFORMED as exc:
             note_parse_error(self.exchange, what, exc)
             return None
 
     @abstractmethod
     def _feed(self, event: StreamEvent) -> None:
-        """Account for one event; may raise (the caller records it)."""
+        """Account for one event; MALFORMED for bad bytes (recorded by the caller)."""
 
     def _finish(self) -> None:
         """Materialise reassembled state (tool-call arguments) onto the exchange."""
@@ -119,7 +139,7 @@ class ProviderFormat(WireFormat):
             if not body or body.isspace():
                 return
             self._request(exchange, self._load_request(body))
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
+        except MALFORMED as exc:
             note_parse_error(exchange, "request", exc)
         exchange.cap_captured()
 
@@ -132,17 +152,17 @@ class ProviderFormat(WireFormat):
             if not body or body.isspace():
                 return
             self._response(exchange, loads(body))
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
+        except MALFORMED as exc:
             note_parse_error(exchange, "response", exc)
         exchange.cap_captured()
 
     @abstractmethod
     def _request(self, exchange: Exchange, data: Any) -> None:
-        """Fill the exchange from the decoded request JSON; may raise."""
+        """Fill the exchange from the decoded request JSON; MALFORMED for a body its format rejects."""
 
     @abstractmethod
     def _response(self, exchange: Exchange, data: Any) -> None:
-        """Fill the exchange from the decoded response JSON; may raise."""
+        """Fill the exchange from the decoded response JSON; MALFORMED for a body its format rejects."""
 
     # -- provider-accurate fault bytes (plain-HTTP defaults) -------------------------
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from brownout.core.exchange import Exchange, Message, ToolCall, ToolResult, ToolSpec
 from brownout.core.wire import gemini_edits
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
-from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
+from brownout.core.wire.common import MALFORMED, BaseStreamParser, MalformedBody, ProviderFormat, note_parse_error
 from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.gemini_history import GeminiHistory
 from brownout.core.wire.history import RequestHistory
@@ -157,7 +157,7 @@ class GeminiFormat(ProviderFormat):
         try:
             for chunk in _iter_array(body.decode("utf-8", "replace")):
                 _chunk(exchange, chunk, text)
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
+        except MALFORMED as exc:
             note_parse_error(exchange, "response", exc)
         if text:
             exchange.output_text = text.value()
@@ -219,14 +219,14 @@ class GeminiFormat(ProviderFormat):
 
 
 def _iter_array(text: str) -> Iterator[Any]:
-    """The elements of a JSON array, one at a time; ValueError where it stops being valid."""
+    """The elements of a JSON array, one at a time; MALFORMED where it stops being valid."""
     i = text.index("[") + 1
     n = len(text)
     while True:
         while i < n and text[i] in " \t\r\n,":
             i += 1
         if i >= n:
-            raise ValueError("truncated JSON array")
+            raise MalformedBody("truncated JSON array")
         if text[i] == "]":
             return
         obj, i = _DECODER.raw_decode(text, i)

@@ -10,7 +10,7 @@ from brownout.core.exchange import Exchange, ToolCall
 from brownout.core.secrets import MARK
 from brownout.core.wire import shape_edits
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
-from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
+from brownout.core.wire.common import BaseStreamParser, ProviderFormat
 from brownout.core.wire.edits import EditPlaces
 from brownout.core.wire.jsonutil import decode_capped
 
@@ -65,30 +65,25 @@ class GenericFormat(ProviderFormat):
         return "http"
 
     def parse_request(self, exchange: Exchange, body: bytes) -> None:
-        try:
-            exchange.provider, exchange.gen_ai_provider = self.provider, None
-            exchange.request_body = decode_capped(body, exchange.capture_max_bytes)
-            # The tool is named by the path whatever the body: `match: {tool: weather}` must act
-            # on GET /tools/weather at request time, before its response says it was JSON.
-            exchange.tool_name = exchange.tool_name or tool_name_from_path(exchange.path)
-            if exchange.operation == "execute_tool" or (exchange.operation == "http" and _looks_json(body)):
-                self._as_tool(exchange)
-                if _looks_json(body):
-                    # The JSON body is the tool's arguments: record it so loop and schema checks see it.
-                    capped = len(body) > exchange.capture_max_bytes
-                    exchange.tool_calls.append(ToolCall(exchange.tool_name or "", exchange.request_body, capped=capped))
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
-            note_parse_error(exchange, "request", exc)
+        # No JSON is decoded here (the body is kept as text), so nothing malformed can stop it.
+        exchange.provider, exchange.gen_ai_provider = self.provider, None
+        exchange.request_body = decode_capped(body, exchange.capture_max_bytes)
+        # The tool is named by the path whatever the body: `match: {tool: weather}` must act
+        # on GET /tools/weather at request time, before its response says it was JSON.
+        exchange.tool_name = exchange.tool_name or tool_name_from_path(exchange.path)
+        if exchange.operation == "execute_tool" or (exchange.operation == "http" and _looks_json(body)):
+            self._as_tool(exchange)
+            if _looks_json(body):
+                # The JSON body is the tool's arguments: record it so loop and schema checks see it.
+                capped = len(body) > exchange.capture_max_bytes
+                exchange.tool_calls.append(ToolCall(exchange.tool_name or "", exchange.request_body, capped=capped))
 
     def parse_response(self, exchange: Exchange, body: bytes) -> None:
-        try:
-            ct = exchange.content_type
-            if exchange.operation == "http" and ("json" in ct.lower() or (not ct and _looks_json(body))):
-                self._as_tool(exchange)
-            if body and _textual(ct):
-                exchange.output_text = decode_capped(body, exchange.capture_max_bytes)
-        except Exception as exc:  # noqa: BLE001 - hostile bytes or a parser bug: recorded as the exchange's parse_error
-            note_parse_error(exchange, "response", exc)
+        ct = exchange.content_type
+        if exchange.operation == "http" and ("json" in ct.lower() or (not ct and _looks_json(body))):
+            self._as_tool(exchange)
+        if body and _textual(ct):
+            exchange.output_text = decode_capped(body, exchange.capture_max_bytes)
 
     def _as_tool(self, exchange: Exchange) -> None:
         exchange.operation = "execute_tool"

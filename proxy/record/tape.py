@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ from brownout.proxy.relay import Relay
 if TYPE_CHECKING:
     from brownout.proxy.flowstate import FlowState
 
-__all__ = ["MISS_STATUS", "Tape"]
+__all__ = ["MISS_STATUS", "Tape", "TapeSetup"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,22 @@ MISS_STATUS = 404  # not retried by the SDKs: a miss is reported once, not three
 _CAPTURE = "tape.capture"
 _TOKEN = "tape.token"
 _SHOWN_MAX = 2000  # characters of a normalised request in a miss's log line
+
+
+@dataclass(slots=True)
+class TapeSetup:
+    """Cassettes read and indexed, and a record directory opened, for `Tape.swap` to put in place."""
+
+    record: RecordConfig
+    replay: ReplayConfig
+    index: ReplayIndex | None
+    writer: CassetteWriter | None
+    append: bool  # record replay misses next to the cassettes they missed
+
+    def discard(self, tape: Tape) -> None:
+        """Never swapped in: close the writer it opened (a no-op when it is the tape's own)."""
+        if self.writer is not None and self.writer is not tape.writer:
+            self.writer.close()
 
 
 class Tape:
@@ -71,33 +88,46 @@ class Tape:
 
     # --- configuration and lifecycle -------------------------------------------------
 
-    def configure(self, record: RecordConfig, replay: ReplayConfig, formats: WireFormats) -> None:
-        """Apply the sections; reopens only what changed. Raises CassetteError or OSError for a bad directory."""
+    def prepare(self, record: RecordConfig, replay: ReplayConfig, formats: WireFormats) -> TapeSetup:
+        """What switching to these sections takes that is slow (reading and indexing cassettes, opening a
+        record directory), for a thread other than the event loop's; `swap` then puts it in place at once.
+        Raises CassetteError or OSError for a bad directory, before anything changes."""
+        index = self.index
         if replay != self.replay:
             # Rebuilt only when the section changes: an experiment's phase switch keeps the cursors.
-            self.index = None
+            index = None
             if replay.dir:
                 cassettes = list(read_dir(Path(replay.dir)))
-                self.index = ReplayIndex(
-                    cassettes, formats, ignore_params=replay.ignore_params, exhausted=replay.exhausted
-                )
-                log.info(
-                    "replay: %d exchanges in %d sessions from %s", self.index.exchanges, len(cassettes), replay.dir
-                )
-        self.replay = replay
+                index = ReplayIndex(cassettes, formats, ignore_params=replay.ignore_params, exhausted=replay.exhausted)
+                log.info("replay: %d exchanges in %d sessions from %s", index.exchanges, len(cassettes), replay.dir)
         append = bool(replay.dir) and replay.miss == "passthrough"
-        if record != self.record or (self.writer is not None and self.writer.append != append):
-            old, self.writer = self.writer, None
-            if old is not None:
-                old.close()
-            if record.dir:
-                self.writer = CassetteWriter(
-                    Path(record.dir),
-                    append=append,
-                    max_pending_bytes=record.max_pending_bytes,
-                    on_count=self.on_recorded,
+        writer = self.writer
+        directory = Path(record.dir) if record.dir else None
+        if directory != (writer.directory if writer is not None else None):
+            # A writer per directory: the same directory keeps its writer (and its sessions' files open).
+            writer = None
+            if directory is not None:
+                writer = CassetteWriter(
+                    directory, append=append, max_pending_bytes=record.max_pending_bytes, on_count=self.on_recorded
                 )
-        self.record = record
+        return TapeSetup(record, replay, index, writer, append)
+
+    def swap(self, setup: TapeSetup) -> CassetteWriter | None:
+        """Put a prepared setup in place (on the loop: no I/O); returns the writer it retired, for the
+        caller to close off the loop (closing waits for its queue to be written)."""
+        retired = self.writer if self.writer is not setup.writer else None
+        self.index, self.replay = setup.index, setup.replay
+        self.writer, self.record = setup.writer, setup.record
+        if self.writer is not None:
+            self.writer.append = setup.append
+            self.writer.max_pending = setup.record.max_pending_bytes
+        return retired
+
+    def configure(self, record: RecordConfig, replay: ReplayConfig, formats: WireFormats) -> None:
+        """`prepare` and `swap` in one go, here (start-up); raises CassetteError or OSError for a bad directory."""
+        retired = self.swap(self.prepare(record, replay, formats))
+        if retired is not None:
+            retired.close()
 
     async def start(self) -> None:
         self.relay = Relay(self.guard, transport=self.transport)

@@ -112,6 +112,37 @@ def test_two_proxies_running_in_one_process_each_handle_their_own_traffic(
     assert [len(e.faults) for e in seen_a] == [1, 1, 1] and [len(e.faults) for e in seen_b] == [0, 0, 0]
 
 
+def test_the_control_api_reloads_its_own_proxy_when_two_run_in_one_process(
+    upstream: Any, brownout_proxy: Callable[..., Any], tmp_path: Path
+) -> None:
+    """POST /reload runs on the control API's thread, where mitmproxy's `ctx.options` answers for the
+    proxy created last: each proxy must reload its own file."""
+
+    def chaos(status: int, token: str) -> str:
+        rules = f"  - {{name: down, match: {{path: /tools/*}}, fault: {{type: http_error, status: {status}}}}}\n"
+        return f"version: 1\nrules:\n{rules}control: {{token: {token}}}\n"
+
+    path_a, path_b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    path_a.write_text(chaos(503, "token-a"))
+    path_b.write_text(chaos(504, "token-b"))
+    no_watcher = {"brownout_reload_s": 0}
+    a = brownout_proxy(path_a, extra_options=no_watcher)
+    b = brownout_proxy(path_b, extra_options=no_watcher)  # created last: ctx.options is b's off the loop
+
+    def status(proxy: Any) -> int:
+        with httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=10) as client:
+            return client.get(f"{upstream.url}/tools/weather?city=Oslo").status_code
+
+    assert (status(a), status(b)) == (503, 504)
+    path_a.write_text(chaos(502, "token-a"))
+    path_b.write_text(chaos(500, "token-b"))  # b's file changed too, but nobody reloads b
+    r = httpx.post(
+        f"http://127.0.0.1:{a.addon.control.port}/reload", headers={"Authorization": "Bearer token-a"}, timeout=10
+    )
+    assert r.status_code == 200 and r.json()["message"].startswith(f"reloaded {path_a}"), r.text
+    assert (status(a), status(b)) == (502, 504)
+
+
 def test_a_second_proxy_on_the_same_loop_is_warned_about(confdir: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Two proxies on one event loop share mitmproxy's per-loop master: starting the second says so."""
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from bench import publish
+from bench.llm import CASES, LLM_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +35,26 @@ def test_the_committed_run_names_its_machine_command_and_a_clean_commit_of_this_
 def test_rendering_shows_every_path_and_target_verdict() -> None:
     data = json.loads(publish.PUBLISHED.read_text())
     text = publish.render_results(data)
+    llm = publish.render_llm(data)
     for path in data["results"]:
         assert f"| {path} |" in text
     for name, target in data["targets"].items():
         if target.get("kind") == "target":
-            assert f"| {name} |" in text
+            assert f"| {name} |" in (llm if target.get("group") == "llm" else text)
+
+
+def test_the_llm_shaped_cases_are_published_with_their_targets() -> None:
+    data = json.loads(publish.PUBLISHED.read_text())
+    text = publish.render_llm(data)
+    if "llm" not in data:  # a run from before bench/llm.py: the page says so
+        assert text == publish.NO_LLM_RUN
+        return
+    assert set(data["llm"]["cases"]) == {case.name for case in CASES}
+    for case, results in data["llm"]["cases"].items():
+        assert set(results) == set(LLM_PATHS)
+        for path in results:
+            assert f"| {case} | {path} |" in text
+        for measure in ("rps_ratio_vs_mitmdump_c1", "rps_ratio_vs_mitmdump_c8", "p99_added_vs_mitmdump_c1_ms"):
+            name = f"brownout-all-on: {case}: {measure}"
+            assert data["targets"][name]["group"] == "llm" and f"| {name} |" in text
+        assert data["targets"][f"{case}: broken_answers_and_load_errors"]["met"], "a path broke the answers"

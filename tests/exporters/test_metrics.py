@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from brownout.core.exchange import Cost, FaultRecord, Usage
 from brownout.exporters.metric_labels import GENAI_DURATION_BUCKETS, GENAI_TOKEN_BUCKETS
@@ -199,6 +199,34 @@ def test_no_created_series_and_serve_on_port_zero(metrics: Metrics) -> None:
         server.server_close()
     assert "brownout_requests_total{" in text and "_created" not in text
     assert 'model="my-secret-finetune-xyz"' not in text
+
+
+def test_parse_errors_are_counted_by_their_bounded_reason(metrics: Metrics) -> None:
+    metrics.observe_exchange(exchange(parse_error="response: JSONDecodeError: ...", parse_error_reason="invalid_json"))
+    metrics.observe_exchange(exchange(parse_error="response: ...", parse_error_reason="a reason from a plugin"))
+    metrics.observe_exchange(exchange())
+    assert value(metrics, "brownout_parse_errors_total", reason="invalid_json") == 1
+    assert value(metrics, "brownout_parse_errors_total", reason="other") == 1
+
+
+def test_created_series_are_left_out_of_brownouts_metrics_only() -> None:
+    # prometheus_client can drop `_created` series only process-wide; brownout drops its own, on its
+    # registry, and a host program's metrics sharing that registry keep theirs.
+    registry = CollectorRegistry()
+    host = Counter("host_jobs", "A counter of the program embedding brownout.", registry=registry)
+    metrics = Metrics(registry=registry)
+    host.inc()
+    for ex in traffic():
+        metrics.observe_exchange(ex)
+    text = generate_latest(registry).decode()
+    assert "host_jobs_total 1.0" in text and "host_jobs_created" in text
+    assert "brownout_requests_total{" in text and "brownout_request_duration_seconds_bucket{" in text
+    assert not [line for line in text.splitlines() if line.startswith("brownout_") and "_created" in line]
+    assert registry.get_sample_value(
+        "brownout_requests_total", {"provider": "openai", "operation": "chat", "tool": "none", "status_class": "2xx"}
+    )
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Counter("brownout_requests", "A clash with brownout's own.", registry=registry)
 
 
 def test_uninspected_bodies_and_skipped_faults(metrics: Metrics) -> None:

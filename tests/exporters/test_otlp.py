@@ -135,6 +135,18 @@ def test_http_protobuf_receiver_gets_spans_events_and_parent(http_receiver: tupl
     assert hub.metrics.registry.get_sample_value("brownout_export_dropped_total", {"exporter": "otlp"}) == 0
 
 
+@pytest.mark.parametrize("private", ["_client", "_max_request_size", "_shutdown"])
+def test_the_direct_encoder_needs_every_private_attribute_it_reads(private: str) -> None:
+    # The pinned opentelemetry-exporter-otlp-proto-http has the three; a release that renamed one gets
+    # the official export instead of a direct one that misbehaves (e.g. sends after shutdown).
+    assert DirectHttpSpanExporter(endpoint="http://127.0.0.1:9/v1/traces").sends_encoded()
+    exporter = DirectHttpSpanExporter(endpoint="http://127.0.0.1:9/v1/traces")
+    delattr(exporter, private)
+    assert not exporter.sends_encoded()
+    with pytest.raises(TypeError, match="no client"):
+        exporter.export_encoded([])
+
+
 def test_grpc_receiver_gets_the_same(grpc_receiver: tuple[str, Received]) -> None:
     url, got = grpc_receiver
     hub = _hub(OtlpConfig(endpoint=url, protocol="grpc", headers={"x-tenant": "t2"}, schedule_delay_ms=50))

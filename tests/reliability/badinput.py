@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from brownout.core.exchange import Exchange
+from brownout.core.exchange import PARSE_ERROR_REASONS, Exchange
 
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 CHAT_STREAM = {**CHAT, "stream": True}
@@ -59,6 +59,13 @@ class Collector:
 def internal_errors(handle: Any) -> dict[str, int]:
     errors = dict(handle.addon.guard.errors)
     return {k: v for k, v in errors.items() if v}
+
+
+def parse_errors(handle: Any) -> dict[str, int]:
+    """brownout_parse_errors_total by reason (those above zero)."""
+    registry = handle.addon.pipeline.exporters.metrics.registry
+    counts = {r: registry.get_sample_value("brownout_parse_errors_total", {"reason": r}) for r in PARSE_ERROR_REASONS}
+    return {r: int(n) for r, n in counts.items() if n}
 
 
 _CLIENTS: dict[Any, httpx.Client] = {}

@@ -9,6 +9,10 @@ exercises (`plugins: ["tests.reliability.failing_plugin:faults_plugin"]`):
 - `span_plugin`: a span processor raising when a span starts or ends (makes the span builder raise).
 - `wire_plugin`: wire format `garbage`, claiming requests with an `x-garbage-wire: <mode>` header
   and raising in the parser step the mode names (or reporting garbage usage: mode `usage`).
+- `buggy_wire_plugin`: wire format `buggy`, a `ProviderFormat` claiming requests with an
+  `x-buggy-wire: <hook>` header, whose decoding hook (`request`, `response`, `stream`,
+  `stream_end`) has a bug: it raises inside the boundary that turns malformed bytes into a parse
+  error, which must not take a bug for them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from brownout.core.exchange import Exchange
 from brownout.core.spans import ExchangeSpan
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
+from brownout.core.wire.common import BaseStreamParser, ProviderFormat
 from brownout.core.wire.generic import GenericFormat
 from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamEditor, StreamTiming
 from brownout.invariants.base import Invariant, InvariantConfigBase
@@ -30,13 +35,16 @@ from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
 
 __all__ = [
+    "BUGGY_WIRE_HEADER",
     "FAULT_PHASES",
+    "BuggyFormat",
     "ExplodeFault",
     "ExplodeInvariant",
     "ExplodingExporter",
     "ExplodingSpanProcessor",
     "GarbageFormat",
     "Planted",
+    "buggy_wire_plugin",
     "exporter_plugin",
     "faults_plugin",
     "invariants_plugin",
@@ -236,6 +244,40 @@ class GarbageFormat(GenericFormat):
         return _GarbageStreamParser(exchange, self._mode(exchange))
 
 
+BUGGY_WIRE_HEADER = "x-buggy-wire"
+
+
+def _buggy_hook(exchange: Exchange, hook: str) -> None:
+    if exchange.request_headers.get(BUGGY_WIRE_HEADER) == hook:
+        raise Planted(f"wire {hook} hook")
+
+
+class _BuggyStreamParser(BaseStreamParser):
+    def _feed(self, event: StreamEvent) -> None:
+        _buggy_hook(self.exchange, "stream")
+
+    def _finish(self) -> None:
+        _buggy_hook(self.exchange, "stream_end")
+
+
+class BuggyFormat(ProviderFormat):
+    """Parses JSON bodies like any provider format, with a bug in the hook `x-buggy-wire` names."""
+
+    provider = "buggy"
+
+    def recognise(self, req: RequestInfo) -> str | None:
+        return "chat" if req.headers.get(BUGGY_WIRE_HEADER) else None
+
+    def _request(self, exchange: Exchange, data: Any) -> None:
+        _buggy_hook(exchange, "request")
+
+    def _response(self, exchange: Exchange, data: Any) -> None:
+        _buggy_hook(exchange, "response")
+
+    def stream_parser(self, exchange: Exchange) -> StreamParser:
+        return _BuggyStreamParser(exchange)
+
+
 class _Plugin:
     def __init__(self, **attrs: Any) -> None:
         self.__dict__.update(attrs)
@@ -246,3 +288,4 @@ invariants_plugin = _Plugin(invariants=[ExplodeInvariant])
 exporter_plugin = _Plugin(exporters=[ExplodingExporter])
 span_plugin = _Plugin(exporters=[ExplodingSpanProcessor])
 wire_plugin = _Plugin(wire_formats=[GarbageFormat()])
+buggy_wire_plugin = _Plugin(wire_formats=[BuggyFormat()])

@@ -7,20 +7,39 @@ event loop would hold every exchange up; one in a worker thread holds up nobody.
   name of the thread it ran on to EDIT_THREADS; with `phase: request` it does so to the request.
 - `slow_load_plugin`: the same fault, but reading the plugin's `faults` (as every config load and
   hot reload does) takes LOAD_S.
+- `slow_key_plugin`: wire format `slowkey`, claiming requests with an `x-slow-key` header, whose
+  replay key takes KEY_S to work out: indexing a cassette of such requests for replay is slow. It
+  appends the name of the thread it ran on to KEY_THREADS.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+from brownout.core.wire.base import RequestInfo
+from brownout.core.wire.generic import GenericFormat
 from brownout.faults.base import Fault, FaultContext, FaultParams
 
-__all__ = ["EDIT_THREADS", "LOAD_S", "SlowEditFault", "slow_edit_plugin", "slow_load_plugin"]
+__all__ = [
+    "EDIT_THREADS",
+    "KEY_S",
+    "KEY_THREADS",
+    "LOAD_S",
+    "SLOW_KEY_HEADER",
+    "SlowEditFault",
+    "SlowKeyFormat",
+    "slow_edit_plugin",
+    "slow_key_plugin",
+    "slow_load_plugin",
+]
 
 LOAD_S = 1.0
+KEY_S = 0.5
+SLOW_KEY_HEADER = "x-slow-key"
 EDIT_THREADS: list[str] = []
+KEY_THREADS: list[str] = []
 
 
 class SlowEditParams(FaultParams):
@@ -66,5 +85,24 @@ class _SlowLoad:
         return [SlowEditFault]
 
 
+class SlowKeyFormat(GenericFormat):
+    """A plain tool API whose replay key takes KEY_S to work out."""
+
+    provider = "slowkey"  # type: ignore[assignment]
+
+    def recognise(self, req: RequestInfo) -> str:  # type: ignore[override]
+        return "execute_tool" if req.headers.get(SLOW_KEY_HEADER) else None  # type: ignore[return-value]
+
+    def replay_key(self, req: RequestInfo) -> Any:
+        KEY_THREADS.append(threading.current_thread().name)
+        time.sleep(KEY_S)
+        return super().replay_key(req)
+
+
+class _SlowKey:
+    wire_formats: ClassVar[list[GenericFormat]] = [SlowKeyFormat()]
+
+
 slow_edit_plugin = _Plugin()
+slow_key_plugin = _SlowKey()
 slow_load_plugin = _SlowLoad()

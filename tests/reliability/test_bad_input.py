@@ -24,6 +24,7 @@ from tests.reliability.badinput import (
     client_for,
     fetch,
     internal_errors,
+    parse_errors,
     rule,
     rules,
     sse,
@@ -36,19 +37,21 @@ from tests.reliability.rawupstream import (
     http_response,
 )
 
-# (case, request body, response content-type, response body, parse_error expected)
+# (case, request body, response content-type, response body, parse error reason: None = no parse
+# error, "" = either way)
 BODY_CASES = [
-    ("invalid_json", CHAT, JSON_CT, b'{"id": "chatcmpl-1", "choices": [oops]}', True),
-    ("truncated_json", CHAT, JSON_CT, GOOD_CHAT[: len(GOOD_CHAT) // 2], True),
-    ("non_utf8_json", CHAT, JSON_CT, b'{"id": "c", "choices": [{"message": {"content": "\xff\xfe\x80\xc3"}}]}', True),
-    ("non_utf8_binary", CHAT, JSON_CT, bytes(range(256)) * 4, True),
-    ("invalid_json_sse_events", CHAT_STREAM, SSE_CT, sse("{oops", chat_chunk("a"), '{"id": 1', "[DONE]"), True),
-    ("non_utf8_sse_events", CHAT_STREAM, SSE_CT, b"data: \xff\xfe{\x80}\n\n" + sse(chat_chunk("b"), "[DONE]"), None),
-    ("sse_labelled_json", CHAT_STREAM, JSON_CT, sse(chat_chunk("a"), chat_chunk("b"), "[DONE]"), True),
-    ("json_labelled_sse", CHAT, SSE_CT, GOOD_CHAT, False),  # one odd "event", stream_complete False
-    ("empty_200_json", CHAT, JSON_CT, b"", False),  # nothing to parse is not a parse error
-    ("empty_200_sse", CHAT_STREAM, SSE_CT, b"", False),  # zero events, stream_complete False
-]
+    ("invalid_json", CHAT, JSON_CT, b'{"id": "chatcmpl-1", "choices": [oops]}', "invalid_json"),
+    ("truncated_json", CHAT, JSON_CT, GOOD_CHAT[: len(GOOD_CHAT) // 2], "invalid_json"),
+    ("non_utf8_json", CHAT, JSON_CT, b'{"id": "c", "choices": [{"message": {"content": "\xff\xfe\x80\xc3"}}]}', "invalid_json"),
+    ("non_utf8_binary", CHAT, JSON_CT, bytes(range(256)) * 4, "invalid_json"),
+    ("invalid_json_sse_events", CHAT_STREAM, SSE_CT, sse("{oops", chat_chunk("a"), '{"id": 1', "[DONE]"), "invalid_json"),
+    ("non_utf8_sse_events", CHAT_STREAM, SSE_CT, b"data: \xff\xfe{\x80}\n\n" + sse(chat_chunk("b"), "[DONE]"), ""),
+    ("sse_labelled_json", CHAT_STREAM, JSON_CT, sse(chat_chunk("a"), chat_chunk("b"), "[DONE]"), "invalid_json"),
+    ("deep_json", CHAT, JSON_CT, b"[" * 100_000, "too_deep"),
+    ("json_labelled_sse", CHAT, SSE_CT, GOOD_CHAT, None),  # one odd "event", stream_complete False
+    ("empty_200_json", CHAT, JSON_CT, b"", None),  # nothing to parse is not a parse error
+    ("empty_200_sse", CHAT_STREAM, SSE_CT, b"", None),  # zero events, stream_complete False
+]  # fmt: skip
 
 
 @pytest.mark.timeout(30)
@@ -57,8 +60,9 @@ def test_bad_bodies_pass_through_and_are_recorded(brownout_proxy):
     seen = Collector()
     proxy = brownout_proxy(on_exchange=seen)
     up = RawUpstream(fixed(b""))
+    counted: dict[str, int] = {}
     with up.running():
-        for n, (case, req, ctype, body, parse_error) in enumerate(BODY_CASES, start=1):
+        for n, (case, req, ctype, body, reason) in enumerate(BODY_CASES, start=1):
             up.handler = fixed(http_response(200, ctype, body))
             direct = fetch(up.url + "/v1/chat/completions", body=req)
             proxied = fetch(up.url + "/v1/chat/completions", proxy, body=req)
@@ -68,11 +72,16 @@ def test_bad_bodies_pass_through_and_are_recorded(brownout_proxy):
             ex = seen.wait(n)[-1]
             assert ex.status == 200 and ex.provider == "openai" and ex.response_bytes == len(body), case
             assert ex.streamed == (ctype == SSE_CT), case
-            if parse_error:
-                assert ex.parse_error, case
-            elif parse_error is False:
-                assert ex.parse_error is None, case
+            if reason is None:
+                assert ex.parse_error is None and ex.parse_error_reason is None, case
+            elif reason:
+                assert ex.parse_error and ex.parse_error_reason == reason, (case, ex.parse_error)
+                counted[reason] = counted.get(reason, 0) + 1
+            elif ex.parse_error_reason:
+                counted[ex.parse_error_reason] = counted.get(ex.parse_error_reason, 0) + 1
+    # Malformed traffic is counted by reason, and never as brownout's own failure.
     assert internal_errors(proxy) == {}
+    assert parse_errors(proxy) == counted
     assert proxy.addon._states == {}
 
 
@@ -132,6 +141,7 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
         n += 1
         ex = seen.wait(n + 1)[-1]
         assert ex.uninspected == "undecodable" and "truncated" in (ex.parse_error or "")
+        assert ex.parse_error_reason == "undecodable"
         # A corrupt gzip stream: passed through as is; parsing stops at the bad bytes.
         bad = corrupt_gzip(stream_body)
         up.handler = fixed(http_response(200, [*SSE_CT, ("content-encoding", "gzip")], bad))
@@ -139,6 +149,7 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
         assert proxied["status"] == 200 and proxied["body"] == bad
         ex = seen.wait(n + 2)[-1]
         assert ex.streamed and ex.parse_error and "decoding" in ex.parse_error
+        assert ex.parse_error_reason == "undecodable"
     assert internal_errors(proxy) == {}
 
 

@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
+from brownout.core.exchange import PARSE_ERROR_REASONS
 from tests.proxy.test_passthrough import collect, wait_for
-from tests.reliability.failing_plugin import FAULT_PHASES, Planted
+from tests.reliability.failing_plugin import BUGGY_WIRE_HEADER, FAULT_PHASES, Planted
 
 pytestmark = pytest.mark.contained_errors  # every test here makes a component fail on purpose
 
@@ -256,6 +257,37 @@ def test_failing_wire_parser_leaves_traffic_unaltered(mode, path, upstream, brow
     assert_logged_once(caplog, "wire")
     # recognise() raised: the generic format took the exchange; otherwise the garbage one kept it.
     assert seen[0].provider == ("http" if mode == "recognise" else "garbage")
+
+
+@pytest.mark.parametrize(
+    ("hook", "path"),
+    [
+        ("request", "/tools/weather?city=Oslo"),
+        ("response", "/tools/weather?city=Oslo"),
+        ("stream", SSE),
+        ("stream_end", SSE),
+    ],
+)
+def test_a_bug_inside_a_parsers_decoding_hook_is_an_internal_error_not_a_parse_error(
+    hook, path, upstream, brownout_proxy, caplog
+):
+    # The boundary that records malformed bytes as a parse error must let a parser's own bug through
+    # to the guard: counted, logged with its traceback, raised by a strict guard.
+    seen, on_exchange = collect()
+    proxy = brownout_proxy(config("buggy_wire_plugin"), upstream=upstream, on_exchange=on_exchange)
+    headers = {BUGGY_WIRE_HEADER: hook}
+    with httpx.Client(trust_env=False) as plain, httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as via:
+        expected = plain.post(f"{upstream.url}{path}", json={"city": "Oslo"}, headers=headers)
+        assert expected.status_code == 200
+        for _ in range(3):
+            got = via.post(f"{upstream.url}{path}", json={"city": "Oslo"}, headers=headers)
+            assert (got.status_code, got.content) == (expected.status_code, expected.content)
+    wait_for(seen, 3)
+    assert internal_errors(proxy, "wire") == 3
+    assert_logged_once(caplog, "wire")
+    assert {(ex.provider, ex.parse_error) for ex in seen} == {("buggy", None)}
+    registry = proxy.addon.pipeline.exporters.metrics.registry
+    assert not any(registry.get_sample_value("brownout_parse_errors_total", {"reason": r}) for r in PARSE_ERROR_REASONS)
 
 
 def test_otlp_collector_failing_leaves_traffic_unaltered(upstream, brownout_proxy, openai_client, direct):

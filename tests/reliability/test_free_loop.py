@@ -20,6 +20,8 @@ import httpx
 import pytest
 
 from brownout.proxy.embed import running_proxy_async
+from brownout.proxy.record.cassette import Recorded, file_name
+from brownout.proxy.record.writer import CassetteWriter
 from tests.reliability import slow_plugin
 from tests.reliability.badinput import JSON_CT, Collector, internal_errors, wait_until
 from tests.reliability.probes import OtherClient
@@ -136,6 +138,66 @@ def test_a_slow_hot_reload_holds_up_no_exchange(brownout_proxy, tmp_path: Path):
         time.sleep(0.2)
     assert other.answered > 5 and not other.failures, other.failures
     assert other.worst_s < HELD_S, f"another client waited {other.worst_s:.2f} s during a reload"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_switching_record_and_replay_on_a_reload_holds_up_no_exchange(brownout_proxy, tmp_path: Path):
+    # What such a reload does that takes time: index the cassettes it will replay (here with a wire format
+    # whose replay key takes KEY_S per recording), and retire the record writer it replaces (closing
+    # waits for the writer's thread; here one stuck opening a cassette on a disk that does not answer, a
+    # named pipe nobody reads, so it waits its full 5 s).
+    played = tmp_path / "played"
+    writer = CassetteWriter(played)
+    for n in range(4):
+        writer.put(
+            Recorded(
+                session="s",
+                seq=n + 1,
+                method="POST",
+                url="http://tools.test/tools/slow",
+                request_headers=[(slow_plugin.SLOW_KEY_HEADER, "1"), ("content-type", "application/json")],
+                request_body=json.dumps({"n": n}).encode(),
+                status=200,
+                response_headers=[("content-type", "application/json")],
+                body=b'{"ok": true}',
+            )
+        )
+    writer.close()
+    stuck = tmp_path / "stuck"
+    stuck.mkdir()
+    fifo = stuck / file_name("stuck")
+    os.mkfifo(fifo)
+    path = tmp_path / "chaos.yaml"
+    head = f"version: 1\nseed: 1\nplugins: ['{PLUGIN}:slow_key_plugin']\ncontrol: {{token: t0ken}}\n"
+    path.write_text(head + f"record: {{dir: '{stuck}'}}\n")
+    proxy = brownout_proxy(path, extra_options={"brownout_reload_s": 0})
+    loop_thread = proxy.call(lambda: threading.current_thread().name)
+    up = upstream()
+    with up.running(), httpx.Client(proxy=proxy.proxy_url(), trust_env=False, timeout=30) as client:
+        r = client.post(up.url + "/v1/chat/completions", json={}, headers={"x-brownout-session": "stuck"})
+        assert r.status_code == 200  # recorded by a writer thread now stuck opening the pipe
+        path.write_text(
+            head + f"record: {{dir: '{tmp_path / 'recorded'}'}}\nreplay: {{dir: '{played}', miss: passthrough}}\n"
+        )
+        slow_plugin.KEY_THREADS.clear()
+        with OtherClient(proxy, up.url + "/ping") as other:
+            t0 = time.monotonic()
+            r = httpx.post(
+                f"http://127.0.0.1:{proxy.addon.control.port}/reload",
+                headers={"Authorization": "Bearer t0ken"},
+                timeout=30,
+            )
+            took = time.monotonic() - t0
+            time.sleep(0.2)
+    reader = threading.Thread(target=fifo.read_bytes, daemon=True)  # lets the stuck writer thread end
+    reader.start()
+    assert r.status_code == 200, r.text
+    assert took >= 4 * slow_plugin.KEY_S + 4.0  # the index was built and the old writer waited for
+    assert other.answered > 5 and not other.failures, other.failures
+    assert other.worst_s < HELD_S, f"another client waited {other.worst_s:.2f} s while record and replay switched"
+    assert len(slow_plugin.KEY_THREADS) == 4 and loop_thread not in slow_plugin.KEY_THREADS
+    assert proxy.addon.tape.index is not None and proxy.addon.tape.index.exchanges == 4
 
 
 @pytest.mark.timeout(60)

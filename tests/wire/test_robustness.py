@@ -10,10 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
 from brownout.core.wire import BUILTIN
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.framing import NDJSONFramer, SSEFramer
+from brownout.core.wire.openai import OpenAIFormat
+from brownout.proxy import bodies
 
 FORMATS = BUILTIN.formats
 
@@ -148,8 +151,53 @@ def test_parse_error_is_recorded_not_raised() -> None:
     ex = exchange(fmt)
     fmt.parse_response(ex, b'{"choices": [')
     assert ex.parse_error and ex.parse_error.startswith("response: JSONDecodeError")
+    assert ex.parse_error_reason == "invalid_json"
     ex = exchange(fmt)
     parser = fmt.stream_parser(ex)
     parser.feed(StreamEvent(raw=b"data: {oops\n\n", data="{oops"))
     parser.finish()
     assert ex.parse_error and "JSONDecodeError" in ex.parse_error and ex.stream_events == 1
+    assert ex.parse_error_reason == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    ("provider", "body", "reason"),
+    [
+        ("openai", b'{"choices": [', "invalid_json"),
+        ("openai", b'{"choices": "\xff\xfe"}', "invalid_json"),  # not UTF-8
+        ("anthropic", b"[" * 100_000, "too_deep"),
+        ("gemini", b'[{"candidates": []}, ', "invalid_json"),  # a JSON-array stream cut between chunks
+        ("mcp", b'{"jsonrpc": "2.0", "id": 1, "result": {', "invalid_json"),
+    ],
+)
+def test_malformed_bodies_are_recorded_with_their_reason(provider: str, body: bytes, reason: str) -> None:
+    fmt = BUILTIN.by_provider(provider)
+    assert isinstance(fmt, ProviderFormat)
+    ex = exchange(fmt)
+    fmt.parse_response(ex, body)
+    assert ex.parse_error_reason == reason and ex.parse_error
+
+
+class _BuggyOpenAI(OpenAIFormat):
+    """OpenAI's format with a bug in its response hook: a KeyError on a body that is perfectly valid."""
+
+    def _response(self, exchange: Exchange, data: Any) -> None:
+        raise KeyError("a field the parser forgot to check for")
+
+
+def test_a_parser_bug_is_raised_to_the_guard_not_recorded_as_a_parse_error() -> None:
+    fmt, body = _BuggyOpenAI(), b'{"choices": []}'
+    ex = exchange(fmt)
+    with pytest.raises(KeyError):
+        fmt.parse_response(ex, body)
+    assert ex.parse_error is None and ex.parse_error_reason is None
+    # Through the proxy's parse step: a guard counts it, a strict one (the tests') raises it.
+    guard = Guard()
+    bodies.parse(fmt, ex, body, guard)
+    assert guard.snapshot() == {"wire": 1} and ex.parse_error is None
+    with pytest.raises(KeyError):
+        bodies.parse(fmt, exchange(fmt), body, Guard(strict=True))
+    # Malformed bytes are no bug: recorded, never raised, even by a strict guard.
+    strict, ex = Guard(strict=True), exchange(fmt)
+    bodies.parse(fmt, ex, b'{"choices": [oops', strict)
+    assert ex.parse_error_reason == "invalid_json" and strict.snapshot() == {}

@@ -1,0 +1,157 @@
+"""bench/llm.py: the LLM-shaped cases run through real servers, and their verdicts hold at their bounds.
+
+No timing is asserted: the measurement itself is `python bench/run.py` on a quiet machine
+(docs/benchmark.md). The run here is a fraction of a second per case, to show the cases work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from bench.llm import CASES, LLM_PATHS, answer_ok, llm_targets, measure_llm
+from bench.load import Request, _read_response, wrk_command, wrk_script
+from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
+from bench.publish import render_llm, render_results
+from bench.report import missed, print_report
+from bench.run import build_parser
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
+    """The bench's own subprocesses: the mock upstream, plain mitmdump, brownout with everything on."""
+    work = tmp_path_factory.mktemp("bench")
+    procs: list[Proc] = []
+    try:
+        upstream = start_upstream(work)
+        procs.append(upstream)
+        procs.append(start_mitmdump(upstream.port, work))
+        brownout = start_brownout(upstream.port, work / "all-on", str(ROOT / "bench" / "all-on.yaml"))
+        assert isinstance(brownout, Proc), brownout
+        procs.append(brownout)
+        yield {"direct": upstream.port, "mitmdump": procs[1].port, "brownout-all-on": brownout.port}
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+
+
+@pytest.mark.slow
+def test_each_case_runs_through_every_path_and_is_judged(servers: dict[str, int]) -> None:
+    llm = measure_llm(servers, duration_s=0.3, rounds=1, use_wrk=False)
+    assert llm["paths"] == list(LLM_PATHS)
+    assert llm["checked"] == {case.name: dict.fromkeys(LLM_PATHS, True) for case in CASES}
+    for case in CASES:
+        for path in LLM_PATHS:
+            for c in ("c1", "c8"):
+                run = llm["cases"][case.name][path][c]
+                assert run["requests"] > 0 and run["errors"] == 0, (case.name, path, c, run)
+    targets = llm_targets(llm)
+    assert len(targets) == 4 * len(CASES)
+    assert all(t["value"] is not None and t["group"] == "llm" for t in targets.values())  # all measured
+    assert all(targets[f"{case.name}: broken_answers_and_load_errors"]["met"] for case in CASES)
+
+
+@pytest.mark.slow
+def test_a_path_that_breaks_the_answer_is_caught(servers: dict[str, int]) -> None:
+    case = CASES[1]  # a stream
+    assert answer_ok(servers["brownout-all-on"], case)
+    broken = type(case)(case.name, "/no/such/route", case.body, case.complete)  # the mock answers 404
+    assert not answer_ok(servers["direct"], broken)
+    stream_cut = type(case)(case.name, case.path, {**case.body, "stream": False}, case.complete)  # no [DONE]
+    assert not answer_ok(servers["direct"], stream_cut)
+
+
+def _run(rps: dict[str, float], p99: dict[str, float], checked: dict[str, bool] | None = None) -> dict[str, Any]:
+    def path(name: str) -> dict[str, Any]:
+        load = {"rps": rps[name], "p50_ms": 1.0, "p99_ms": p99[name], "errors": 0, "requests": 100}
+        return {"c1": dict(load), "c8": dict(load)}
+
+    return {
+        "paths": list(LLM_PATHS),
+        "cases": {"openai-tools": {name: path(name) for name in LLM_PATHS}},
+        "checked": {"openai-tools": checked or dict.fromkeys(LLM_PATHS, True)},
+    }
+
+
+@pytest.mark.parametrize(
+    ("all_on_rps", "all_on_p99", "failing"),
+    [
+        (900.0, 5.0, set()),  # exactly 0.90x mitmdump, exactly its p99 + 2 ms
+        (899.0, 5.0, {"rps_ratio_vs_mitmdump_c1", "rps_ratio_vs_mitmdump_c8"}),
+        (950.0, 5.01, {"p99_added_vs_mitmdump_c1_ms"}),
+    ],
+)
+def test_the_all_on_targets_hold_per_case_against_plain_mitmdump(
+    all_on_rps: float, all_on_p99: float, failing: set[str]
+) -> None:
+    run = _run(
+        {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": all_on_rps},
+        {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": all_on_p99},
+    )
+    missed_names = {line.split(": ")[2] for line in missed(llm_targets(run))}
+    assert missed_names == failing
+
+
+def test_a_broken_answer_or_a_load_error_misses_the_case() -> None:
+    fine = {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 1000.0}
+    p99 = {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": 3.0}
+    run = _run(fine, p99, checked={"direct": True, "mitmdump": True, "brownout-all-on": False})
+    assert missed(llm_targets(run)) == ["openai-tools: broken_answers_and_load_errors: 1 (target <= 0)"]
+    run = _run(fine, p99)
+    run["cases"]["openai-tools"]["mitmdump"]["c8"]["errors"] = 3
+    assert missed(llm_targets(run)) == ["openai-tools: broken_answers_and_load_errors: 3 (target <= 0)"]
+
+
+def test_the_llm_section_renders_every_case_path_and_target_apart_from_the_ping_table() -> None:
+    published = json.loads((ROOT / "bench" / "results" / "published" / "run.json").read_text())
+    llm = _run(
+        {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 850.0},
+        {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": 4.0},
+    )
+    data = {**published, "llm": llm, "targets": {**published["targets"], **llm_targets(llm)}}
+    text = render_llm(data)
+    for path in LLM_PATHS:
+        assert f"| openai-tools | {path} |" in text
+    assert "| brownout-all-on: openai-tools: rps_ratio_vs_mitmdump_c1 | 0.85x | >= 0.9x | missed |" in text
+    assert "openai-tools" not in render_results(data)  # the /ping table keeps its own targets
+    out = io.StringIO()
+    print_report({**data, "notes": []}, Console(file=out, width=250))
+    assert "LLM-shaped traffic" in out.getvalue() and "anthropic" not in out.getvalue()
+
+
+def test_wrk_gets_the_request_as_a_lua_script() -> None:
+    body = json.dumps({"text": ']]  ]=] quotes " and \\n'}).encode()
+    script = wrk_script(Request("POST", body, (("Content-Type", "application/json"),)))
+    assert 'wrk.method = "POST"' in script and 'wrk.headers["Content-Type"] = "application/json"' in script
+    assert f"wrk.body = [==[{body.decode()}]==]" in script  # a long bracket the body does not close
+
+
+def test_wrk_runs_whole_seconds_with_the_script() -> None:
+    cmd = wrk_command("http://127.0.0.1:1/v1/messages", 8, 0.3, "/tmp/case.lua")
+    assert cmd == ["wrk", "-t2", "-c8", "-d1s", "--latency", "-s", "/tmp/case.lua", "http://127.0.0.1:1/v1/messages"]
+    assert wrk_command("http://h/ping", 1, 4.0)[3] == "-d4s"
+
+
+def test_the_python_load_generator_reads_chunked_and_sized_answers_to_their_end() -> None:
+    async def read_all(raw: bytes) -> tuple[list[bytes], bytes]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(raw)
+        reader.feed_eof()
+        heads = [await _read_response(reader), await _read_response(reader)]
+        return heads, await reader.read()
+
+    chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\ndata:\r\n3;x=y\r\n [D\r\n0\r\nx-t: 1\r\n\r\n"
+    sized = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n{}\r\n"
+    heads, rest = asyncio.run(read_all(chunked + sized + b"NEXT"))
+    assert heads[0].startswith(b"HTTP/1.1 200") and b"Content-Length" in heads[1] and rest == b"NEXT"
+
+
+def test_llm_cases_are_on_by_default() -> None:
+    assert build_parser().parse_args([]).no_llm is False
+    assert build_parser().parse_args(["--no-llm"]).no_llm is True
