@@ -59,7 +59,7 @@ class Tape:
         self.transport = ReplayTransport(lambda: self.replay.speed)
         self.relay: Relay | None = None
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
-        self.not_recorded = 0  # exchanges a stream fault cut while recording
+        self.not_recorded = 0  # exchanges a stream fault cut, or whose body went by unread, while recording
 
     @property
     def active(self) -> bool:
@@ -160,6 +160,12 @@ class Tape:
             plain = body if isinstance(body, bytes) else None
             self.guard.call("record", capture.body, flow, plain, context="response body")
 
+    def on_unread(self, state: FlowState, reason: str) -> None:
+        """The response body went by unread: the exchange is not recorded (an empty body would pass for upstream's)."""
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            capture.unrecordable = capture.unrecordable or reason
+
     def on_error(self, flow: http.HTTPFlow, state: FlowState) -> None:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is not None:
@@ -184,12 +190,15 @@ class Tape:
         if state.tap is not None and state.tap.ended and not capture.ended:
             # A stream fault (truncate, reset) ended the exchange before upstream finished: what was read
             # is not what upstream would have sent, and replayed it would pass the fault off as upstream's.
+            capture.unrecordable = capture.unrecordable or "a fault cut it before upstream's answer ended"
+        if capture.unrecordable is not None:
             self.not_recorded += 1
             log.info(
-                "cassette: not recording %s %s (session %s): a fault cut it before upstream's answer ended",
+                "cassette: not recording %s %s (session %s): %s",
                 capture.rec.method,
                 capture.rec.url,
                 state.exchange.session,
+                capture.unrecordable,
             )
             return
         rec = self.guard.call("record", capture.recorded, state.exchange, end, context="finish")
