@@ -25,7 +25,7 @@ from brownout.faults.base import StreamTiming
 from brownout.proxy import effects, flowmodel
 from brownout.proxy.bodies import Uninspected
 from brownout.proxy.record.capture import Capture, RecordingTap, mitm_headers
-from brownout.proxy.record.cassette import read_dir
+from brownout.proxy.record.cassette import scan_dir
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 from brownout.proxy.record.matcher import ReplayIndex
 from brownout.proxy.record.transport import REPLAY_HEADER, ReplayTransport
@@ -73,7 +73,7 @@ class Tape:
             # Rebuilt only when the section changes: an experiment's phase switch keeps the cursors.
             self.index = None
             if replay.dir:
-                cassettes = list(read_dir(Path(replay.dir)))
+                cassettes = scan_dir(Path(replay.dir))  # read an exchange at a time: only keys are kept
                 self.index = ReplayIndex(
                     cassettes, formats, ignore_params=replay.ignore_params, exhausted=replay.exhausted
                 )
@@ -221,9 +221,9 @@ class Tape:
         self.counts["repeated"] += match.repeated
         self.on_replay("hit")
         ex.replayed = True
-        ex.notes["replay"] = {"source": match.recorded.source, "repeated": match.repeated}
+        ex.notes["replay"] = {"source": match.source, "repeated": match.repeated}
         if self.relay is not None and effects.can_relay(flow):
-            token = self.transport.register(match.recorded)
+            token = self.transport.register(match.stored)
             flow.request.headers[REPLAY_HEADER] = token
             relay_token = effects.route_to_relay(flow, self.relay, state.timing or StreamTiming(), self.guard)
             if relay_token is not None:
@@ -232,7 +232,7 @@ class Tape:
             self.transport.discard(token)
             del flow.request.headers[REPLAY_HEADER]
         # No route to the relay (upstream mode: it would go through the upstream proxy): answered here,
-        # whole and at once, with the recorded head and body.
+        # whole and at once, with the recorded head and body (read from its file here, on the loop).
         rec = match.recorded
         body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
         flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
