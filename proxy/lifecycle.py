@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,8 @@ from mitmproxy import ctx, exceptions
 from mitmproxy.utils import human
 
 from brownout.core.guard import Guard
-from brownout.faults.engine import FaultEngine
+from brownout.faults.engine import CompiledRule, FaultEngine
+from brownout.proxy import heap
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
@@ -58,6 +60,8 @@ class Lifecycle:
     watcher: ConfigWatcher | None
     _fixed: bool
     _loaded_path: str | None
+    heap_owned: bool  # the process is brownout's own (`brownout run`): see proxy.heap
+    _reloading: threading.Lock  # one hot reload at a time
     _stream_above: int
     _buffer_max: int
     _ignored: HostGlobs
@@ -130,13 +134,14 @@ class Lifecycle:
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
 
-    def apply_config(self, config: BrownoutConfig) -> None:
-        """Switch to a validated config; new exchanges use it."""
+    def apply_config(self, config: BrownoutConfig, rules: list[CompiledRule] | None = None) -> None:
+        """Switch to a validated config; new exchanges use it. `rules`: its rules compiled already
+        (`FaultEngine.prepare`, off the loop), so that thousands of them swap in at once."""
         config = with_listen_overrides(config, _option("brownout_metrics_listen"), _option("brownout_control_listen"))
         config = cassette_options.with_cassette_overrides(config, _option)
         self.tape.configure(config.record, config.replay, config.catalogue.wire)  # raises before anything changes
         self.config = config
-        self.engine.reload(config.ruleset)
+        self.engine.reload(config.ruleset, rules)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
@@ -153,14 +158,19 @@ class Lifecycle:
     def reload_from_file(self, path: str) -> tuple[bool, str]:
         """Parse and validate `path` here (call it off the loop: YAML, plugins), then apply it on the loop.
 
-        A bad file keeps the last good config; the result says which happened."""
+        A bad file keeps the last good config; the result says which happened. The rules are compiled
+        here too: only the switch itself happens on the loop."""
         try:
-            config: BrownoutConfig = load_config(path)
-        except ConfigError as e:
+            with self._reloading, heap.building(self.heap_owned):
+                config: BrownoutConfig = load_config(path)
+                rules = self.engine.prepare(config.ruleset)
+                old = [*self.engine.rules, self.config]  # freed here, not all at once on the loop
+                self.on_loop.call(self.apply_config, config, rules)  # raises before anything changes
+                heap.let_go(old)
+        except (ConfigError, CassetteError, OSError, ValueError) as e:
             log.error("brownout: config reload rejected, keeping the last good config: %s", e)
             self.pipeline.exporters.on_config_reload("rejected")
             return False, f"rejected, keeping the last good config: {e}"
-        self.on_loop.call(self.apply_config, config)
         self.pipeline.exporters.on_config_reload("applied")
         log.info("brownout: config reloaded from %s", path)
         return True, f"reloaded {path}"
