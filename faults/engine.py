@@ -40,7 +40,7 @@ from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
-from brownout.faults.match import CompiledMatch, Stage
+from brownout.faults.match import ByHost, CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
 from brownout.faults.schedule import FIRED, SKIPPED_NOT_APPLICABLE, SKIPPED_PAUSED, Schedule, Ticket, rng_for
@@ -99,6 +99,7 @@ class FaultEngine:
         self.ruleset = ruleset if ruleset is not None else RuleSet()
         self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
+        self._by_host: ByHost[CompiledRule] = ByHost((), lambda r: r.match)
         self._refresh_active()
 
     # --- configuration -------------------------------------------------------------------
@@ -143,6 +144,7 @@ class FaultEngine:
 
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)
+        self._by_host = ByHost(self._active, lambda r: r.match)
 
     def prepare(self, ruleset: RuleSet) -> list[CompiledRule]:
         """`ruleset` compiled for `reload`; raises ValueError for a rule it cannot run.
@@ -208,7 +210,7 @@ class FaultEngine:
         releases: list[tuple[Schedule, Ticket]] | None = None
         now = 0.0
         matched = False
-        for rule in self._active:
+        for rule in self._by_host(exchange.host):
             stage = rule.match.request_stage(exchange)
             if stage is Stage.NO:
                 continue
