@@ -18,36 +18,16 @@ from click.testing import CliRunner
 
 from brownout.core.wire import BUILTIN
 from brownout.proxy.cli import main
-from brownout.proxy.record.cassette import Recorded, header
 from brownout.proxy.record.matcher import ReplayIndex
+from tests.record.support import chat, write_cassette
 
 MB = 1 << 20
 
 
-def write_cassette(directory: Path, exchanges: int, answer_bytes: int) -> Path:
+def big_cassette(directory: Path, exchanges: int, answer_bytes: int) -> Path:
     directory.mkdir()
-    path = directory / "big.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        f.write(json.dumps(header("big", "2026-01-01T00:00:00+00:00", "test")) + "\n")
-        for i in range(exchanges):
-            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"question {i}"}]}
-            answer = {"id": f"c{i}", "object": "chat.completion", "model": "gpt-4o", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "y" * answer_bytes}, "finish_reason": "stop"}
-            ]}  # fmt: skip
-            rec = Recorded(
-                session="big",
-                seq=i + 1,
-                method="POST",
-                url="https://api.openai.com/v1/chat/completions",
-                request_headers=[("content-type", "application/json")],
-                request_body=json.dumps(body).encode(),
-                status=200,
-                response_headers=[("content-type", "application/json")],
-                body=json.dumps(answer).encode(),
-                end_s=0.1,
-            )
-            f.write(json.dumps(rec.to_dict()) + "\n")
-    return path
+    lines = (chat("big", i + 1, content="y" * answer_bytes).to_dict() for i in range(exchanges))
+    return write_cassette(directory / "big.jsonl", lines)
 
 
 def write_log(path: Path, lines: int) -> Path:
@@ -87,8 +67,8 @@ def cli(*args: str) -> Callable[[], object]:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("large")
     return {
-        "tiny": write_cassette(root / "tiny", 2, 1000).parent,
-        "big": write_cassette(root / "big", 128, 256 << 10).parent,
+        "tiny": big_cassette(root / "tiny", 2, 1000).parent,
+        "big": big_cassette(root / "big", 128, 256 << 10).parent,
         "tiny_log": write_log(root / "tiny.jsonl", 10),
         "big_log": write_log(root / "big.jsonl", 8000),
         "out": root,

@@ -8,7 +8,6 @@ stop the load with the file, line and field named, instead of a replay that neve
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -17,40 +16,15 @@ from click.testing import CliRunner
 
 from brownout.proxy.cli import main
 from brownout.proxy.embed import ProxyStartError
-from brownout.proxy.record.cassette import CassetteError, Event, Recorded, header, read_cassette, read_dir
+from brownout.proxy.record.cassette import CassetteError, Event, read_cassette, read_dir
 from brownout.proxy.record.writer import CassetteWriter
-from tests.record.support import player
+from tests.record.support import chat, player, write_cassette
 
 SECRET = "the-content-of-a-private-file"
 
 
-def chat(session: str, n: int = 1, *, content: str = "hello", **kw: object) -> Recorded:
-    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"question {n}"}]}
-    answer = {"id": f"c{n}", "object": "chat.completion", "model": "gpt-4o", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-    ]}  # fmt: skip
-    return Recorded(
-        session=session,
-        seq=n,
-        method="POST",
-        url="https://api.openai.com/v1/chat/completions",
-        request_headers=[("content-type", "application/json")],
-        request_body=json.dumps(body).encode(),
-        status=200,
-        reason="OK",
-        response_headers=[("content-type", "application/json")],
-        body=json.dumps(answer).encode(),
-        **{"end_s": 0.1, **kw},  # type: ignore[arg-type]
-    )
-
-
 def write(path: Path, *lines: dict) -> Path:
-    session = path.stem
-    with path.open("w", encoding="utf-8") as f:
-        f.write(json.dumps(header(session, "2026-01-01T00:00:00+00:00", "test")) + "\n")
-        for line in lines:
-            f.write(json.dumps(line) + "\n")
-    return path
+    return write_cassette(path, lines)
 
 
 @pytest.fixture
