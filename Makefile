@@ -6,16 +6,16 @@ PYTHON ?= $(shell pyenv which python 2>/dev/null || command -v python3.13 || com
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
-# Debian packages the tests use (a real Prometheus server and promtool).
-APT_PACKAGES ?= prometheus
+# Debian packages the tests use (a real Prometheus server and promtool; Chromium renders report.html headless).
+APT_PACKAGES ?= prometheus chromium
 
-.PHONY: demo test lint bench setup system-deps lock clean
+.PHONY: demo test lint bench setup system-deps node-deps lock clean
 
 demo: setup
 	$(VENV)/bin/brownout demo
 
 # Two workers, whole files each (module fixtures run once); files with slow tests start first.
-test: setup system-deps lint
+test: setup system-deps node-deps lint
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
@@ -41,6 +41,17 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
+# The reference MCP servers (npm, pinned by the lock file) that the mcp-stdio tests start through npx.
+NODE_DIR   := tests/e2e/npm
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed-$(shell cat $(NODE_DIR)/package-lock.json | cksum | cut -d' ' -f1)
+
+node-deps: $(NODE_STAMP)
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@command -v npm >/dev/null || (echo "npm is needed for the MCP server tests (Debian: apt-get install nodejs npm)" && false)
+	npm ci --prefix $(NODE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	rm -f $(NODE_DIR)/node_modules/.installed-* && touch $@
+
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -54,4 +65,4 @@ lock:
 	$(VENV)/bin/uv pip compile pyproject.toml --extra test -p $(PY) -o requirements.lock
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(NODE_DIR)/node_modules

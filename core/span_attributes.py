@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+from brownout.core import secret_paths
 from brownout.core.exchange import Exchange, FaultRecord
-from brownout.core.secrets import is_secret_param
+from brownout.core.secrets import is_secret_param, redact_text
 
 __all__ = [
     "LLM_OPERATIONS",
@@ -164,7 +165,7 @@ def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
     if prompt := notes.get("mcp_prompt_name"):
         attrs["gen_ai.prompt.name"] = prompt
     if uri := notes.get("mcp_resource_uri"):
-        attrs["mcp.resource.uri"] = uri
+        attrs["mcp.resource.uri"] = secret_paths.redact_url(str(uri))  # a signed URL's token stays behind
     if exchange.transport == "stdio":
         attrs["network.transport"] = "pipe"
     else:
@@ -198,7 +199,7 @@ def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: 
     ttfc = exchange.timings.ttfc_s
     if (exchange.stream or exchange.streamed) and ttfc is not None:
         attrs["gen_ai.response.time_to_first_chunk"] = ttfc
-    if capture_content:
+    if capture_content:  # content, yes; credentials in it, never (see redact_text)
         attrs["gen_ai.input.messages"] = _input_messages(exchange)
         attrs["gen_ai.output.messages"] = _output_messages(exchange)
 
@@ -211,18 +212,18 @@ def _tool_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content:
     call_id = exchange.tool_call_id or (call.id if call else None)
     if call_id:
         attrs["gen_ai.tool.call.id"] = call_id
-    if capture_content:
+    if capture_content:  # content, yes; credentials in it, never (see redact_text)
         if call is not None:
-            attrs["gen_ai.tool.call.arguments"] = call.arguments
-        attrs["gen_ai.tool.call.result"] = exchange.output_text
+            attrs["gen_ai.tool.call.arguments"] = redact_text(call.arguments)
+        attrs["gen_ai.tool.call.result"] = redact_text(exchange.output_text)
 
 
 def _input_messages(exchange: Exchange) -> str:
     messages: list[dict[str, Any]] = [
-        {"role": m.role, "parts": [{"type": "text", "content": m.text}]} for m in exchange.messages
+        {"role": m.role, "parts": [{"type": "text", "content": redact_text(m.text)}]} for m in exchange.messages
     ]
     for result in exchange.tool_results:
-        part = {"type": "tool_call_response", "id": result.call_id, "response": result.content}
+        part = {"type": "tool_call_response", "id": result.call_id, "response": redact_text(result.content)}
         messages.append({"role": "tool", "parts": [part]})
     return json.dumps(messages, ensure_ascii=False)
 
@@ -230,9 +231,10 @@ def _input_messages(exchange: Exchange) -> str:
 def _output_messages(exchange: Exchange) -> str:
     parts: list[dict[str, Any]] = []
     if exchange.output_text:
-        parts.append({"type": "text", "content": exchange.output_text})
+        parts.append({"type": "text", "content": redact_text(exchange.output_text)})
     for call in exchange.tool_calls:
-        parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
+        arguments = redact_text(call.arguments)
+        parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": arguments})
     message: dict[str, Any] = {"role": "assistant", "parts": parts}
     if exchange.finish_reasons:
         message["finish_reason"] = exchange.finish_reasons[0]

@@ -26,6 +26,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from brownout.core.exchange import Exchange
+from brownout.core.secrets import redact_keys
 from brownout.core.span_attributes import exchange_attributes, fault_event_attributes, span_name
 
 __all__ = ["ERROR_SEVERITIES", "ExchangeSpan", "SpanBuilder", "SpanEvent", "ViolationLike", "session_trace_context"]
@@ -224,7 +225,7 @@ def _status_message(exchange: Exchange) -> str | None:
     code = exchange.notes.get("jsonrpc_error_code") if exchange.provider == "mcp" else None
     if code is None or not exchange.error_message:
         return None
-    return exchange.error_message[:_MAX_STATUS_CHARS]
+    return redact_keys(exchange.error_message[:_MAX_STATUS_CHARS])
 
 
 def _failed(exchange: Exchange) -> bool:

@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator
 
-from brownout.core.config import Model, parse_listen
+from brownout.core.config import ConfigPath, Model, parse_listen
 
 __all__ = [
     "DEFAULT_MODEL_ALLOWLIST",
@@ -152,9 +152,9 @@ def _parse_headers(raw: str) -> dict[str, str]:
 class JsonlConfig(Model):
     """Append-only JSONL logs; each is off when its path is unset."""
 
-    path: str | None = Field(None, description="Violation log, one record per line.")
-    decisions_path: str | None = Field(None, description="Fault decision log.")
-    exchanges_path: str | None = Field(None, description="Per-exchange summaries (no content, no secrets).")
+    path: ConfigPath | None = Field(None, description="Violation log, one record per line.")
+    decisions_path: ConfigPath | None = Field(None, description="Fault decision log.")
+    exchanges_path: ConfigPath | None = Field(None, description="Per-exchange summaries (no content, no secrets).")
     fsync: bool = Field(False, description="fsync after each batch of lines: survives power loss, costs a disk sync.")
     max_queue_size: int = Field(
         10_000, ge=1, description="Lines waiting for a log's writer thread; more are dropped and counted."

@@ -270,6 +270,10 @@ class Exporters:
         """A request to an ignored host went by: counted, nothing else."""
         self._contain("prometheus", self.metrics.ignored.inc)
 
+    def on_upstream_error(self, host: str, kind: str) -> None:
+        """A connection to an upstream failed (`kind`: one of exporters.upstream_errors.UPSTREAM_ERROR_KINDS)."""
+        self._contain("prometheus", self.metrics.upstream_errors.observe, host, kind)
+
     def on_replay(self, outcome: str) -> None:
         """A request met by replay: `hit`, `miss` or `passthrough`."""
         self._contain("prometheus", self.metrics.replay.labels(outcome).inc)

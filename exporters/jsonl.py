@@ -263,6 +263,7 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "finish_reasons": list(exchange.finish_reasons),
         "retry_count": exchange.retry_count,
         "stream_complete": exchange.stream_complete,
+        "replayed": exchange.replayed,  # answered from a recorded cassette, not by the upstream
         "request_bytes": exchange.request_bytes,
         "response_bytes": exchange.response_bytes,
         "tool_calls": [c.name for c in exchange.tool_calls],

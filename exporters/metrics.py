@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disab
 from brownout.core import wire
 from brownout.core.config import parse_listen
 from brownout.core.exchange import Exchange
+from brownout.core.secret_paths import secret_segment
+from brownout.core.secrets import redact_keys
 from brownout.core.span_attributes import operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 from brownout.exporters.gauges import GaugeSource
@@ -36,6 +38,7 @@ from brownout.exporters.metric_labels import (
     mcp_code_label,
     mcp_error_label,
 )
+from brownout.exporters.upstream_errors import UpstreamErrors
 
 __all__ = ["DecisionLike", "Metrics", "ViolationLike"]
 
@@ -60,6 +63,10 @@ class DecisionLike(Protocol):
     def rule(self) -> str: ...
     @property
     def outcome(self) -> str: ...
+
+
+def _secret_like(name: str) -> bool:
+    return redact_keys(name) is not name or secret_segment(name)
 
 
 def _version() -> str:
@@ -164,6 +171,7 @@ class Metrics:
             registry=r,
         )
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
+        self.upstream_errors = UpstreamErrors(r)
         self.config_reloads = Counter(
             "brownout_config_reloads",
             "Hot reloads of the config file: applied, or rejected with the last good config kept.",
@@ -270,11 +278,13 @@ class Metrics:
         return self._capped(self._tools, tool) if tool else "none"
 
     def _capped(self, seen: set[str], name: str) -> str:
-        """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'."""
+        """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'.
+
+        A name shaped like a secret (a key, a random token) is 'other' too: a label is kept for good."""
         if name in seen:
             return name
         with self._lock:
-            if len(seen) < self._max_tools and len(name) <= 100:
+            if len(seen) < self._max_tools and len(name) <= 100 and not _secret_like(name):
                 seen.add(name)
                 return name
         return "other"

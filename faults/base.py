@@ -147,6 +147,15 @@ class Fault(ABC):
         body where upstream delivers it). By default: whenever this fault has that phase."""
         return type(self).on_response_headers is not Fault.on_response_headers
 
+    def acts_on_handshake(self) -> bool:
+        """True when this fault can act on a WebSocket handshake: an upgrade request that upstream answers
+        101, with no body. Only the request and response-header phases can (answer instead, delay, drop the
+        connection); by default, whenever this fault has one of them. A fault whose params decide it says so."""
+        return (
+            type(self).before_upstream is not Fault.before_upstream
+            or type(self).on_response_headers is not Fault.on_response_headers
+        )
+
     def wants_body(self, ctx: FaultContext) -> bool:
         """True when this fault must see a non-streamed body whole (forces buffering)."""
         return False

@@ -28,10 +28,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from brownout.core import wire
-from brownout.core.config import Model, context_value
+from brownout.core.config import Model, check_type, context_value
 from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultParams
 
@@ -139,19 +138,8 @@ def _validate_fault(value: Any, info: ValidationInfo) -> FaultParams | None:
     if value is None or isinstance(value, FaultParams):
         return value
     registry = fault_types(info)
-    valid = ", ".join(sorted(registry)) or "(none registered)"
-    if not isinstance(value, Mapping):
-        raise PydanticCustomError(
-            "fault_type", "fault must be a mapping with a `type`; valid types: {valid}", {"valid": valid}
-        )
-    kind = value.get("type")
-    if kind is None:
-        raise PydanticCustomError("fault_type", "fault needs a `type`; valid types: {valid}", {"valid": valid})
-    cls = registry.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise PydanticCustomError(
-            "fault_type", "unknown fault type {kind}; valid types: {valid}", {"kind": repr(kind), "valid": valid}
-        )
+    check_type(value, registry, "fault")
+    cls = registry[value["type"]]
     # A nested ValidationError keeps its field locations under `fault`.
     params: FaultParams = cls.Params.model_validate(dict(value), context=info.context)
     return params

@@ -61,6 +61,11 @@ class RuleSet:
     llm_providers: frozenset[str] = wire.BUILTIN.llm_providers  # a `tool` match waits for their responses
 
 
+def _websocket_handshake(exchange: Exchange) -> bool:
+    """An HTTP/1.1 upgrade request to a WebSocket (RFC 6455): `Upgrade: websocket`."""
+    return exchange.request_headers.get("upgrade", "").strip().lower() == "websocket"
+
+
 @dataclass(slots=True)
 class CompiledRule:
     """A rule ready for the hot path: compiled match, live schedule, fault class."""
@@ -74,6 +79,8 @@ class CompiledRule:
     enabled: bool
     # Only quota rules with a token limit need the exchange's usage at finish.
     counts_tokens: bool = False
+    # Its fault can act on a WebSocket handshake (see Fault.acts_on_handshake); quota rules answer 429.
+    acts_on_handshake: bool = True
 
 
 class FaultEngine:
@@ -138,9 +145,15 @@ class FaultEngine:
                     fault_type=rc.fault_type,
                     enabled=rc.enabled,
                     counts_tokens=quota is not None and quota.tokens_per_min is not None,
+                    acts_on_handshake=rc.fault is None or self._acts_on_handshake(fault_cls, rc),
                 )
             )
         return out
+
+    def _acts_on_handshake(self, fault_cls: type[Fault], rc: RuleConfig) -> bool:
+        # A plugin fault that cannot be built here fails later, where the guard contains it for the exchange.
+        fault = self.guard.call(f"fault:{rc.fault_type}", fault_cls, rc.fault, context="creating the fault")
+        return fault is None or bool(self.guard.call(f"fault:{rc.fault_type}", fault.acts_on_handshake, default=True))
 
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)
@@ -218,6 +231,12 @@ class FaultEngine:
                 now, matched = self.clock(), True
             if self.paused:
                 self._record(exchange, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
+                continue
+            if not rule.acts_on_handshake and _websocket_handshake(exchange):
+                # Upstream answers 101 and the connection becomes a WebSocket: no body for this fault. Not a
+                # match the rule counts either, so its schedule goes on as if the handshake had not been seen.
+                reason = f"a WebSocket handshake (101, no body): {rule.fault_type} cannot act on it"
+                self._record(exchange, rule, SKIPPED_NOT_APPLICABLE, reason, 0, 0, now)
                 continue
             if stage is Stage.DEFER:
                 # Quota rules answer before upstream, so a tool known only later cannot gate them.

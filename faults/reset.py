@@ -37,6 +37,9 @@ class ResetFault(Fault):
     async def before_upstream(self, ctx: FaultContext) -> Respond | Reset | Hang | None:
         return Reset() if self.params.phase == "request" else None
 
+    def acts_on_handshake(self) -> bool:
+        return self.params.phase == "request"  # a 101 has no body to reset in
+
     def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
         # Streamed and buffered bodies alike: the relay counts delivered bytes and resets.
         if self.params.phase == "mid_body":

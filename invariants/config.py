@@ -23,14 +23,14 @@ from pydantic import (
     WrapValidator,
 )
 
-from brownout.core.config import context_value
+from brownout.core.config import check_type, context_value
 from brownout.invariants import REGISTRY
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 
 __all__ = ["InvariantConfig", "InvariantList", "Severity", "parse_invariants"]
 
 _BUILTIN = tuple(cls.Config for cls in REGISTRY.values())
-# The JSON schema shows the built-in types; pydantic's error for an unknown `type` lists every valid tag.
+# The JSON schema shows the built-in types; an unknown `type` is reported as for faults (`check_type`).
 _Union = Annotated[Union[_BUILTIN], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
 
 
@@ -42,6 +42,8 @@ def _adapter(types: tuple[type[InvariantConfigBase], ...]) -> TypeAdapter[Any]:
 
 def _by_catalogue(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     registry: Mapping[str, type[Invariant]] = context_value(info, "invariant_types", REGISTRY)
+    if not isinstance(value, InvariantConfigBase):
+        check_type(value, registry, "invariant")  # the message an unknown fault type gets
     types = tuple(cls.Config for cls in registry.values())
     if types == _BUILTIN:
         return handler(value)

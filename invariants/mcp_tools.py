@@ -6,11 +6,13 @@ Three checks on every `tools/call`, against the session's latest `tools/list` re
 - `stale`: the server announced `notifications/tools/list_changed` and the agent called a tool
   without listing again (it keeps using a definition that may have changed under it).
 
-"Latest" is the latest reply the agent had received when it sent the call. Exchanges reach the
-invariants when they end, and a listing's reply can reach the agent (which then calls at once)
-before its exchange has ended: so a call that looks wrong is judged again, against the listings
-known by then, once an exchange that started after the call ended is seen (or the session closes),
-and reported only if it is still wrong.
+Everything is ordered by when it reached the agent: a call is judged by the listings and announcements
+the agent had received when it sent the call, and an announcement that reached the agent before a
+listing's reply is answered by that listing (servers announce while the first listing is in flight).
+Exchanges reach the invariants when they end, not in that order (a listing's reply can reach the
+agent, which then calls at once, before its exchange has ended): so a call that looks wrong is judged
+again, against what is known by then, once an exchange that started after the call ended is seen (or
+the session closes), and reported only if it is still wrong.
 """
 
 from __future__ import annotations
@@ -57,13 +59,21 @@ class _Offer:
     listed_in: str
 
 
+@dataclass(slots=True, frozen=True)
+class _Announcement:
+    """One notifications/tools/list_changed: when it reached the agent, and the exchange that recorded it."""
+
+    delivered: float
+    exchange_id: str
+
+
 @dataclass(slots=True)
 class _Listing:
-    """What the session's server offers, as its tools/list replies said."""
+    """What the session's server offers, as its tools/list replies and list_changed notifications said."""
 
     offers: list[_Offer] = field(default_factory=list)  # by delivery time; empty: never listed
-    changed_in: str | None = None  # the exchange that carried an unanswered list_changed
-    stale_reported: set[str] = field(default_factory=set)
+    announcements: list[_Announcement] = field(default_factory=list)  # by delivery time
+    stale_reported: set[tuple[str, str]] = field(default_factory=set)  # (announcement's exchange, tool)
     validators: dict[tuple[str, str], Any] = field(default_factory=dict)  # (listing, tool) -> validator
     suspects: list[ExchangeSummary] = field(default_factory=list)  # calls that looked wrong, to judge again
 
@@ -71,6 +81,25 @@ class _Listing:
         """The latest listing the agent had received when it sent `call`."""
         known = [o for o in self.offers if o.delivered <= call.start]
         return known[-1] if known else None
+
+    def announced_for(self, call: ExchangeSummary) -> _Announcement | None:
+        """The latest list_changed the agent had received when it sent `call`."""
+        known = [a for a in self.announcements if a.delivered <= call.start]
+        return known[-1] if known else None
+
+    def announce(self, delivered: float, exchange_id: str) -> None:
+        announcement = _Announcement(delivered, exchange_id)
+        self.announcements = sorted([*self.announcements, announcement], key=lambda a: a.delivered)[-_KEEP_LISTINGS:]
+        kept = {a.exchange_id for a in self.announcements}
+        self.stale_reported = {k for k in self.stale_reported if k[0] in kept}
+
+
+def _delivered(exchange: ExchangeSummary) -> float:
+    """When the reply reached the agent: its first bytes; a server's long-lived stream (no JSON-RPC method)
+    only at its end, since when on the stream a notification came is not kept."""
+    if exchange.ttfc_s is None or exchange.mcp_method is None:
+        return exchange.end
+    return exchange.start + exchange.ttfc_s
 
 
 class McpTools(Invariant[McpToolsConfig]):
@@ -83,27 +112,24 @@ class McpTools(Invariant[McpToolsConfig]):
         if exchange.provider != "mcp":
             return []
         state: _Listing = session.state_for(self.name, _Listing)
-        if LIST_CHANGED in exchange.notifications_before:
-            self._changed(state, exchange.exchange_id)  # stdio: announced before this request was sent
+        for method, delivered in exchange.notifications_before:  # stdio: the server's own, as they passed
+            if method == LIST_CHANGED:
+                state.announce(delivered, exchange.exchange_id)
+        if LIST_CHANGED in exchange.server_notifications:  # with this exchange's reply
+            state.announce(_delivered(exchange), exchange.exchange_id)
         if exchange.mcp_method == "tools/list" and exchange.error_type is None:
-            delivered = exchange.start + (
-                exchange.ttfc_s if exchange.ttfc_s is not None else exchange.end - exchange.start
+            offer = _Offer(
+                _delivered(exchange), {t.name: t.schema for t in exchange.tools_declared}, exchange.exchange_id
             )
-            offer = _Offer(delivered, {t.name: t.schema for t in exchange.tools_declared}, exchange.exchange_id)
             state.offers = sorted([*state.offers, offer], key=lambda o: o.delivered)[-_KEEP_LISTINGS:]
             kept = {o.listed_in for o in state.offers}
             state.validators = {k: v for k, v in state.validators.items() if k[0] in kept}
-            state.changed_in = None
         # Calls that looked wrong are judged again once something started after they ended.
         settled = [c for c in state.suspects if exchange.start >= c.end]
         found = self._report(state, session, settled)
-        if exchange.mcp_method == "tools/call" and exchange.tool_name:
-            stale = self._stale(state, exchange)
-            found += [self.violation(msg, session, exchange, details=d) for msg, d in stale]
-            if self._judge(state, exchange) and len(state.suspects) < _MAX_SUSPECTS:
-                state.suspects.append(exchange)
-        if LIST_CHANGED in exchange.server_notifications:
-            self._changed(state, exchange.exchange_id)  # announced in this exchange's reply
+        calls = exchange.mcp_method == "tools/call" and exchange.tool_name
+        if calls and len(state.suspects) < _MAX_SUSPECTS and self._judge(state, exchange):
+            state.suspects.append(exchange)
         return found
 
     def check_session(self, session: Session, *, final: bool) -> list[Violation]:
@@ -116,42 +142,44 @@ class McpTools(Invariant[McpToolsConfig]):
         found: list[Violation] = []
         for call in calls:
             state.suspects.remove(call)
-            found += [self.violation(msg, session, call, details=d) for msg, d in self._judge(state, call)]
+            for message, details in self._judge(state, call):
+                if details["check"] == "stale":  # once per tool and announcement
+                    key = (details["announced_exchange_id"], details["tool"])
+                    if key in state.stale_reported:
+                        continue
+                    state.stale_reported.add(key)
+                found.append(self.violation(message, session, call, details=details))
         return found
 
-    @staticmethod
-    def _changed(state: _Listing, exchange_id: str) -> None:
-        if state.changed_in is None:
-            state.changed_in = exchange_id
-            state.stale_reported.clear()
-
-    def _stale(self, state: _Listing, exchange: ExchangeSummary) -> list[tuple[str, dict[str, Any]]]:
+    def _stale(self, state: _Listing, exchange: ExchangeSummary, offer: _Offer) -> list[tuple[str, dict[str, Any]]]:
+        """The call went out after an announcement that no listing the agent had by then answered."""
         tool = exchange.tool_name or ""
-        if "stale" not in self.config.checks or state.changed_in is None or tool in state.stale_reported:
+        announced = state.announced_for(exchange)
+        if announced is None or offer.delivered >= announced.delivered:
             return []
-        state.stale_reported.add(tool)
         message = (
             f"tools/call {tool!r} after the server announced that its tools changed (exchange "
-            f"{state.changed_in}) without listing them again"
+            f"{announced.exchange_id}) without listing them again"
         )
-        return [(message, {"check": "stale", "tool": tool, "announced_exchange_id": state.changed_in})]
+        return [(message, {"check": "stale", "tool": tool, "announced_exchange_id": announced.exchange_id})]
 
     def _judge(self, state: _Listing, exchange: ExchangeSummary) -> list[tuple[str, dict[str, Any]]]:
         checks = set(self.config.checks)
         tool = exchange.tool_name or ""
         offer = state.offer_for(exchange)
         if offer is None:
-            return []
+            return []  # never listed: no definition to hold the call to
+        found = self._stale(state, exchange, offer) if "stale" in checks else []
         if tool not in offer.tools:
             if "unknown" not in checks:
-                return []
+                return found
             message = f"tools/call {tool!r}, which the latest tools/list (exchange {offer.listed_in}) does not offer"
-            return [(message, {"check": "unknown", "tool": tool, "listed_exchange_id": offer.listed_in})]
+            return [*found, (message, {"check": "unknown", "tool": tool, "listed_exchange_id": offer.listed_in})]
         problem = self._schema_problem(state, offer, tool, exchange) if "schema" in checks else None
         if problem is None:
-            return []
+            return found
         message = f"tools/call {tool!r}: {problem} (exchange {offer.listed_in} listed it)"
-        return [(message, {"check": "schema", "tool": tool, "listed_exchange_id": offer.listed_in})]
+        return [*found, (message, {"check": "schema", "tool": tool, "listed_exchange_id": offer.listed_in})]
 
     def _schema_problem(self, state: _Listing, offer: _Offer, tool: str, exchange: ExchangeSummary) -> str | None:
         call = exchange.executed_call

@@ -1,4 +1,4 @@
-"""retry_discipline: after a 429/5xx/reset, retries honour retry-after, back off, and stop."""
+"""retry_discipline: after a 429/5xx/reset or a cut stream, retries honour retry-after, back off, and stop."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from brownout.core.spans import ExchangeSpan
+from brownout.core.wire.replaykey import normalised_body
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
@@ -30,7 +31,11 @@ class RetryDisciplineConfig(InvariantConfigBase):
     max_retry_after_s: float = Field(
         60.0, gt=0, description="Longer retry-after values are not expected to be honoured (SDKs cap them)."
     )
-    min_backoff_s: float = Field(0.25, ge=0, description="Without retry-after, a retry sooner than this hammers.")
+    min_backoff_s: float = Field(
+        0.15,
+        ge=0,
+        description="Without retry-after, a retry sooner than this did not wait (Codex CLI's first waits about 0.2 s).",
+    )
     storm_requests: int = Field(5, ge=2, description="This many retries within storm_window_s is a storm.")
     storm_window_s: float = Field(2.0, gt=0)
     chain_reset_s: float = Field(120.0, gt=0, description="A request this long after the last failure starts afresh.")
@@ -61,6 +66,11 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             chain = None
             del chains[exchange.retry_target]
         is_retry = chain is not None and exchange.start >= chain.failure.end - _CONCURRENT_SLACK_S
+        if chain is not None and is_retry and chain.failure.stream_cut and not _repeats(exchange, chain.failure):
+            # After a cut stream the client has part of an answer: a request that is not the same one again
+            # (the next turn, carrying what arrived) goes on with it rather than retrying.
+            del chains[exchange.retry_target]
+            chain, is_retry = None, False
         if chain is not None and is_retry:
             found += self._judge(chain, exchange, session)
         elif exchange.retry_count is not None and exchange.retry_count > self.config.max_retries:
@@ -137,3 +147,13 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             cause=cause,
             details={"retries": retries, "max_retries": self.config.max_retries, "check": "max_retries"},
         )
+
+
+def _repeats(exchange: ExchangeSummary, earlier: ExchangeSummary) -> bool:
+    """The same request again: equal bodies once the fields that vary from call to call are left out."""
+    capped = max(exchange.request_bytes, earlier.request_bytes) > exchange.capture_max_bytes
+    if capped and exchange.request_bytes != earlier.request_bytes:
+        return False  # only the first capture_max_bytes of each body were kept: their sizes must agree too
+    if exchange.request_body == earlier.request_body:
+        return True
+    return bool(normalised_body(exchange.request_body.encode()) == normalised_body(earlier.request_body.encode()))

@@ -78,9 +78,10 @@ class ExchangeSummary:
     tools_declared: tuple[ToolSpec, ...]
     faults: tuple[FaultRecord, ...]
     mcp_method: str | None = None
-    # MCP notifications the server sent: with this exchange's reply, and (stdio) before its request.
+    # MCP notifications the server sent: with this exchange's reply, and (stdio) before its request, each
+    # with the time it reached the client.
     server_notifications: tuple[str, ...] = ()
-    notifications_before: tuple[str, ...] = ()
+    notifications_before: tuple[tuple[str, float], ...] = ()
     # Large text: present on the current exchange only, dropped by light().
     messages: tuple[Message, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
@@ -96,8 +97,13 @@ class ExchangeSummary:
         return self.operation in LLM_OPERATIONS
 
     @property
+    def stream_cut(self) -> bool:
+        """A stream that ended before its terminal event, the model not finished: the client has part of an answer."""
+        return self.stream and self.stream_complete is False and not self.finish_reasons
+
+    @property
     def is_failure(self) -> bool:
-        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error.
+        """An answer a well-behaved client retries: 408/409/429, 5xx, no response, mid-stream error, cut stream.
 
         MCP carries answers in HTTP 200: a tool result with isError, or a JSON-RPC error such as
         invalid_params, is the server's answer and asking again changes nothing; only internal and
@@ -105,6 +111,8 @@ class ExchangeSummary:
         if self.status is None:
             return True
         if self.status in _RETRYABLE_STATUSES or self.status >= 500:
+            return True
+        if self.status < 400 and self.stream_cut:
             return True
         if self.status >= 400 or self.error_type is None:
             return False
@@ -187,7 +195,7 @@ class ExchangeSummary:
             faults=tuple(exchange.faults),
             mcp_method=exchange.mcp_method,
             server_notifications=tuple(exchange.notes.get("server_notifications") or ()),
-            notifications_before=tuple(exchange.notes.get("notifications_before") or ()),
+            notifications_before=_timed_notes(exchange.notes.get("notifications_before")),
             messages=tuple(exchange.messages),
             tool_results=tuple(exchange.tool_results),
             request_body=exchange.request_body,
@@ -196,6 +204,16 @@ class ExchangeSummary:
             response_bytes=exchange.response_bytes,
             capture_max_bytes=exchange.capture_max_bytes,
         )
+
+
+def _timed_notes(value: Any) -> tuple[tuple[str, float], ...]:
+    """(method, time) pairs from a note; anything else in it is no notification."""
+    pairs = value if isinstance(value, list | tuple) else ()
+    return tuple(
+        (p[0], float(p[1]))
+        for p in pairs
+        if isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int | float)
+    )
 
 
 def _retry_target(exchange: Exchange, endpoint: str) -> str:

@@ -41,7 +41,7 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
         # A stream cut before its finish reason holds half-sent tool calls: their arguments are cut,
         # not malformed. Whether the agent went on to use them is stream_complete's judgement.
-        cut = exchange.stream and exchange.stream_complete is False and not exchange.finish_reasons
+        cut = exchange.stream_cut
         calls = [] if cut else list(exchange.requested_calls)
         executed = exchange.executed_call
         if executed is not None and executed.arguments and not executed.from_query:

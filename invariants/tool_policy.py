@@ -169,7 +169,7 @@ class ToolPolicy(Invariant[ToolPolicyConfig]):
         calls: list[tuple[str, ToolCallView]] = []
         if self.config.calls in ("model", "both"):
             # A stream cut before its end holds calls the agent never got whole: not calls it made.
-            cut = exchange.stream and exchange.stream_complete is False and not exchange.finish_reasons
+            cut = exchange.stream_cut
             calls += [] if cut else [("model", c) for c in exchange.requested_calls]
         if self.config.calls in ("executed", "both") and exchange.executed_call is not None:
             calls.append(("executed", exchange.executed_call))

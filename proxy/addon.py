@@ -21,6 +21,7 @@ from mitmproxy.utils import human
 
 from brownout.core.exchange import SHUTDOWN, Exchange
 from brownout.core.guard import Guard
+from brownout.core.secrets import SecretHeaders
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.proxy import bodies, effects, flowmodel
@@ -37,6 +38,7 @@ from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.responses import ResponseHooks
 from brownout.proxy.sessions import proxy_auth_user
 from brownout.proxy.tokenshield import MISDIRECTED, TokenShield
+from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Brownout"]
@@ -79,21 +81,27 @@ class Brownout(Lifecycle, ResponseHooks):
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(self.config.proxy.buffer_max_bytes) or 0
         self._ignored = HostGlobs(self.config.proxy.ignore_hosts)
+        self._secret_headers = SecretHeaders(self.config.proxy.secret_headers)
         self._shield = TokenShield(self.config.control.resolve_token())
         self.tape = Tape(
             self.guard,
             on_replay=lambda outcome: self.pipeline.exporters.on_replay(outcome),
             on_recorded=lambda written, dropped: self.pipeline.exporters.on_recorded(written, dropped),
         )
+        self.engine.decisions.add_sink(self.tape.on_decision)  # a replay miss names a fault fired before it
+        self.tape.secret_headers = self._secret_headers
         self.limits = ClientLimits(
             self.config.proxy, on_cut=lambda reason: self.pipeline.exporters.on_client_cut(reason)
         )
         self.admission = Admission(
             self.config.proxy, self.guard, on_wait=lambda seconds: self.pipeline.exporters.on_admission_wait(seconds)
         )
+        self.unreachable = Unreachable(
+            self.guard, on_error=lambda host, kind: self.pipeline.exporters.on_upstream_error(host, kind)
+        )
         # mitmproxy sub-addons: their hooks run after this addon's, in this order (a connection is
         # admitted before the header timeout starts counting).
-        self.addons = [self.admission, self.limits]
+        self.addons = [self.admission, self.limits, self.unreachable]
 
     @property
     def in_flight(self) -> int:
@@ -133,7 +141,9 @@ class Brownout(Lifecycle, ResponseHooks):
             self._shield.answer(flow)
             return
         body = await self._request_body(flow)
-        state = self.guard.call("exchange", self._begin, flow, body, context=flow.request.pretty_url)
+        # No raw path in a context: it can carry a secret (the exchange's path, once there is one, is redacted).
+        where = f"{flow.request.method} {flow.request.pretty_host}"
+        state = self.guard.call("exchange", self._begin, flow, body, context=where)
         if state is None:
             return
         self._states[flow.id] = state
@@ -153,7 +163,7 @@ class Brownout(Lifecycle, ResponseHooks):
                 self.guard.call("engine", plan.skip_request_faults, f"request: {body.detail}")
             elif plan.edits_request():
                 sent = await self.guard.acall(
-                    "engine", effects.edit_request, flow, plan, body, context=flow.request.pretty_url
+                    "engine", effects.edit_request, flow, plan, body, context=f"{where}{state.exchange.path}"
                 )
                 body = body if sent is None else sent  # what the request now carries: recorded as such
             state.timing = self.guard.call("engine", plan.stream_timing)
@@ -183,7 +193,7 @@ class Brownout(Lifecycle, ResponseHooks):
         cap = self.config.proxy.capture_max_bytes
         problem = body if isinstance(body, bodies.Uninspected) else None
         plain = body if isinstance(body, bytes) else b""
-        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, plain)
+        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, plain, self._secret_headers)
         if problem is not None:  # forwarded untouched; recognised from its path and headers only
             exchange.mark_uninspected(problem.reason, f"request: {problem.detail}")
             exchange.request_bytes = len(flow.request.raw_content or b"")

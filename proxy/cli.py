@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -22,7 +23,7 @@ from brownout.proxy.record.flags import cassette_flags, cassette_set_options
 
 if TYPE_CHECKING:
     from brownout.proxy.config import BrownoutConfig
-    from brownout.proxy.embed import ProxyHandle
+    from brownout.proxy.embed import ProxyHandle, ProxyStartError
 
 __all__ = ["main"]
 
@@ -45,6 +46,15 @@ _confdir_opt = click.option(
     help="Where brownout keeps its CA (default: $BROWNOUT_CONFDIR or ~/.brownout).",
 )
 _session_opt = click.option("--session", default=None, help="Session name, sent as the proxy username.")
+_quiet_opt = click.option("-q", "--quiet", is_flag=True, help="No summary when the proxy stops (warnings still print).")
+_summary_json_opt = click.option(
+    "--summary-json",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write the stop summary as JSON to FILE (exchanges, faults, violations, files).",
+)
+_LISTEN_HELP = "HOST:PORT, or a bare PORT on 127.0.0.1."
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -88,6 +98,15 @@ def _listen(spec: str) -> tuple[str, int]:
         raise click.BadParameter(str(e), param_hint="--listen") from e
 
 
+def _mode(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from brownout.proxy.modes import check_mode
+
+    try:
+        return check_mode(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -105,22 +124,33 @@ def main() -> None:
 
 @main.command()
 @_config_opt
-@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT")
-@click.option("--mode", default="regular", show_default=True, help="regular, or reverse:URL for base-URL clients.")
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT", help=_LISTEN_HELP)
+@click.option(
+    "--mode",
+    default="regular",
+    show_default=True,
+    callback=_mode,
+    help="regular, or reverse:http(s)://HOST[:PORT] for base-URL clients.",
+)
 @_set_opt
 @_confdir_opt
 @cassette_flags
+@_quiet_opt
+@_summary_json_opt
 def run(
     config_path: str | None,
     listen: str,
     mode: str,
     set_options: tuple[str, ...],
     confdir: str | None,
+    quiet: bool,
+    summary_json: str | None,
     **cassette: Any,
 ) -> None:
-    """Run the proxy in the foreground until Ctrl-C or SIGTERM."""
+    """Run the proxy in the foreground until Ctrl-C or SIGTERM, then print a summary of what it did."""
     from brownout.proxy.embed import ProxyStartError
     from brownout.proxy.serve import serve_until_signal
+    from brownout.proxy.startup import StopReport, startup_lines
 
     _check_config(config_path)
     host, port = _listen(listen)
@@ -132,13 +162,13 @@ def run(
             err=True,
         )
 
+    report = StopReport(quiet=quiet, json_path=summary_json, expect_traffic=False, echo=_echo_err)
+    served: list[ProxyHandle] = []
+
     def ready(handle: ProxyHandle) -> None:
-        click.echo(f"brownout proxy listening on {handle.url} (mode {', '.join(handle.mode)})")
-        click.echo(f"CA bundle: {handle.ca_bundle_path}")
-        if mode == "regular":
-            click.echo(f'Point an agent at it: eval "$(brownout env --listen {handle.host}:{handle.port})"')
-        else:
-            click.echo(f"Point a client's base URL at {handle.url}")
+        served.append(handle)
+        for line in startup_lines(handle):
+            click.echo(line)
 
     try:
         asyncio.run(
@@ -152,13 +182,29 @@ def run(
             )
         )
     except ProxyStartError as e:
-        _fail(f"cannot start the proxy: {e}")
+        _fail(_start_error(e))
+    if served:
+        report.stopped(served[0])
     click.echo("brownout stopped.")
+
+
+def _start_error(e: ProxyStartError) -> str:
+    if e.address_in_use:
+        return f"cannot start the proxy: {e}; choose a free port with --listen HOST:PORT"
+    return f"cannot start the proxy: {e}"
+
+
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
 
 
 @main.command()
 @click.option(
-    "--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT", help="Where `brownout run` listens."
+    "--listen",
+    default="127.0.0.1:8080",
+    show_default=True,
+    metavar="HOST:PORT",
+    help=f"Where `brownout run` listens: {_LISTEN_HELP}",
 )
 @_session_opt
 @_confdir_opt
@@ -176,10 +222,12 @@ def env(listen: str, session: str | None, confdir: str | None) -> None:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_config_opt
 @_session_opt
-@click.option("--mode", default="regular", show_default=True, hidden=True)
+@click.option("--mode", default="regular", show_default=True, hidden=True, callback=_mode)
 @_set_opt
 @_confdir_opt
 @cassette_flags
+@_quiet_opt
+@_summary_json_opt
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def exec(
     config_path: str | None,
@@ -187,37 +235,45 @@ def exec(
     mode: str,
     set_options: tuple[str, ...],
     confdir: str | None,
+    quiet: bool,
+    summary_json: str | None,
     command: tuple[str, ...],
     **cassette: Any,
 ) -> None:
-    """Run COMMAND through brownout and exit with its status.
+    """Run COMMAND through brownout and exit with its status; then print a summary of what brownout saw.
 
     The proxy, /metrics and the control API listen on free ports for the command's lifetime, so
     several execs can run at once; the command gets their addresses (BROWNOUT_METRICS_URL,
     BROWNOUT_CONTROL_URL) and the control API's token (BROWNOUT_TOKEN, generated unless set).
+    When no request of the command reached brownout, a warning says so and names the usual causes.
     Example: brownout exec -c chaos.yaml -- python agent.py
     """
     from brownout.proxy.embed import ProxyStartError, running_proxy
     from brownout.proxy.endpoints import endpoint_env, ensure_control_token, free_endpoints
+    from brownout.proxy.startup import StopReport
 
     config = _check_config(config_path)
     ensure_control_token(config)
     options = [*cassette_set_options(**cassette), *set_options]
     options += [f"{k}={v}" for k, v in free_endpoints(config, set_options).items()]
-    _setup_logging()
+    report = StopReport(quiet=quiet, json_path=summary_json, expect_traffic=True, echo=_echo_err)
+    started = _setup_logging()
     try:
         with running_proxy(config_path, mode=mode, confdir=confdir, extra_options=options) as handle:
+            started()
             endpoints = endpoint_env(handle)
             click.echo(
                 f"brownout: {', '.join(f'{k}={v}' for k, v in endpoints.items() if k != 'BROWNOUT_TOKEN')}", err=True
             )
-            code = _run_child(list(command), {**os.environ, **handle.env_for(session), **endpoints})
+            code, ran = _run_child(list(command), {**os.environ, **handle.env_for(session), **endpoints})
     except ProxyStartError as e:
-        _fail(f"cannot start the proxy: {e}")
+        _fail(_start_error(e))
+    report.stopped(handle, command_ran=ran)  # one that never started sent nothing, and that is no bypass
     sys.exit(code)
 
 
-def _run_child(command: list[str], env: dict[str, str]) -> int:
+def _run_child(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
+    """The command's exit status, and whether it ran at all."""
     # Ctrl-C reaches the child (same process group); we wait for it, then stop the proxy cleanly.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -225,7 +281,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
     except OSError as e:
         signal.signal(signal.SIGINT, previous)
         click.echo(f"brownout: cannot run {command[0]!r}: {e.strerror or e}", err=True)
-        return 127 if isinstance(e, FileNotFoundError) else 126
+        return (127 if isinstance(e, FileNotFoundError) else 126), False
     try:
         forward = lambda signum, _frame: proc.send_signal(signum)
         signal.signal(signal.SIGTERM, forward)
@@ -234,7 +290,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # a child killed by a signal: report it the way a shell does
-    return 128 - returncode if returncode < 0 else returncode
+    return (128 - returncode if returncode < 0 else returncode), True
 
 
 @main.command()
@@ -309,8 +365,24 @@ def _register_groups() -> None:
 _register_groups()
 
 
-def _setup_logging() -> None:
-    # stdout belongs to the child command; brownout's own warnings go to stderr
+def _setup_logging() -> Callable[[], None]:
+    """brownout's warnings on stderr (stdout belongs to the child command), without the proxy's start-up
+    errors until it is up (a failed start says them once, as its error); returns what to call then."""
+    from mitmproxy.log import MitmLogHandler
+
+    from brownout.proxy.embed import StartErrors
+
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="brownout: %(levelname)s %(name)s: %(message)s"
     )
+    # Not mitmproxy's own handlers: its errorcheck must see start-up errors to report a failed start.
+    handlers = [h for h in logging.getLogger().handlers if not isinstance(h, MitmLogHandler)]
+    quiet = StartErrors()
+    for handler in handlers:
+        handler.addFilter(quiet)
+
+    def started() -> None:
+        for handler in handlers:
+            handler.removeFilter(quiet)
+
+    return started

@@ -187,5 +187,9 @@ class ClientLimits:
             self._on_cut(reason)
 
     def snapshot(self) -> dict[str, Any]:
-        """Open and served connections (for /status)."""
-        return {"open": self.open, "served": self.served, "max": self.settings.max_client_connections}
+        """Client connections at this moment (for /status); named so none reads as a total since start."""
+        return {
+            "open_now": self.open,
+            "over_cap_now": self.open - self.served,
+            "max_open": self.settings.max_client_connections,
+        }

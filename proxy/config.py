@@ -9,7 +9,9 @@ which it then carries (`config.catalogue`) for the engine, the invariants and th
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from mitmproxy.utils import human
@@ -32,6 +34,8 @@ from brownout.proxy.plugins import BUILTIN, Catalogue, catalogue_for
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 
 __all__ = ["BrownoutConfig", "ControlConfig", "ProxySettings", "with_listen_overrides"]
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 
 
 class ProxySettings(Model):
@@ -68,7 +72,17 @@ class ProxySettings(Model):
         description="Longest SSE event or NDJSON line parsed: a stream with no event boundary for this many "
         "bytes stops being parsed (and edited) and passes through untouched.",
     )
-    capture_content: bool = Field(False, description="Put message content on spans (off: no prompts leave brownout).")
+    capture_content: bool = Field(
+        False,
+        description="Put message content on spans (off: no prompts leave brownout); API keys of known formats "
+        "and credential fields in it are still blanked.",
+    )
+    secret_headers: list[str] = Field(
+        default_factory=list,
+        description="More header names whose values are credentials (any case), never kept in the exchange, "
+        "logs or cassettes; besides the built-in list and any name with a word ending in key, token, secret, "
+        "auth, password, credential(s), signature or cookie.",
+    )
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
     session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
     upstream_error: Literal["drop", "502"] = Field(
@@ -81,7 +95,7 @@ class ProxySettings(Model):
         default_factory=list,
         description="Globs over host names (e.g. 'raw.githubusercontent.com', '*.internal') whose traffic passes "
         "through untouched: no faults, sessions, spans, invariants, logs or experiment records; only counted in "
-        "brownout_ignored_requests_total.",
+        "brownout_ignored_requests_total. An unreachable one fails as any other host does (upstream_error).",
     )
 
     request_header_timeout_s: float = Field(
@@ -125,10 +139,22 @@ class ProxySettings(Model):
                 raise ValueError(f"a host name glob such as 'api.example.com' or '*.example.com', got {glob!r}")
         return value
 
+    @field_validator("secret_headers")
+    @classmethod
+    def _header_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"a header name such as 'x-tenant-secret', got {name!r}")
+        return [name.lower() for name in value]
+
     @field_validator("upstream_error", mode="before")
     @classmethod
     def _status_as_text(cls, value: Any) -> Any:
         return str(value) if value == 502 else value  # YAML reads an unquoted 502 as a number
+
+
+# The validation context of the model_validate call under way in this thread or task, if any.
+_CALLER_CONTEXT: ContextVar[Mapping[str, Any] | None] = ContextVar("brownout_config_context", default=None)
 
 
 class ControlConfig(ListenConfig):
@@ -166,7 +192,9 @@ class BrownoutConfig(Model):
 
     def __init__(self, /, **data: Any) -> None:
         # Keyword construction validates with the catalogue of its own plugins, like model_validate.
-        context = catalogue_for(data.get("plugins")).validation_context()
+        # Inside model_validate pydantic calls this __init__ too: the caller's context (the config
+        # file's directory) comes along through _CALLER_CONTEXT, which __init__'s signature cannot carry.
+        context = {**(_CALLER_CONTEXT.get() or {}), **catalogue_for(data.get("plugins")).validation_context()}
         self.__pydantic_validator__.validate_python(data, self_instance=self, context=context)
 
     @model_validator(mode="wrap")
@@ -183,8 +211,14 @@ class BrownoutConfig(Model):
             raise ValidationError.from_exception_data(cls.__name__, errors)  # type: ignore[arg-type]
         context = info.context if isinstance(info.context, Mapping) else None
         if isinstance(data, dict) and (context is None or "catalogue" not in context):
-            return cls.model_validate(data, context=catalogue_for(data.get("plugins")).validation_context())
-        config = handler(data)
+            # The caller's context (the config file's directory) travels on with the catalogue's.
+            catalogue = catalogue_for(data.get("plugins")).validation_context()
+            return cls.model_validate(data, context={**(context or {}), **catalogue})
+        token = _CALLER_CONTEXT.set(context)
+        try:
+            config = handler(data)
+        finally:
+            _CALLER_CONTEXT.reset(token)
         if context is not None and isinstance(config, BrownoutConfig):
             config._catalogue = context["catalogue"]
         return config

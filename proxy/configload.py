@@ -5,6 +5,10 @@ Every problem becomes one `ConfigError` whose message has one line per error, in
 Line numbers come from the YAML node tree (`proxy.yamlnodes.compose`: no recursion, a limit on
 nesting), walked along pydantic's error location, so they point at the offending value (or, for a
 missing field, at its parent).
+
+Relative paths in a config file (logs, cassette directories, custom invariant files) are resolved
+here, against the file's directory, as Prometheus and Docker Compose do: whoever loads the file
+(start-up, hot reload, `brownout validate`, an experiment) gets the same absolute paths.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, TypeVar
 import pydantic
 import yaml
 
+from brownout.core.config import BASE_DIR
 from brownout.proxy import yamlnodes
 from brownout.proxy.config import BrownoutConfig
 
@@ -51,7 +56,8 @@ class ConfigError(ValueError):
 
 
 def load_config[M: pydantic.BaseModel](path: str | PathLike[str], *, model: type[M] = BrownoutConfig) -> M:  # type: ignore[assignment]
-    """Read and validate the config file at `path` (as `model`: other YAML files reuse this).
+    """Read and validate the config file at `path` (as `model`: other YAML files reuse this); its
+    relative paths resolve against its directory.
 
     An empty or comment-only file is an error: most likely a slip (the wrong file, an unsaved
     editor); a proxy that only observes says so with `version: 1`."""
@@ -62,7 +68,8 @@ def load_config[M: pydantic.BaseModel](path: str | PathLike[str], *, model: type
         raise ConfigError([ConfigProblem(source, None, "", f"cannot read config: {e.strerror or e}")]) from e
     except UnicodeDecodeError as e:
         raise ConfigError([ConfigProblem(source, None, "", f"config is not UTF-8: {e}")]) from e
-    return parse_config(text, source=source, model=model, allow_empty=False)
+    base_dir = Path(path).resolve().parent
+    return parse_config(text, source=source, model=model, allow_empty=False, base_dir=base_dir)
 
 
 def parse_config[M: pydantic.BaseModel](
@@ -71,8 +78,12 @@ def parse_config[M: pydantic.BaseModel](
     *,
     model: type[M] = BrownoutConfig,  # type: ignore[assignment]
     allow_empty: bool = True,
+    base_dir: str | PathLike[str] | None = None,
 ) -> M:
-    """Validate YAML `text`; an empty document means all defaults unless `allow_empty` is off."""
+    """Validate YAML `text`; an empty document means all defaults unless `allow_empty` is off.
+
+    With `base_dir`, relative paths in it resolve against that directory (else they stay relative
+    to the working directory)."""
     try:
         # compose once and build the data from the same tree, so lines and values agree
         root = yamlnodes.compose(text)
@@ -100,7 +111,8 @@ def parse_config[M: pydantic.BaseModel](
     if duplicates:
         raise ConfigError(duplicates)
     try:
-        config = model.model_validate(data if data is not None else {})
+        context = {BASE_DIR: str(base_dir)} if base_dir is not None else None
+        config = model.model_validate(data if data is not None else {}, context=context)
     except pydantic.ValidationError as e:
         problems = [_problem(source, root, err) for err in e.errors(include_url=False)]
         raise ConfigError(problems) from None  # the problems say it all; pydantic's trace is noise

@@ -27,7 +27,10 @@ __all__ = ["ControlServer", "ControlTarget", "EngineControl"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SHUTDOWN_POLL_S = 0.05  # how often the server thread checks for a stop request
+IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long is closed (between requests too)
+MAX_CONNECTIONS = 32  # open connections (a thread each); more are closed at once until some end
 _MAX_BODY = 64 * 1024
+_LENGTH = re.compile(r"[0-9]{1,19}")
 _RULE_PATH = re.compile(r"^/rules/(?P<name>[^/]+)$")
 _KNOWN = frozenset({"/status", "/faults/pause", "/faults/resume", "/reload", "/violations", "/exchanges"})
 
@@ -114,9 +117,39 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     server_version = "brownout-control"
+    _unread = 0  # body bytes the client announced that no endpoint has read yet
+
+    def setup(self) -> None:
+        super().setup()
+        # Each read waits at most this long: an idle client (before a request, or kept alive between
+        # requests) is closed, and the handler's thread ends (handle_one_request treats the timeout).
+        self.connection.settimeout(self.server.idle_timeout_s)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("control %s " + format, self.client_address[0], *args)
+
+    def _refuse(self, status: int, error: str) -> None:
+        """Answer and close: what is left of this request is never read."""
+        self.close_connection = True
+        self._send(status, {"error": error}, {"Connection": "close"})
+
+    def _body_length(self) -> int | None:
+        """The request's Content-Length; None once a bad one was refused (before anything else is done:
+        no endpoint waits for bytes a client announced with a negative, absurd or doubled length)."""
+        if "Transfer-Encoding" in self.headers:
+            self._refuse(411, "send a body with Content-Length, not Transfer-Encoding")
+            return None
+        values = {v.strip() for v in self.headers.get_all("Content-Length") or ()}
+        if not values:
+            return 0
+        if len(values) > 1 or not _LENGTH.fullmatch(next(iter(values))):
+            self._refuse(400, "Content-Length must be one non-negative integer")
+            return None
+        length = int(values.pop())
+        if length > _MAX_BODY:
+            self._refuse(413, f"body too large: at most {_MAX_BODY} bytes")
+            return None
+        return length
 
     def _send(self, status: int, body: Mapping[str, Any] | list[Any], headers: Mapping[str, str] = {}) -> None:
         data = json.dumps(body, default=str).encode()
@@ -143,15 +176,24 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            raise ValueError("body too large")
+        length, self._unread = self._unread, 0
         raw = self.rfile.read(length) if length else b""
         if len(raw) < length:
             raise ConnectionAbortedError("client left before sending the whole body")
         return json.loads(raw) if raw.strip() else {}
 
     def _dispatch(self, method: str) -> None:
+        length = self._body_length()
+        if length is None:
+            return
+        self._unread = length
+        try:
+            self._route(method)
+        finally:
+            if self._unread:
+                self.close_connection = True  # a body nobody read would be parsed as the next request
+
+    def _route(self, method: str) -> None:
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         if method == "GET" and path == "/healthz":
@@ -198,8 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(405, {"error": f"{method} not allowed on {path}"})
             else:
                 self._send(404, {"error": f"no endpoint {path}"})
-        except ConnectionError:
-            raise  # the client left: nothing to answer (see _Server.handle_error)
+        except (ConnectionError, TimeoutError):
+            raise  # the client left or went idle: nothing to answer (see _Server.handle_error)
         except ValueError as e:
             self._send(400, {"error": str(e)})
         except Exception as e:  # the target failed: report it, keep serving
@@ -229,13 +271,43 @@ class _Server(ThreadingHTTPServer):
     token: str | None
     token_env: str
     on_error: Callable[[BaseException], None] | None
+    idle_timeout_s: float = IDLE_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open = 0
+        self._open_lock = threading.Lock()
+        self._refusing = False
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # One thread per connection: past the cap a new one is closed at once, so clients that connect
+        # and hold (or trickle bytes) cannot pile up threads.
+        with self._open_lock:
+            full = self._open >= self.max_connections
+            if not full:
+                self._open += 1
+            if full and not self._refusing:
+                log.warning("control API: %d connections open, closing new ones until some end", self._open)
+            self._refusing = full
+        if full:
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that leaves mid-request (reset, broken pipe, a short body) is an expected event,
         # not a failure: socketserver would print a traceback to stderr for it.
         exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError):
-            log.debug("control client %s left mid-request: %r", client_address[0], exc)
+        if isinstance(exc, ConnectionError | TimeoutError):
+            log.debug("control client %s left or went idle mid-request: %r", client_address[0], exc)
             return
         super().handle_error(request, client_address)
 
@@ -255,7 +327,12 @@ class ControlServer:
         token: str | None = None,
         token_env: str = "BROWNOUT_TOKEN",
         on_error: Callable[[BaseException], None] | None = None,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
+        if idle_timeout_s <= 0 or max_connections < 1:
+            raise ValueError("idle_timeout_s must be > 0 and max_connections at least 1")
+        self.idle_timeout_s, self.max_connections = idle_timeout_s, max_connections
         self.host, self.port = parse_listen(listen)
         self.target = target
         self.token = token or None
@@ -277,6 +354,7 @@ class ControlServer:
         server = (_Server6 if ":" in self.host else _Server)((self.host, self.port), _Handler)
         server.target, server.token, server.on_error = self.target, self.token, self.on_error
         server.token_env = self.token_env
+        server.idle_timeout_s, server.max_connections = self.idle_timeout_s, self.max_connections
         self._server = server
         self.port = server.server_address[1]
         # serve_forever notices a shutdown only between polls: the default 0.5 s would add that much to

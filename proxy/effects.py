@@ -15,6 +15,7 @@ from collections.abc import Callable
 from mitmproxy import http
 
 from brownout.core.guard import Guard
+from brownout.core.secret_paths import redact_url
 from brownout.faults.base import StreamTiming
 from brownout.faults.plan import Plan
 from brownout.proxy import bodies
@@ -130,7 +131,7 @@ def route_to_relay(
     if not can_relay(flow):
         mode = getattr(flow.client_conn.proxy_mode, "type_name", "")
         err = RelayUnsupported(f"stall/throttle need regular or reverse mode, not {mode or 'unknown'}; not paced")
-        guard.failed("relay", err, flow.request.pretty_url, level=logging.WARNING)
+        guard.failed("relay", err, redact_url(flow.request.pretty_url), level=logging.WARNING)
         return None
     token = relay.register(RelayTarget(url=flow.request.url, timing=timing, on_upstream=on_upstream))
     host_header = flow.request.host_header

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +29,12 @@ from brownout.proxy.configload import load_config
 from brownout.proxy.master import BrownoutMaster
 from brownout.proxy.mitmctx import install as per_loop_mitmproxy_ctx
 from brownout.proxy.mitmctx import running_master
+from brownout.proxy.modes import check_mode
 
 __all__ = [
     "ProxyHandle",
     "ProxyStartError",
+    "StartErrors",
     "running_proxy",
     "running_proxy_async",
 ]
@@ -51,7 +55,20 @@ BASE_OPTIONS: dict[str, Any] = {
 
 
 class ProxyStartError(RuntimeError):
-    """The proxy could not start (port in use, bad option, bad config)."""
+    """The proxy could not start (port in use, bad option, bad config); `address_in_use` names the
+    listen address another program holds, when that is why."""
+
+    def __init__(self, message: str, *, address_in_use: str | None = None) -> None:
+        super().__init__(message)
+        self.address_in_use = address_in_use
+
+
+class StartErrors(logging.Filter):
+    """Drops the proxy's own error records while it starts: a failed start raises ProxyStartError
+    carrying them, and whoever catches it says it once (the terminal would print it twice)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or record.name.split(".", 1)[0] not in _PROXY_LOGGERS
 
 
 @dataclass
@@ -145,6 +162,10 @@ async def running_proxy_async(
     host, port = parse_listen(listen, default_port=0)
     ca = await asyncio.to_thread(ensure_ca, confdir)
     modes = [mode] if isinstance(mode, str) else list(mode)
+    try:
+        modes = [check_mode(m) for m in modes]
+    except ValueError as e:
+        raise ProxyStartError(f"mode {e}") from e
     opts = mitm_options.Options(listen_host=host, listen_port=port, mode=modes, confdir=str(ca.confdir))
     per_loop_mitmproxy_ctx()
     if running_master(asyncio.get_running_loop()) is not None:
@@ -154,6 +175,10 @@ async def running_proxy_async(
         )
     master = BrownoutMaster(opts, with_termlog=with_termlog)
     errorcheck = _raise_instead_of_exit(master)
+    termlog = master.addons.get("termlog")
+    quiet_start = StartErrors()
+    if termlog is not None:
+        termlog.logger.addFilter(quiet_start)
     try:
         opts.update(**{k: v for k, v in BASE_OPTIONS.items() if k in opts})
         if with_termlog:
@@ -174,6 +199,8 @@ async def running_proxy_async(
         await _wait_running(addon, task)
         _deepen_backlog(master)
         started = True
+        if termlog is not None:
+            termlog.logger.removeFilter(quiet_start)
         handle = ProxyHandle(
             host=connect_host(bound[0]),
             port=bound[1],
@@ -262,10 +289,24 @@ def _raise_instead_of_exit(master: BrownoutMaster) -> Any:
         # process (a test's server, an agent), so only the proxy's own records mean a failed start.
         ours = [r for r in errorcheck.logger.has_errored if r.name.split(".", 1)[0] in _PROXY_LOGGERS]
         if ours:
-            raise ProxyStartError("; ".join(r.getMessage() for r in ours))
+            messages = [r.getMessage() for r in ours]
+            in_use = next((m for m in map(_address_in_use, messages) if m), None)
+            if in_use is not None:
+                raise ProxyStartError(f"cannot listen on {in_use}: address already in use", address_in_use=in_use)
+            raise ProxyStartError("; ".join(messages))
 
     errorcheck.shutdown_if_errored = raise_if_errored
     return errorcheck
+
+
+# mitmproxy's own words for a listen address in use: "[Errno 98] HTTP(S) proxy failed to listen
+# on HOST:PORT with ...", followed by advice about its own `--mode` option that brownout has not.
+_LISTEN_FAILED = re.compile(r"^\[Errno (\d+)\] .*? failed to listen on (\S+) with ")
+
+
+def _address_in_use(message: str) -> str | None:
+    match = _LISTEN_FAILED.match(message)
+    return match.group(2) if match and int(match.group(1)) == errno.EADDRINUSE else None
 
 
 @contextlib.contextmanager

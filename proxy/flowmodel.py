@@ -7,7 +7,8 @@ import logging
 from mitmproxy import http
 
 from brownout.core.exchange import Exchange
-from brownout.core.secrets import SECRET_HEADERS, redact_query
+from brownout.core.secret_paths import redact_target
+from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.base import RequestInfo
 from brownout.proxy.sessions import resolve_session
 
@@ -30,9 +31,11 @@ def request_info(flow: http.HTTPFlow, headers: dict[str, str], body: bytes) -> R
 
 
 def new_exchange(
-    flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int, body: bytes
+    flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int, body: bytes, secret: SecretHeaders
 ) -> tuple[Exchange, bytes, dict[str, str]]:
-    """A fresh exchange for a request with its (already decoded) body; also the lower-cased headers."""
+    """A fresh exchange for a request with its (already decoded) body; also the lower-cased headers.
+
+    Nothing secret is copied: neither `secret` headers nor secrets in the path or query."""
     req = flow.request
     headers = _lower_headers(req.headers)
     client_ip = flow.client_conn.peername[0] if flow.client_conn.peername else "unknown"
@@ -44,9 +47,9 @@ def new_exchange(
         scheme=req.scheme,
         host=req.pretty_host,
         port=req.port,
-        path=redact_query(req.path),
+        path=redact_target(req.path),
         client=f"{client_ip}:{flow.client_conn.peername[1]}" if flow.client_conn.peername else client_ip,
-        request_headers={k: v for k, v in headers.items() if k not in SECRET_HEADERS},
+        request_headers=secret.without(headers),
         traceparent=headers.get("traceparent"),
         tracestate=headers.get("tracestate"),
         retry_count=int(retry) if retry and retry.isdigit() else None,
@@ -57,7 +60,7 @@ def new_exchange(
     return ex, body, headers
 
 
-def response_headers(flow: http.HTTPFlow) -> dict[str, str]:
-    """The response headers, lower-cased, secrets dropped."""
+def response_headers(flow: http.HTTPFlow, secret: SecretHeaders) -> dict[str, str]:
+    """The response headers, lower-cased, `secret` ones dropped."""
     assert flow.response is not None
-    return {k: v for k, v in _lower_headers(flow.response.headers).items() if k not in SECRET_HEADERS}
+    return secret.without(_lower_headers(flow.response.headers))

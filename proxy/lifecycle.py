@@ -12,11 +12,13 @@ from mitmproxy import ctx, exceptions
 from mitmproxy.utils import human
 
 from brownout.core.guard import Guard
+from brownout.core.secrets import SecretHeaders
 from brownout.faults.engine import CompiledRule, FaultEngine
 from brownout.proxy import heap
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
+from brownout.proxy.configdiff import describe_reload
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.control_link import start_control
 from brownout.proxy.ignore import HostGlobs
@@ -27,6 +29,7 @@ from brownout.proxy.record.cassette import CassetteError
 from brownout.proxy.record.tape import Tape
 from brownout.proxy.relay import Relay
 from brownout.proxy.tokenshield import TokenShield
+from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Lifecycle"]
@@ -52,6 +55,7 @@ class Lifecycle:
     tape: Tape
     limits: ClientLimits
     admission: Admission
+    unreachable: Unreachable
     on_loop: LoopRunner
     started: asyncio.Event
     start_error: str | None
@@ -65,6 +69,7 @@ class Lifecycle:
     _stream_above: int
     _buffer_max: int
     _ignored: HostGlobs
+    _secret_headers: SecretHeaders
     _shield: TokenShield
     cut_in_flight: Callable[[], int]  # the addon's (proxy/addon.py): ends the exchanges still in flight
 
@@ -99,7 +104,7 @@ class Lifecycle:
     async def running(self) -> None:
         self.on_loop.loop = asyncio.get_running_loop()
         try:
-            self.relay = Relay(self.guard, verify=self._upstream_verify())
+            self.relay = Relay(self.guard, verify=self._upstream_verify(), on_unreachable=self.unreachable.relay_failed)
             await self.relay.start()
             await self.tape.start()
             self.pipeline.start(rules=self.engine.active_rules)
@@ -146,6 +151,7 @@ class Lifecycle:
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
         self._ignored = HostGlobs(config.proxy.ignore_hosts)
+        self._secret_headers = self.tape.secret_headers = SecretHeaders(config.proxy.secret_headers)
         self._shield = TokenShield(config.control.resolve_token(), self._shield.control_url)
         self.limits.settings = config.proxy
         self.admission.settings = config.proxy
@@ -164,6 +170,7 @@ class Lifecycle:
             with self._reloading, heap.building(self.heap_owned):
                 config: BrownoutConfig = load_config(path)
                 rules = self.engine.prepare(config.ruleset)
+                changes = describe_reload(self.config, config)
                 old = [*self.engine.rules, self.config]  # freed here, not all at once on the loop
                 self.on_loop.call(self.apply_config, config, rules)  # raises before anything changes
                 heap.let_go(old)
@@ -172,8 +179,10 @@ class Lifecycle:
             self.pipeline.exporters.on_config_reload("rejected")
             return False, f"rejected, keeping the last good config: {e}"
         self.pipeline.exporters.on_config_reload("applied")
-        log.info("brownout: config reloaded from %s", path)
-        return True, f"reloaded {path}"
+        # A warning, so that it shows where brownout's warnings show (`brownout run` prints no info):
+        # the chaos under way just changed.
+        log.warning("brownout: config reloaded from %s: %s", path, changes)
+        return True, f"reloaded {path}: {changes}"
 
     def _upstream_verify(self) -> Any:
         import ssl

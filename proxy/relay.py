@@ -69,11 +69,14 @@ class Relay:
         verify: ssl.SSLContext | bool = True,
         sleep=asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_unreachable: Callable[[str, int, BaseException], None] | None = None,
     ) -> None:
+        """`on_unreachable(host, port, error)`: told when an upstream cannot be reached."""
         self.guard = guard  # contains a relay bug: counted as component "relay", that one response ends
         self._targets: dict[str, RelayTarget] = {}
         self._verify = verify
         self._transport = transport  # replay: recorded answers instead of the network
+        self._on_unreachable = on_unreachable
         self._sleep = sleep
         self._server: asyncio.AbstractServer | None = None
         self._client: httpx.AsyncClient | None = None
@@ -150,7 +153,11 @@ class Relay:
         except httpx.TransportError as e:
             # Refused, TLS verification, DNS: hang up unanswered. mitmproxy then sees no response and
             # the addon's error hook does what it does for any unreachable upstream (proxy.upstream_error).
-            log.info("relay: cannot reach upstream %s: %r", httpx.URL(target.url).host, e)
+            url = httpx.URL(target.url)
+            if self._on_unreachable is not None and isinstance(e, httpx.ConnectError):
+                self._on_unreachable(url.host, url.port or (443 if url.scheme == "https" else 80), e)
+            else:
+                log.info("relay: cannot reach upstream %s: %r", url.host, e)
             return
         try:
             await self._relay_response(resp, conn, writer, target)

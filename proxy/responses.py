@@ -9,6 +9,7 @@ from mitmproxy import http
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.proxy import bodies, effects, flowmodel, lateswitch
 from brownout.proxy.config import BrownoutConfig
@@ -30,6 +31,7 @@ class ResponseHooks:
     _states: dict[str, FlowState]
     _stream_above: int
     _buffer_max: int
+    _secret_headers: SecretHeaders
     _close: Callable[..., None]  # the addon's (proxy/addon.py): `_close(state, *, defer=True)` ends a flow's exchange
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -42,7 +44,7 @@ class ResponseHooks:
         resp = flow.response
         ex.status = resp.status_code
         ex.timings.first_upstream_byte = resp.timestamp_start or time.time()
-        ex.response_headers = flowmodel.response_headers(flow)
+        ex.response_headers = flowmodel.response_headers(flow, self._secret_headers)
         ex.content_type = resp.headers.get("content-type", "")
         self.tape.on_response_headers(flow, state)  # what upstream sent, before header faults
         if state.plan is not None:
@@ -95,7 +97,7 @@ class ResponseHooks:
         resp = flow.response
         if ex.status is None:  # answered in `request` (injected) or by mitmproxy itself
             ex.status = resp.status_code
-            ex.response_headers = flowmodel.response_headers(flow)
+            ex.response_headers = flowmodel.response_headers(flow, self._secret_headers)
             ex.content_type = resp.headers.get("content-type", "")
         if not ex.streamed and resp.stream:
             # mitmproxy streamed the body past the cap, and brownout could not take it over (see
@@ -157,6 +159,8 @@ class ResponseHooks:
     def error(self, flow: http.HTTPFlow) -> None:
         state = self._states.pop(flow.id, None)
         if state is None:
+            if flow.metadata.get(IGNORED) and flow.response is None and flow.client_conn.connected and flow.killable:
+                self._no_response(flow, None)  # an ignored host fails the way every other host does
             return
         ex = state.exchange
         self.tape.on_error(flow, state)
@@ -180,11 +184,12 @@ class ResponseHooks:
         ex.timings.end = time.time()
         self._close(state)
 
-    def _no_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    def _no_response(self, flow: http.HTTPFlow, ex: Exchange | None) -> None:
         """Upstream gave no response at all; mitmproxy would now answer its own 502 page, which SDKs
         retry as a server error. Without brownout the client's connection would fail instead."""
         if self.config.proxy.upstream_error == "502":
-            ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
+            if ex is not None:
+                ex.status, ex.error_type, ex.content_type = 502, None, "text/html"  # what the client will get
         elif flow.server_conn.timestamp_tcp_setup is None:
             effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
         else:

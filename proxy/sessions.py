@@ -44,7 +44,8 @@ def resolve_session(headers: Mapping[str, str], proxy_user: str | None, client_i
         return trace_id
     explicit = headers.get("x-brownout-session")
     if explicit:
-        return explicit.strip()[:128]
+        # Header bytes that are no UTF-8 arrive as lone surrogates, which no log or file could write.
+        return explicit.encode("utf-8", "surrogateescape").decode("utf-8", "replace").strip()[:128]
     if proxy_user:
         return proxy_user[:128]
     return f"client:{client_ip}"

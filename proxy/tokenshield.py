@@ -23,19 +23,27 @@ class TokenShield:
     __slots__ = ("_expected", "control_url")
 
     def __init__(self, token: str | None, control_url: str = "") -> None:
-        self._expected = f"Bearer {token}".encode() if token else None
+        self._expected = token.encode() if token else None
         self.control_url = control_url
 
     def intercept(self, flow: http.HTTPFlow) -> bool:
         """In requestheaders: True (and the token removed) when the request carries the control token."""
         if self._expected is None:
             return False
-        sent = flow.request.headers.get("authorization")
-        if sent is None or not hmac.compare_digest(sent.encode(), self._expected):
+        # The raw bytes: a value that is not UTF-8 is compared too, never decoded (nor a reason to fail).
+        if not any(
+            name.lower() == b"authorization" and self._carries(value) for name, value in flow.request.headers.fields
+        ):
             return False
         flow.request.headers.pop("authorization")
         flow.metadata[MISDIRECTED] = True
         return True
+
+    def _carries(self, value: bytes) -> bool:
+        # The scheme is case-insensitive (RFC 9110): `bearer`, `BEARER` and `Bearer` all carry the token.
+        scheme, _, credential = value.strip().partition(b" ")
+        assert self._expected is not None
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credential.strip(), self._expected)
 
     def answer(self, flow: http.HTTPFlow) -> None:
         """In request: answer locally; upstream never sees the request."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -263,3 +266,13 @@ def test_gemini_ollama_mcp(up: MockUpstream) -> None:
         assert json.loads(call["result"]["content"][0]["text"])["temp_c"] == 18
         sse = c.post("/mcp", json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, headers={"x-mock-sse": "1"})
         assert sse.headers["content-type"] == "text/event-stream" and '"id":4' in sse.text
+
+
+@pytest.mark.parametrize("module", ["brownout.proxy.demo.upstream", "brownout.proxy.demo.agent"])
+def test_help_shows_the_module_path_a_pip_user_types(module: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert out.startswith(f"usage: python -m {module} ")
+    # the docstring's "Run: python -m ..." names the same importable path (help wraps it, so unwrap first)
+    assert re.findall(r"python -m ([\w.]+)", " ".join(out.split())) == [module, module]

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, Usage
+from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, Usage
 from brownout.core.span_attributes import redact_url
 from brownout.core.spans import SpanBuilder, session_trace_context
 from brownout.core.wire import by_provider
@@ -105,6 +105,46 @@ def test_no_content_or_credentials_unless_opted_in(otel) -> None:
     assert inputs[0] == {"role": "user", "parts": [{"type": "text", "content": "my email is a@b.example"}]}
     outputs = json.loads(captured.attributes["gen_ai.output.messages"])
     assert outputs[0]["parts"][0]["content"] == "Hi there" and outputs[0]["finish_reason"] == "stop"
+
+
+KEY = "sk-proj-PLANTEDcontentKey0123456789abcdef"
+
+
+def test_captured_content_keeps_no_api_key_or_credential_field(otel) -> None:
+    provider, exporter = otel
+    builder = SpanBuilder(provider, capture_content=True)
+    builder.build(
+        chat(
+            messages=[Message("user", f"use {KEY} please")],
+            tool_results=[ToolResult("c1", '{"access_token": "PLANTEDtoolToken", "ok": true}')],
+            output_text=f"sure, {KEY}",
+            tool_calls=[ToolCall("login", '{"user": "ada", "password": "PLANTEDpassword"}', "c2")],
+        )
+    )
+    tool = chat(operation="execute_tool", provider="http", tool_name="login")
+    tool.tool_calls, tool.output_text = [ToolCall("login", '{"password": "PLANTEDpw2"}')], f'{{"t": "{KEY}"}}'
+    builder.build(tool)
+    mcp = chat(provider="mcp", operation="tools/call", mcp_method="tools/call", error_type="jsonrpc")
+    mcp.error_message = f"bad key {KEY}"
+    mcp.notes["jsonrpc_error_code"] = -32602
+    builder.build(mcp)
+    spans = exporter.get_finished_spans()
+    text = json.dumps([dict(s.attributes) for s in spans]) + " ".join(s.status.description or "" for s in spans)
+    assert "PLANTED" not in text
+    inputs = json.loads(spans[0].attributes["gen_ai.input.messages"])
+    assert inputs[0]["parts"][0]["content"] == "use REDACTED please"  # the message itself stays
+    assert json.loads(inputs[1]["parts"][0]["response"]) == {"access_token": "REDACTED", "ok": True}
+    assert json.loads(spans[1].attributes["gen_ai.tool.call.arguments"]) == {"password": "REDACTED"}
+    assert spans[2].status.description == "bad key REDACTED"
+
+
+def test_a_resource_uri_keeps_no_signature(otel) -> None:
+    provider, exporter = otel
+    read = chat(provider="mcp", operation="resources/read", mcp_method="resources/read")
+    read.notes["mcp_resource_uri"] = "https://files.example/o/report.pdf?X-Amz-Signature=PLANTEDsig&v=1"
+    SpanBuilder(provider).build(read)
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["mcp.resource.uri"] == "https://files.example/o/report.pdf?X-Amz-Signature=REDACTED&v=1"
 
 
 @pytest.mark.parametrize(

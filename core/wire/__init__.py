@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from brownout.core.secret_paths import redact_target
 from brownout.core.wire.anthropic import AnthropicFormat
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
 from brownout.core.wire.common import ProviderFormat
@@ -93,7 +94,8 @@ class WireFormats:
             try:
                 op = fmt.recognise(req)
             except Exception as e:  # recognition must never break traffic; fall through to the next format
-                log.debug("wire format %s failed to recognise %s", fmt.provider, req.path, exc_info=True)
+                where = redact_target(req.path)
+                log.debug("wire format %s failed to recognise %s", fmt.provider, where, exc_info=True)
                 if on_error is not None:
                     on_error(fmt, e)
                 continue

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import ClassVar
 
 from brownout.core.exchange import Exchange, ToolCall
+from brownout.core.secrets import MARK
 from brownout.core.wire import shape_edits
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import BaseStreamParser, ProviderFormat, note_parse_error
@@ -16,6 +18,9 @@ __all__ = ["GenericFormat", "GenericStreamParser", "tool_name_from_path"]
 
 log = logging.getLogger(__name__)
 
+_ID_DIGITS = 3
+_CONSTANT_ID = re.compile(r"[A-Z0-9_\-]*[0-9][A-Z0-9_\-]*")  # T0123ABCD, B07XYZ: ids in constant case
+_HEX_ID = re.compile(r"[0-9a-fA-F]{8,}")
 _TEXTUAL = ("text/", "application/json", "application/xml", "application/javascript", "application/x-ndjson")
 
 
@@ -30,11 +35,20 @@ def _textual(content_type: str) -> bool:
 
 
 def tool_name_from_path(path: str) -> str | None:
-    """The last non-empty path segment without its extension: /tools/weather.json -> "weather"."""
+    """The last path segment that reads as a name, without its extension: /tools/weather.json -> "weather",
+    /users/12345 -> "users", /services/T0123ABCD/B0456EFGH/REDACTED -> "services". Ids and secrets are
+    skipped: the name labels metrics and spans, and one series per id (or a secret in a label) must never be."""
     for seg in reversed(path.split("?", 1)[0].split("/")):
-        if seg:
-            return seg.rsplit(".", 1)[0] or seg
+        name = seg.rsplit(".", 1)[0] or seg
+        if name and _is_name(name):
+            return name
     return None
+
+
+def _is_name(segment: str) -> bool:
+    if MARK in segment or sum(c.isdigit() for c in segment) >= _ID_DIGITS:
+        return False  # redacted, or a number, date, UUID, hash or version string
+    return not (_CONSTANT_ID.fullmatch(segment) or _HEX_ID.fullmatch(segment))
 
 
 class GenericFormat(ProviderFormat):

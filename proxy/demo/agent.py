@@ -1,7 +1,7 @@
 """A small tool-using agent built on the official SDKs, written to survive faults and report them.
 
 It reads the proxy from the environment (HTTP_PROXY/HTTPS_PROXY/SSL_CERT_FILE), so it runs
-unchanged under `brownout exec`. Run: `python -m proxy.demo.agent --upstream URL [--json]`.
+unchanged under `brownout exec`. Run: `python -m brownout.proxy.demo.agent --upstream URL [--json]`.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def run_agent(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m proxy.demo.agent", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m brownout.proxy.demo.agent", description=__doc__)
     parser.add_argument(
         "--upstream",
         default=os.environ.get("BROWNOUT_DEMO_UPSTREAM", "http://127.0.0.1:8000"),

@@ -1,6 +1,6 @@
 """A fast in-process mock of LLM providers (OpenAI, Anthropic, Gemini, Ollama), MCP and a JSON tool API.
 
-Run standalone: `python -m proxy.demo.upstream [--port N] [--tls] [--no-record]`; it prints
+Run standalone: `python -m brownout.proxy.demo.upstream [--port N] [--tls] [--no-record]`; it prints
 `LISTENING <port>` (and `CA <path>` with --tls) once bound.
 """
 
@@ -200,10 +200,10 @@ async def _serve_forever(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m proxy.demo.upstream", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--tls", action="store_true")
+    parser = argparse.ArgumentParser(prog="python -m brownout.proxy.demo.upstream", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: 0, a free one, printed)")
+    parser.add_argument("--tls", action="store_true", help="serve HTTPS with a throwaway CA (its path is printed)")
     parser.add_argument("--no-record", action="store_true", help="do not keep requests_seen")
     args = parser.parse_args(argv)
     try:

@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from brownout.proxy.experiment.causes import group_violations
 from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig
 from brownout.proxy.experiment.model import ExperimentResult, RunResult
 from brownout.proxy.experiment.stats import fisher_exact, percentile, wilson_interval
@@ -94,6 +95,7 @@ def phase_stats(label: str, runs: list[RunResult]) -> dict[str, Any]:
             "total": sum(by_sev.values()),
             "by_severity": dict(by_sev),
             "by_invariant": {k: dict(v) for k, v in sorted(by_inv.items())},
+            "invariants": group_violations((r.run_id, v) for r in runs for v in r.violations),
         },
         "faults": sum(faults_per_rule.values()),
         "faults_per_rule": dict(sorted(faults_per_rule.items())),
@@ -229,6 +231,7 @@ def analyze(result: ExperimentResult, config: ExperimentConfig) -> dict[str, Any
             "chaos": p.chaos,
             "config_sha256": p.config_sha256,
             **phase_stats(p.label, by_label.get(p.label, [])),
+            "exchanges": p.exchanges_seen,
         }
         if p.chaos and baseline:
             entry["vs_baseline"] = success_comparison(baseline, by_label.get(p.label, []))

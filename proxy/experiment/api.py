@@ -50,7 +50,11 @@ def _before_check(config: ExperimentConfig) -> Callable[[ExperimentResult], bool
     def check(result: ExperimentResult) -> bool:
         labels = [p.label for p in result.phases]
         phases = [
-            {"name": p.name, **phase_stats(p.label, [r for r in result.runs if r.label == p.label])}
+            {
+                "name": p.name,
+                **phase_stats(p.label, [r for r in result.runs if r.label == p.label]),
+                "exchanges": p.exchanges_seen,
+            }
             for p in result.phases
             if p.label in labels
         ]

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from brownout.proxy.experiment.causes import cut, severity_text
 from brownout.proxy.experiment.config import ExperimentError
 from brownout.proxy.experiment.progress import RunProgress
 from brownout.proxy.experiment.report_json import load_report
@@ -63,8 +64,12 @@ def _summary(console: Console, report: dict[str, Any], out: Path) -> None:
     for h in report["hypotheses"]:
         if h["ok"] is False:
             console.print(f"  [yellow]steady state deviated:[/] {escape(h['hypothesis'])} ({escape(h['scope'])})")
+            if h.get("note"):
+                console.print(f"    {escape(h['note'])}", soft_wrap=True)
     for line in baseline_failures(report):
         console.print(f"  [yellow]baseline run failed:[/] {escape(line)}", soft_wrap=True)
+    for line in violation_causes(report):
+        console.print(f"  [yellow]violated:[/] {escape(line)}", soft_wrap=True)
     for svc in report.get("services", []):
         console.print(f"service {escape(svc['name'])}: {escape(outcome(svc))}; log {escape(str(out / svc['log']))}")
     if repro := report.get("reproducibility"):
@@ -92,6 +97,17 @@ def baseline_failures(report: dict[str, Any], limit: int = 3) -> list[str]:
         if key not in out:
             out[key] = f"{run['run_id']} ({run['task']}): {run['reason']}" + (f"; stderr: {last}" if last else "")
     return list(out.values())[:limit]
+
+
+def violation_causes(report: dict[str, Any], limit: int = 10) -> list[str]:
+    """Per phase, each invariant violated with its count and first message (the rest is in report.md)."""
+    lines = [
+        f"{p['label']}: {g['invariant']} x{g['count']} ({severity_text(g)}): {cut(g['first_message'], 160)}"
+        for p in report["phases"]
+        for g in p["violations"].get("invariants", [])
+    ]
+    more = len(lines) - limit
+    return lines[:limit] + ([f"... {more} more in report.md"] if more > 0 else [])
 
 
 @click.group("experiment")

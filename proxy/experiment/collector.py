@@ -34,6 +34,10 @@ class Collector:
         self.decisions: list[dict[str, Any]] = []
         self.severities: Counter[str] = Counter()
         self.unattributed = 0
+        # Every exchange the proxy finished, attributed to a run or not, by the phase label running then:
+        # a phase whose runs sent nothing through the proxy is told apart from one whose runs lack a session.
+        self.phase = ""
+        self.seen: Counter[str] = Counter()
 
     def alias(self, other: str, session: str) -> None:
         """Exchanges seen under `other` (e.g. the run's trace id, when the agent forwards TRACEPARENT) belong to `session`."""
@@ -48,6 +52,7 @@ class Collector:
         summary = summarize_exchange(exchange)
         with self._lock:
             self._exchanges[self._session(getattr(exchange, "session", ""))].append(summary)
+            self.seen[self.phase] += 1
 
     def on_violation(self, violation: Any) -> None:
         d = violation.to_dict() if hasattr(violation, "to_dict") else dict(violation)

@@ -40,7 +40,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SEVERITIES = ("info", "warning", "error", "critical")
-BASELINE_WORKS = "the agent succeeds at least once before the chaos"  # baseline_must_succeed's hypothesis
+BASELINE_WORKS = "the agent succeeds at least once before the chaos"  # baseline_must_succeed's hypotheses
+BASELINE_PROXIED = "the agent's requests reach brownout before the chaos"
 
 # Difficulty of surviving each fault type, for the robustness score. Latency only slows an agent
 # down; error answers need a retry; broken connections and corrupted content need real recovery.
@@ -71,6 +72,7 @@ METRICS = (
     "tokens_per_run",
     "cost_usd_per_run",
     "faults",
+    "exchanges",
     "violations",
     *(f"violations.{s}" for s in SEVERITIES),
 )
@@ -295,9 +297,11 @@ class ExperimentConfig(Model):
     steady_state: list[Hypothesis] = Field(default_factory=list)
     baseline_must_succeed: bool = Field(
         True,
-        description="An implicit steady-state hypothesis: every phase before the chaos has at least one "
-        "successful run. When one has none, the agent fails even without faults (a wrong command, a missing "
-        "key, an upstream down): the chaos phases are skipped and the status is failed, whatever the gate says.",
+        description="Implicit steady-state hypotheses: every phase before the chaos has at least one "
+        "successful run, and its runs sent at least one request through brownout. When one has none, the agent "
+        "fails even without faults (a wrong command, a missing key, an upstream down) or goes around the proxy "
+        "(a client that ignores HTTP(S)_PROXY): the chaos phases are skipped and the status is failed, whatever "
+        "the gate says.",
     )
     abort: AbortConfig = AbortConfig()
     gate: GateConfig = GateConfig()
@@ -327,13 +331,13 @@ class ExperimentConfig(Model):
         return self
 
     def hypotheses(self) -> list[Hypothesis]:
-        """`steady_state`, then the implicit one of `baseline_must_succeed`."""
+        """`steady_state`, then the implicit ones of `baseline_must_succeed`."""
         if not self.baseline_must_succeed:
             return list(self.steady_state)
-        works = Hypothesis(
-            name=BASELINE_WORKS, metric="success_rate", op=">", threshold=0, scope="before"
-        )  # no phase before the chaos (or no chaos phase at all): nothing in scope, never fails
-        return [*self.steady_state, works]
+        # No phase before the chaos (or no chaos phase at all): nothing in scope, they never fail.
+        works = Hypothesis(name=BASELINE_WORKS, metric="success_rate", op=">", threshold=0, scope="before")
+        proxied = Hypothesis(name=BASELINE_PROXIED, metric="exchanges", op=">", threshold=0, scope="before")
+        return [*self.steady_state, works, proxied]
 
     @property
     def baseline_phase(self) -> str | None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from brownout.core.config import BASE_DIR
+from brownout.invariants.custom import callable_beside
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import ConfigError, parse_config
 from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, PhaseConfig
@@ -65,14 +67,15 @@ class ResolvedPhase:
         return sha256(self.text)
 
 
-def _parse(text: str, source: str, seed: int, invariants: list[dict[str, Any]]) -> BrownoutConfig:
+def _parse(text: str, source: str, seed: int, invariants: list[dict[str, Any]], base_dir: Path) -> BrownoutConfig:
+    """The phase's config; its relative paths resolve against `base_dir` (its file's directory)."""
     try:
         parse_config(text, source)  # errors with the phase file's own line numbers
         data = yaml.safe_load(text) or {}
         # One seed for the whole experiment (the phase file's own is overridden); shared invariants first.
         data["seed"] = seed
         data["invariants"] = [*invariants, *(data.get("invariants") or [])]
-        return BrownoutConfig.model_validate(data)
+        return BrownoutConfig.model_validate(data, context={BASE_DIR: str(base_dir)})
     except ConfigError as e:
         raise ExperimentError(str(e)) from e
     except ValueError as e:  # pydantic.ValidationError: a shared invariant is invalid
@@ -84,6 +87,7 @@ def resolve_phases(
 ) -> list[ResolvedPhase]:
     """Load every phase's chaos config; `texts` (name -> {source, text}) replays stored configs instead of files."""
     out = []
+    shared = [_beside(inv, base_dir) for inv in config.invariants]  # the experiment file's paths
     for phase in config.phases:
         if texts is not None and phase.name in texts:
             source, text = texts[phase.name]["source"], texts[phase.name]["text"]
@@ -98,9 +102,18 @@ def resolve_phases(
             source, text = "inline", yaml.safe_dump({"rules": phase.rules}, sort_keys=False)
         else:
             source, text = "baseline", ""
-        cfg = _parse(text, f"phase {phase.name} ({source})", seed, config.invariants)
+        here = Path(source).parent if source not in ("inline", "baseline") else base_dir
+        cfg = _parse(text, f"phase {phase.name} ({source})", seed, shared, here)
         out.append(ResolvedPhase(phase, cfg, source, text))
     return out
+
+
+def _beside(invariant: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """A shared invariant with its custom file resolved against the experiment file's directory."""
+    spec = invariant.get("callable")
+    if invariant.get("type") != "custom" or not isinstance(spec, str):
+        return invariant
+    return {**invariant, "callable": callable_beside(spec, str(base_dir))}
 
 
 def build_manifest(

@@ -135,6 +135,7 @@ class PhaseRun:
     config_sha256: str
     started_at: float = 0.0
     finished_at: float = 0.0
+    exchanges_seen: int = 0  # every exchange the proxy finished while it ran, in a run's session or not
 
 
 @dataclass

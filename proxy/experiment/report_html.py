@@ -11,7 +11,16 @@ from typing import Any
 import jinja2
 
 from brownout.proxy.experiment import charts
-from brownout.proxy.experiment.report_md import _num, _pct, _usd
+from brownout.proxy.experiment.causes import (
+    LINKED_RUNS,
+    cut,
+    run_anchor,
+    run_positions,
+    runs_with_violations,
+    severity_text,
+    violations_anchor,
+)
+from brownout.proxy.experiment.formatting import num, pct, usd
 from brownout.proxy.experiment.services import command_text, outcome
 
 __all__ = ["render_html", "write_html"]
@@ -34,11 +43,15 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,  # a renamed report field fails loudly instead of rendering blank
         keep_trailing_newline=True,
     )
-    env.filters["pct"] = _pct
-    env.filters["num"] = _num
-    env.filters["usd"] = _usd
+    env.filters["pct"] = pct
+    env.filters["num"] = num
+    env.filters["usd"] = usd
     env.filters["shell"] = command_text
     env.filters["service_outcome"] = outcome
+    env.filters["run_anchor"] = run_anchor
+    env.filters["violations_anchor"] = violations_anchor
+    env.filters["severity_text"] = severity_text
+    env.filters["cut"] = cut
     env.tests["local_file"] = _local_file
     return env
 
@@ -83,7 +96,15 @@ def _charts(report: dict[str, Any]) -> list[tuple[str, charts.Chart]]:
 
 def render_html(report: dict[str, Any]) -> str:
     """The HTML page of a report document."""
-    return _environment().get_template("report.html.j2").render(report=report, charts=_charts(report))
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        report=report,
+        charts=_charts(report),
+        phase_causes=[(p, g) for p in report["phases"] for g in p["violations"].get("invariants", [])],
+        run_causes=runs_with_violations(report),
+        positions=run_positions(report),
+        linked_runs=LINKED_RUNS,
+    )
 
 
 def write_html(path: Path, report: dict[str, Any]) -> None:

@@ -16,6 +16,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from brownout.proxy.experiment.causes import cut, group_violations, severity_text
+
 __all__ = ["FAILING_SEVERITIES", "junit_tree", "write_junit"]
 
 logger = logging.getLogger(__name__)
@@ -29,6 +31,27 @@ def _safe(text: str | None) -> str:
     return _INVALID_XML.sub("\ufffd", text or "")
 
 
+def _cause(run: dict[str, Any]) -> str:
+    """What the run met and what it broke: the fault types, then its violations by invariant, worst first."""
+    parts = []
+    faults = sorted({str(f["fault"]) for f in run.get("faults", [])})
+    if faults:
+        parts.append("faults met: " + ", ".join(faults))
+    groups = group_violations((str(run.get("run_id")), v) for v in run.get("violations", []))
+    if groups:
+        parts.append(
+            "violations: "
+            + "; ".join(
+                f"{g['invariant']} x{g['count']} ({severity_text(g)}): {cut(g['first_message'])}" for g in groups
+            )
+        )
+    return " | ".join(parts)
+
+
+def _message(what: str, cause: str) -> str:
+    return _safe(f"{what} ({cause})" if cause else what)
+
+
 def _case(run: dict[str, Any], classname: str) -> tuple[ET.Element, str]:
     case = ET.Element(
         "testcase",
@@ -38,15 +61,17 @@ def _case(run: dict[str, Any], classname: str) -> tuple[ET.Element, str]:
     )
     kind = "passed"
     status = run.get("status")
+    cause = _cause(run)
+    head = f"{cause}\n\n" if cause else ""
     if status in ("error", "timeout"):
-        ET.SubElement(case, "error", message=_safe(run.get("reason") or status), type=status).text = _safe(
-            run.get("stderr_tail")
-        )
+        ET.SubElement(
+            case, "error", message=_message(run.get("reason") or str(status), cause), type=status
+        ).text = _safe(head + (run.get("stderr_tail") or ""))
         kind = "error"
     if status == "failed":
-        ET.SubElement(case, "failure", message=_safe(run.get("reason") or "run failed"), type="failed").text = _safe(
-            (run.get("stdout_tail") or "") + (run.get("stderr_tail") or "")
-        )
+        ET.SubElement(
+            case, "failure", message=_message(run.get("reason") or "run failed", cause), type="failed"
+        ).text = _safe(head + (run.get("stdout_tail") or "") + (run.get("stderr_tail") or ""))
         kind = "failure"
     quiet = []
     for v in run.get("violations", []):

@@ -147,6 +147,7 @@ class ExperimentRunner:
                 handle.call(handle.addon.apply_config, rp.config)
                 pr = PhaseRun(rp.phase.name, label, rep, rp.phase.is_chaos, rp.digest, started_at=time.time())
                 result.phases.append(pr)
+                self.collector.phase = label
                 try:
                     self._run_phase(rp, label, result)
                 except _Abort as e:
@@ -267,6 +268,8 @@ class ExperimentRunner:
                     kill_process(proc)
 
     def _attribute(self, result: ExperimentResult) -> None:
+        for phase in result.phases:
+            phase.exchanges_seen = self.collector.seen[phase.label]
         for run in result.runs:
             exchanges, violations = self.collector.take(run.sessions)
             run.exchanges.extend(exchanges)

@@ -13,13 +13,17 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from brownout.proxy.experiment.config import ExperimentConfig, Hypothesis
+from brownout.proxy.experiment.config import BASELINE_PROXIED, ExperimentConfig, Hypothesis
+from brownout.proxy.summary import BYPASS_CAUSES
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_PASSED", "check_hypotheses", "evaluate_gate", "metric_value", "verdict"]
 
 logger = logging.getLogger(__name__)
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+# What a failed implicit hypothesis means, for the summary and the JSON report.
+_NOTES = {BASELINE_PROXIED: f"no request of the agent reached brownout; {BYPASS_CAUSES}"}
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
@@ -74,6 +78,7 @@ def check_hypotheses(
             value = metric_value(p, h.metric)
             ok = value is not None and _OPS[h.op](value, h.threshold)
             checks.append({"label": p["label"], "value": value, "ok": ok})
+        held = all(c["ok"] for c in checks) if checks else None
         out.append(
             {
                 "hypothesis": h.label,
@@ -82,8 +87,9 @@ def check_hypotheses(
                 "threshold": h.threshold,
                 "scope": "phase" if h.phase else h.scope,
                 "phase": h.phase,
-                "ok": all(c["ok"] for c in checks) if checks else None,
+                "ok": held,
                 "checks": checks,
+                **({"note": _NOTES[h.label]} if held is False and h.label in _NOTES else {}),
             }
         )
     return out

@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from brownout.proxy.mcpstdio.clientio import CLIENT_WRITE_TIMEOUT_S
+
 __all__ = ["mcp_stdio"]
 
 
@@ -17,8 +19,21 @@ __all__ = ["mcp_stdio"]
 @click.option(
     "--metrics-listen", default="", metavar="HOST:PORT", help="Serve /metrics here (off unless given or configured)."
 )
+@click.option(
+    "--client-write-timeout-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=CLIENT_WRITE_TIMEOUT_S,
+    show_default=True,
+    help="A client that reads none of its replies for this long counts as gone: the server is stopped.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def mcp_stdio(config_path: str | None, session: str | None, metrics_listen: str, command: tuple[str, ...]) -> None:
+def mcp_stdio(
+    config_path: str | None,
+    session: str | None,
+    metrics_listen: str,
+    client_write_timeout_s: float,
+    command: tuple[str, ...],
+) -> None:
     """Run a stdio MCP server (COMMAND) as a child, with chaos between it and the client on this stdio.
 
     In an MCP client's configuration, only the command changes:
@@ -38,4 +53,11 @@ def mcp_stdio(config_path: str | None, session: str | None, metrics_listen: str,
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="brownout: %(levelname)s %(name)s: %(message)s"
     )
-    sys.exit(asyncio.run(run_mcp_stdio(config, command, session=session, metrics_listen=metrics_listen)))
+    run = run_mcp_stdio(
+        config,
+        command,
+        session=session,
+        metrics_listen=metrics_listen,
+        client_write_timeout_s=client_write_timeout_s,
+    )
+    sys.exit(asyncio.run(run))

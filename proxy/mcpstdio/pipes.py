@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -67,6 +68,7 @@ class Child:
         self.proc = proc
         self.label = label
         self.killed_by: str | None = None  # the rule whose fault killed it
+        self._reaped = False  # the group is empty: its id may belong to someone else now
 
     @property
     def stdout(self) -> asyncio.StreamReader:
@@ -92,9 +94,23 @@ class Child:
                 await stdin.drain()
 
     def signal(self, signum: int) -> None:
-        if self.alive:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signum)
+        """Signal the server's whole process group: a launcher (npx, uvx, a shell) keeps the real server as a
+        grandchild, which must get it too. Only while the group can still be ours (see `_group_alive`)."""
+        if self.alive or self._group_alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signum)
+
+    def _group_alive(self) -> bool:
+        """True while a process of the server's group is left. The group's id is the leader's pid, which the
+        kernel does not reuse while the group has a member; once `_reaped` is set we never signal it again."""
+        if self._reaped:
+            return False
+        try:
+            os.killpg(self.proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            self._reaped = True
+            return False
+        return True
 
     def kill(self, rule: str) -> None:
         """The server dies at once (SIGKILL), as a crashed server does."""
@@ -104,16 +120,30 @@ class Child:
         self.signal(signal.SIGKILL)
 
     async def stop(self) -> int:
-        """Close its stdin and wait; then SIGTERM, then SIGKILL (the MCP stdio shutdown sequence)."""
+        """Close its stdin and wait; then SIGTERM, then SIGKILL (the MCP stdio shutdown sequence). The status
+        is the server's (the command's own process); what is left of its group after it ends is ended too."""
         stdin = self.proc.stdin
         if stdin is not None and not stdin.is_closing():
             stdin.close()
+        returncode: int | None = None
         for signum, wait_s in ((None, STDIN_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):
             if signum is not None:
                 self.signal(signum)
             with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(self.proc.wait(), wait_s)
-        return await self.proc.wait()  # pragma: no cover - the last wait has no timeout
+                returncode = await asyncio.wait_for(self.proc.wait(), wait_s)
+                break
+        await self._end_group()
+        return returncode if returncode is not None else await self.proc.wait()
+
+    async def _end_group(self) -> None:
+        """Processes the server left behind in its group get SIGTERM, then SIGKILL after a bound."""
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            if not self._group_alive():
+                return
+            self.signal(signum)
+            deadline = time.monotonic() + TERM_GRACE_S
+            while self._group_alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
 
     def describe_exit(self) -> str:
         code = self.proc.returncode
@@ -138,6 +168,9 @@ async def spawn(command: Sequence[str], *, limit: int) -> Child:
         stderr=None,
         limit=limit,
         env=dict(os.environ),
+        # Its own session and process group: signals reach the launcher's grandchildren too, and a
+        # terminal's Ctrl-C reaches brownout alone, which passes it on (see run.py).
+        start_new_session=True,
     )
     return Child(proc, server_label(command))
 

@@ -14,7 +14,8 @@ unchanged. What a pipe can do for each fault action:
   becomes one line per event. Stall and throttle delay the reply line.
 
 Messages that are no request (the client's answers to server requests, server notifications and
-requests) pass through in order; server notifications are remembered on the next request's exchange.
+requests) pass through in order; server notifications are remembered, with the time each reached the
+client, on the next request's exchange.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,8 @@ from brownout.core.wire.base import WireFormat
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
-from brownout.proxy.mcpstdio.messages import decode, key_of, reply_lines, rule_of, with_id
+from brownout.proxy.mcpstdio.clientio import CLIENT_WRITE_TIMEOUT_S, ClientOut
+from brownout.proxy.mcpstdio.messages import decode, key_of, remember, reply_lines, rule_of, with_id
 from brownout.proxy.mcpstdio.pipes import Child, Frame, frames
 
 __all__ = ["StdioRelay"]
@@ -61,13 +63,14 @@ class StdioRelay:
         self,
         *,
         child: Child,
-        client_out: asyncio.StreamWriter,
+        client_out: ClientOut,
         engine: FaultEngine,
         complete: Callable[[Exchange], None],
         wire: WireFormat,
         guard: Guard,
         session: str,
         capture_max_bytes: int,
+        client_write_timeout_s: float = CLIENT_WRITE_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.child = child
@@ -78,13 +81,15 @@ class StdioRelay:
         self.guard = guard
         self.session = session
         self.capture_max_bytes = capture_max_bytes
+        self.client_write_timeout_s = client_write_timeout_s
         self.clock = clock
         self.mcp_session_id = uuid.uuid4().hex  # stdio has no session id: one per server process
         self.protocol_version: str | None = None
         self._open: dict[str, _Open] = {}
-        self._server_notes: list[str] = []  # server notifications since the client's last request
+        # Server notifications since the client's last request, with the time each reached the client.
+        self._server_notes: list[tuple[str, float]] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._client_gone = False
+        self.client_gone: str | None = None  # why the client can get no more replies
 
     # --- client -> server --------------------------------------------------------------
 
@@ -200,12 +205,16 @@ class StdioRelay:
             else:
                 self._spawn(self._faulted_reply(state, frame.data))
             await self._drain_client()
-        with contextlib.suppress(TimeoutError):  # a closed stdout usually means an exit: say which
-            await asyncio.wait_for(self.child.proc.wait(), 1.0)
+            if self.client_gone:
+                break  # nobody to relay to: the run ends, and the server with it
+        if self.client_gone:
+            reason = self.client_gone
+        else:
+            with contextlib.suppress(TimeoutError):  # a closed stdout usually means an exit: say which
+                await asyncio.wait_for(self.child.proc.wait(), 1.0)
+            reason = self.child.describe_exit() if not self.child.alive else "server closed stdout"
         for state in list(self._open.values()):
-            self._fail(
-                state, "connection", self.child.describe_exit() if not self.child.alive else "server closed stdout"
-            )
+            self._fail(state, "connection", reason)
         self._open.clear()
 
     def _reply_to(self, frame: Frame) -> _Open | None:
@@ -218,8 +227,9 @@ class StdioRelay:
             if state is not None:
                 state.exchange.timings.first_upstream_byte = self.clock()
             return state
-        if isinstance(msg.get("method"), str) and len(self._server_notes) < _NOTES_KEPT:
-            self._server_notes.append(msg["method"])
+        if isinstance(msg.get("method"), str):
+            # Written to the client right after: this is when it reached the client.
+            remember(self._server_notes, msg["method"], self.clock(), keep=_NOTES_KEPT)
         return None
 
     async def _faulted_reply(self, state: _Open, data: bytes) -> None:
@@ -277,18 +287,29 @@ class StdioRelay:
         self.complete(ex)
 
     def _write(self, data: bytes) -> None:
-        if self._client_gone or self.client_out.is_closing():
-            self._client_gone = True
-            return
-        self.client_out.write(data)
+        if self.client_out.is_closing():
+            self.client_gone = self.client_gone or "the MCP client closed its end of stdout"
+        if self.client_gone is None:
+            self.client_out.write(data)
 
     async def _drain_client(self) -> None:
-        if self._client_gone:
+        if self.client_gone:
             return
-        try:
-            await self.client_out.drain()
-        except ConnectionError:
-            self._client_gone = True  # the client stopped reading: its end is gone
+        # A client that keeps its pipe open and reads nothing would hold the server (whose output we
+        # stop reading) and brownout forever: after a bound with no byte read, it counts as gone.
+        pending = self.client_out.pending()
+        while True:
+            try:
+                await asyncio.wait_for(self.client_out.drain(), self.client_write_timeout_s)
+                return
+            except ConnectionError:
+                self.client_gone = "the MCP client closed its end of stdout"
+                return
+            except TimeoutError:
+                if (now := self.client_out.pending()) >= pending:
+                    self.client_gone = f"the MCP client read nothing for {self.client_write_timeout_s:g} s"
+                    return
+                pending = now  # slow, but reading
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(
@@ -296,6 +317,12 @@ class StdioRelay:
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def answered(self, timeout_s: float, *, unless: Collection[asyncio.Future[Any]]) -> None:
+        """Wait (bounded) until every request read so far has its answer, or one of `unless` is done."""
+        deadline = time.monotonic() + timeout_s
+        while (self._open or self._tasks) and not any(f.done() for f in unless) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
 
     async def settle(self, timeout_s: float) -> None:
         """Let in-flight faulted exchanges finish (bounded), then cancel the rest."""
@@ -306,3 +333,6 @@ class StdioRelay:
         for state in list(self._open.values()):
             self._fail(state, "connection", "brownout stopped")
         self._open.clear()
+        if not self.client_gone:  # the last replies reach a client that still reads
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                await asyncio.wait_for(self.client_out.drain(), timeout_s)

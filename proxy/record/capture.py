@@ -16,7 +16,8 @@ from mitmproxy import http
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.secrets import SECRET_HEADERS, redact_query
+from brownout.core.secret_paths import redact_url
+from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for
 from brownout.core.wire.framing import Framer, framer_for
 from brownout.proxy.record.cassette import EVENT_OVERHEAD, Event, Recorded
@@ -25,8 +26,8 @@ __all__ = ["Capture", "RecordingTap", "mitm_headers"]
 
 log = logging.getLogger(__name__)
 
-# Never written: credentials (flowmodel's list) and brownout's own routing headers.
-_DROPPED = SECRET_HEADERS | {"x-brownout-relay", "x-brownout-replay"}
+# Never written: brownout's own routing headers (and credentials: the proxy's SecretHeaders).
+_DROPPED = frozenset({"x-brownout-relay", "x-brownout-replay"})
 # Framing headers describe the bytes on the wire, not the body kept; replay frames its own.
 _FRAMING = frozenset({"content-length", "transfer-encoding", "content-encoding"})
 _FRAME_SLICE = 1 << 16  # decoded bytes framed at a time: a chunk of tiny events never becomes a huge list
@@ -39,17 +40,21 @@ def mitm_headers(pairs: list[tuple[str, str]]) -> http.Headers:
     return http.Headers([(k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in pairs])
 
 
-def _headers(headers: http.Headers, drop: frozenset[str]) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in headers.items(multi=True) if k.lower() not in drop]
+def _headers(headers: http.Headers, drop: frozenset[str], secret: SecretHeaders) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers.items(multi=True) if k.lower() not in drop and k not in secret]
 
 
 class Capture:
     """One exchange being recorded; `recorded()` gives the cassette line once it is done."""
 
-    def __init__(self, flow: http.HTTPFlow, session: str, max_body_bytes: int, body: bytes | None) -> None:
+    def __init__(
+        self, flow: http.HTTPFlow, session: str, max_body_bytes: int, body: bytes | None, secret: SecretHeaders
+    ) -> None:
         """`body`: the request body the proxy decoded under its cap; None when it did not (too large
-        once decoded, or undecodable), and then the bytes are kept as sent, with their content-encoding."""
+        once decoded, or undecodable), and then the bytes are kept as sent, with their content-encoding.
+        `secret`: the header names never written (both ways)."""
         req = flow.request
+        self.secret = secret
         self.max_body = max_body_bytes
         self.t0 = time.time()
         if body is not None:
@@ -60,8 +65,8 @@ class Capture:
             session=session,
             seq=0,
             method=req.method,
-            url=redact_query(req.pretty_url),
-            request_headers=_headers(req.headers, drop),
+            url=redact_url(req.pretty_url),
+            request_headers=_headers(req.headers, drop, secret),
             request_body=body[:max_body_bytes],
             recorded_at=self.t0,
         )
@@ -92,8 +97,10 @@ class Capture:
             self._decode = decoder_for(encoding)
             self._raw_chunks = self._decode is None
         # Both ways: a buffered body the proxy did not decode is kept as sent, with its content-encoding.
-        self._sent_headers = _headers(resp.headers, _DROPPED | _WIRE_FRAMING)
-        rec.response_headers = self._sent_headers if self._raw_chunks else _headers(resp.headers, _DROPPED | _FRAMING)
+        self._sent_headers = _headers(resp.headers, _DROPPED | _WIRE_FRAMING, self.secret)
+        rec.response_headers = (
+            self._sent_headers if self._raw_chunks else _headers(resp.headers, _DROPPED | _FRAMING, self.secret)
+        )
         if encoding and not self._raw_chunks:
             rec.decoded = encoding
 

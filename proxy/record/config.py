@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from brownout.core.config import Model
+from brownout.core.config import ConfigPath, Model
 
 __all__ = ["OPTIONS", "RecordConfig", "ReplayConfig", "add_options", "with_cassette_overrides"]
 
@@ -15,7 +15,7 @@ __all__ = ["OPTIONS", "RecordConfig", "ReplayConfig", "add_options", "with_casse
 class RecordConfig(Model):
     """The `record:` section: write every exchange brownout proxies to cassettes, as upstream sent it."""
 
-    dir: str | None = Field(
+    dir: ConfigPath | None = Field(
         None, description="Directory for the cassettes, one JSON Lines file per session; unset: no recording."
     )
     max_body_bytes: int = Field(
@@ -34,7 +34,7 @@ class RecordConfig(Model):
 class ReplayConfig(Model):
     """The `replay:` section: answer from cassettes instead of the upstream."""
 
-    dir: str | None = Field(None, description="Directory of the cassettes to answer from; unset: no replay.")
+    dir: ConfigPath | None = Field(None, description="Directory of the cassettes to answer from; unset: no replay.")
     speed: float = Field(
         1.0, ge=0, description="Playback speed of the recorded timing: 2 is twice as fast, 0 sends at once."
     )

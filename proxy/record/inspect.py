@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from brownout.core.exchange import Exchange, Timings
+from brownout.core.secret_paths import redact_target
 from brownout.core.wire import BUILTIN, WireFormats
 from brownout.core.wire.framing import framer_for
 from brownout.proxy.record.cassette import Cassette, CassetteFile, Recorded
@@ -52,7 +53,7 @@ def exchange_of(rec: Recorded, formats: WireFormats = BUILTIN) -> Exchange:
         scheme=url.scheme or "http",
         host=info.host,
         port=url.port or (443 if url.scheme == "https" else 80),
-        path=url.path + (f"?{url.query}" if url.query else ""),
+        path=redact_target(url.path + (f"?{url.query}" if url.query else "")),  # a cassette older than its redaction
         operation=operation,
     )
     wire.parse_request(ex, rec.request_body)

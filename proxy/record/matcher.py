@@ -1,7 +1,7 @@
 """Which recorded exchange answers a request: wire-format-aware keys, recorded order within a session.
 
 A request's key is its method, host (without the port: a local upstream's port changes from run to
-run), path, query (secret and ignored parameters left out) and the body its wire format normalises
+run), path and query as recording keeps them (secrets blanked; secret and ignored parameters left out) and the body its wire format normalises
 (`WireFormat.replay_key`: the model, messages or input, tools, stream flag; never user ids, metadata
 or request ids). The n-th request with a key in a live session gets the n-th recording of that key:
 from the recorded session of the same name when there is one, else from the recorded session this
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from brownout.core.secret_paths import redact_target
 from brownout.core.secrets import SECRET_PARAMS
 from brownout.core.wire import RequestInfo, WireFormats
 from brownout.proxy.record.cassette import Cassette, CassetteFile, Recorded, Spot
@@ -120,8 +121,9 @@ class ReplayIndex:
         self._bound: dict[str, str] = {}
 
     def key(self, info: RequestInfo) -> tuple[str, dict[str, Any]]:
-        # Recordings keep request bodies without secrets: a live body is matched the same way.
-        info = dataclasses.replace(info, body=without_secrets(info.body))
+        # Recordings keep URLs and request bodies without secrets: a live request is matched the same way.
+        path, _, query = redact_target(f"{info.path}?{info.query}" if info.query else info.path).partition("?")
+        info = dataclasses.replace(info, path=path, query=query, body=without_secrets(info.body))
         normalised = normalised_request(self.formats, info, self.ignore_params)
         return digest(normalised), normalised
 

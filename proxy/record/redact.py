@@ -1,11 +1,12 @@
 """Redact recorded cassettes after the fact: headers, query parameters, and values in bodies and URLs.
 
-Recording already leaves out credentials: secret headers, secret query values, and in request bodies
-API keys of known formats and the values of credential fields (`without_secrets`, which replay applies
-to live requests too, so they still match). `brownout cassette redact` is for what only the user knows
-is sensitive (an internal host, a customer's email, a token in a body), and for secrets in response
-bodies, found with the same detectors as the `no_pii` invariant. A request body redacted that way no
-longer matches the live request that carried the value: replay then misses it, by design.
+Recording already leaves out credentials (`brownout.core.secrets` decides what they are): secret
+headers, secrets in the URL's path and query, and in request and response bodies API keys of known
+formats and the values of credential fields (`scrub`; replay blanks live requests the same way
+before matching, so they still match). `brownout cassette redact` is for what only the user knows
+is sensitive (an internal host, a customer's email, a token in a body), found with the user's patterns
+and the `no_pii` invariant's detectors. A request body redacted that way no longer matches the live
+request that carried the value: replay then misses it, by design.
 """
 
 from __future__ import annotations
@@ -17,61 +18,42 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brownout.core.secrets import SECRET_FIELDS
-from brownout.invariants.pii_patterns import Detector, default_detectors, find_all
+from brownout.core.secret_paths import redact_url
+from brownout.core.secrets import MARK, blank, is_secret_header, redact_text
+from brownout.invariants.pii_patterns import Detector, default_detectors
 from brownout.proxy.record.cassette import Recorded, open_cassette
 from brownout.proxy.record.files import open_to_write
 
-__all__ = ["Redaction", "redact_file", "without_secrets"]
-
-MARK = "REDACTED"
-_KEYS = [d for d in default_detectors() if d.category == "secret"]
-_FIELD_HINTS = tuple(f'"{name}"'.encode() for name in SECRET_FIELDS)
+__all__ = ["Redaction", "redact_file", "scrub", "without_secrets"]
 
 
 def without_secrets(body: bytes) -> bytes:
-    """A request body as recorded and as matched on replay: API keys of known formats (the `no_pii`
-    detectors) and the string values of credential fields of a JSON body (`api_key`, `password`, ...)
-    become REDACTED. The same bytes when there are none; not UTF-8, the same bytes too."""
+    """A body as recorded and as matched on replay: API keys of known formats and the string values
+    of credential fields of a JSON body (`api_key`, `password`, ...) become REDACTED (`redact_text`).
+    The same bytes when there are none; not UTF-8, the same bytes too."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return body
-    lowered = body.lower()
-    changed = False
-    if any(hint in lowered for hint in _FIELD_HINTS):
-        try:
-            doc = json.loads(text)
-            if _blank_fields(doc):
-                text, changed = json.dumps(doc, ensure_ascii=False, separators=(",", ":")), True
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: the patterns still apply
-            pass
-    text, found = _blank(text, _KEYS)
-    return text.encode("utf-8") if changed or found else body
+    out = redact_text(text)
+    return body if out is text else out.encode("utf-8")
 
 
-def _blank(text: str, detectors: list[Detector]) -> tuple[str, int]:
-    """`text` with what the detectors find replaced by REDACTED, and how many they found."""
-    findings = sorted(find_all(text, detectors), key=lambda f: f.start, reverse=True)
-    for f in findings:
-        text = text[: f.start] + MARK + text[f.end :]
-    return text, len(findings)
+def scrub(rec: Recorded) -> None:
+    """Blank the secrets of both bodies of an exchange about to be written (headers and URL are already
+    without them). A body kept as sent under a content-encoding is left as it is: its bytes are not text."""
+    if not _encoded(rec.request_headers):
+        rec.request_body = without_secrets(rec.request_body)
+    if _encoded(rec.response_headers):
+        return
+    if rec.body is not None:
+        rec.body = without_secrets(rec.body)
+    for event in rec.events or ():
+        event.data = without_secrets(event.data)
 
 
-def _blank_fields(node: object) -> bool:
-    """Blank credential fields' string values in place, at any depth; whether any was."""
-    found = False
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if isinstance(k, str) and k.lower() in SECRET_FIELDS and isinstance(v, str) and v != MARK:
-                node[k] = MARK
-                found = True
-            else:
-                found = _blank_fields(v) or found
-    elif isinstance(node, list):
-        for item in node:
-            found = _blank_fields(item) or found
-    return found
+def _encoded(headers: Iterable[tuple[str, str]]) -> bool:
+    return any(k.lower() == "content-encoding" and v.strip().lower() not in ("", "identity") for k, v in headers)
 
 
 @dataclass(slots=True)
@@ -93,7 +75,7 @@ class Redaction:
         for rx in self.patterns:
             value, n = rx.subn(MARK, value)
             self.count += n
-        value, found = _blank(value, self._detectors)
+        value, found = blank(value, self._detectors)
         self.count += found
         return value
 
@@ -107,13 +89,16 @@ class Redaction:
     def header_list(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         out = []
         for k, v in headers:
-            if k.lower() in self.headers:
+            if k.lower() in self.headers or is_secret_header(k):  # a cassette older than today's list
                 self.count += 1
                 continue
             out.append((k, self.text(v)))
         return out
 
     def url(self, url: str) -> str:
+        kept = redact_url(url)  # secrets in path and query as recording blanks them now (older cassettes)
+        self.count += kept != url
+        url = kept
         for name in self.params:
             url, n = re.subn(rf"(?<=[?&]){re.escape(name)}=[^&#]*", f"{name}={MARK}", url)
             self.count += n

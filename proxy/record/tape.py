@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 from mitmproxy import http
 
 from brownout.core.guard import Guard
-from brownout.core.secrets import redact_query
+from brownout.core.secrets import SecretHeaders
 from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
 from brownout.faults.base import StreamTiming
+from brownout.faults.decisions import Decision
 from brownout.proxy import effects, flowmodel
 from brownout.proxy.bodies import Uninspected
 from brownout.proxy.record.capture import Capture, RecordingTap, mitm_headers
 from brownout.proxy.record.cassette import scan_dir
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
+from brownout.proxy.record.earlier import EarlierFaults
 from brownout.proxy.record.matcher import ReplayIndex
 from brownout.proxy.record.transport import REPLAY_HEADER, ReplayTransport
 from brownout.proxy.record.writer import CassetteWriter
@@ -60,6 +62,8 @@ class Tape:
         self.relay: Relay | None = None
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
         self.not_recorded = 0  # exchanges a stream fault cut, or whose body went by unread, while recording
+        self.earlier = EarlierFaults()
+        self.secret_headers = SecretHeaders()  # proxy.secret_headers: never written either
 
     @property
     def active(self) -> bool:
@@ -111,6 +115,11 @@ class Tape:
 
     # --- hooks -----------------------------------------------------------------------
 
+    def on_decision(self, decision: Decision) -> None:
+        """A fault decision (a sink of the engine's decision log): while replaying, a miss may follow it."""
+        if self.index is not None:
+            self.earlier(decision)
+
     def on_request(self, flow: http.HTTPFlow, state: FlowState, body: bytes | Uninspected) -> bool:
         """The request goes upstream unless replay takes it: True when it did (answered or routed).
 
@@ -121,10 +130,17 @@ class Tape:
         taken = False
         plain = body if isinstance(body, bytes) else None
         if self.index is not None:
-            taken = bool(self.guard.call("replay", self._replay, flow, state, plain, context=flow.request.pretty_url))
+            taken = bool(self.guard.call("replay", self._replay, flow, state, plain, context=_where(state)))
         if not taken and self.writer is not None:
             capture = self.guard.call(
-                "record", Capture, flow, state.exchange.session, self.record.max_body_bytes, plain, context="request"
+                "record",
+                Capture,
+                flow,
+                state.exchange.session,
+                self.record.max_body_bytes,
+                plain,
+                self.secret_headers,
+                context="request",
             )
             if capture is not None:
                 state.extra[_CAPTURE] = capture
@@ -243,21 +259,33 @@ class Tape:
         shown = json.dumps(normalised, sort_keys=True, ensure_ascii=False, default=str)
         if len(shown) > _SHOWN_MAX:
             shown = shown[:_SHOWN_MAX] + "..."
-        where = f"{flow.request.method} {flow.request.pretty_host}{redact_query(flow.request.path)}"
+        where = _where(state)
+        fault = self.earlier.before(ex.session, ex.id)
+        # A fault changes what the agent sees, so what it sends next may never have been recorded.
+        cause = (
+            f"; {fault.describe()} fired earlier in this session and may be why: "
+            "after it the agent may send what it never sent while recording"
+            if fault is not None
+            else ""
+        )
         if self.replay.miss == "passthrough":
             self.counts["passthrough"] += 1
             self.on_replay("passthrough")
             ex.notes["replay"] = {"miss": "passthrough"}
             log.warning(
-                "replay miss, forwarded upstream (session %s): %s; normalised request %s", ex.session, where, shown
+                "replay miss, forwarded upstream (session %s): %s%s; normalised request %s",
+                ex.session,
+                where,
+                cause,
+                shown,
             )
             return False
         self.counts["miss"] += 1
         self.on_replay("miss")
         ex.notes["replay"] = {"miss": "error"}
-        log.warning("replay miss (session %s): %s; normalised request %s", ex.session, where, shown)
+        log.warning("replay miss (session %s): %s%s; normalised request %s", ex.session, where, cause, shown)
         message = (
-            f"brownout replay: no recorded answer for {where} (session {ex.session}); "
+            f"brownout replay: no recorded answer for {where} (session {ex.session}){cause}; "
             "see brownout's log for the normalised request"
         )
         error_response = getattr(state.wire, "error_response", None)
@@ -267,6 +295,11 @@ class Tape:
             status, headers, body = MISS_STATUS, dict(JSON_HEADERS), json.dumps({"error": message}).encode()
         flow.response = http.Response.make(status, body, {**headers, REPLAY_HEADER: "miss"})
         return True
+
+
+def _where(state: FlowState) -> str:
+    ex = state.exchange  # its path is already without secrets
+    return f"{ex.method} {ex.host}{ex.path}"
 
 
 def _lower(headers: http.Headers) -> dict[str, str]:

@@ -16,7 +16,7 @@ from typing import IO
 
 from brownout.proxy.record.cassette import Recorded, file_name, header
 from brownout.proxy.record.files import open_to_write
-from brownout.proxy.record.redact import without_secrets
+from brownout.proxy.record.redact import scrub
 
 __all__ = ["CassetteWriter"]
 
@@ -129,7 +129,7 @@ class CassetteWriter:
         f = self._file(rec.session)
         seq = self._seq[rec.session] = self._seq.get(rec.session, 0) + 1
         rec.seq = seq
-        rec.request_body = without_secrets(rec.request_body)  # here, on the writer's thread: off the loop
+        scrub(rec)  # here, on the writer's thread: off the loop
         f.write(json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
         f.flush()  # a crash loses at most the exchange in hand
 

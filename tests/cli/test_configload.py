@@ -48,11 +48,83 @@ def test_every_error_is_reported() -> None:
     text = "seed: x\nproxy:\n  capture_max_bytes: -1\n  bogus: 1\n"
     with pytest.raises(ConfigError) as info:
         parse_config(text, source="c.yaml")
-    assert str(info.value).splitlines() == [
+    lines = str(info.value).splitlines()
+    assert lines[:2] == [
         "c.yaml:1: seed: Input should be a valid integer, unable to parse string as an integer",
         "c.yaml:3: proxy.capture_max_bytes: Input should be greater than or equal to 0",
-        "c.yaml:4: proxy.bogus: Extra inputs are not permitted",
     ]
+    # a key nothing like a field lists the section's fields
+    assert lines[2].startswith("c.yaml:4: proxy.bogus: Extra inputs are not permitted; valid fields: ")
+    assert "capture_max_bytes" in lines[2]
+
+
+TYPOS = """\
+rules:
+  - name: limited
+    fault:
+      type: http_error
+      status: 429
+      retry_after: 3
+    schedule: {probablity: 0.5}
+exporters:
+  prometheus:
+    enabld: false
+invariants:
+  - {type: no_pii, directon: both}
+"""
+
+
+def test_unknown_keys_get_a_did_you_mean_with_field_and_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(TYPOS, source="c.yaml")
+    assert str(info.value).splitlines() == [
+        "c.yaml:6: rules[0].fault.retry_after: Extra inputs are not permitted; did you mean 'retry_after_s'?",
+        "c.yaml:7: rules[0].schedule.probablity: Extra inputs are not permitted; did you mean 'probability'?",
+        "c.yaml:12: invariants[0].directon: Extra inputs are not permitted; did you mean 'direction'?",
+        "c.yaml:10: exporters.prometheus.enabld: Extra inputs are not permitted; did you mean 'enabled'?",
+    ]
+
+
+def test_a_top_level_typo_is_hinted_once() -> None:
+    # the top level is validated twice (once more with its plugins' catalogue): one hint, not two
+    with pytest.raises(ConfigError) as info:
+        parse_config("version: 1\nrulez: []\n", source="c.yaml")
+    assert str(info.value) == "c.yaml:2: rulez: Extra inputs are not permitted; did you mean 'rules'?"
+
+
+def test_an_experiment_file_typo_is_hinted(tmp_path: Path) -> None:
+    from brownout.proxy.experiment.config import ExperimentError, load_experiment
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("agent:\n  command: ['true']\n  runs_per_taks: 2\nphases:\n  - name: base\n")
+    with pytest.raises((ConfigError, ExperimentError)) as info:
+        load_experiment(path)
+    assert f"{path}:3: agent.runs_per_taks: Extra inputs are not permitted; did you mean 'runs_per_task'?" in str(
+        info.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("rules:\n  - name: x\n    fault: {type: latncy}\n", "c.yaml:3: rules[0].fault: unknown fault type 'latncy'"),
+        ("invariants:\n  - {type: latency_budgt}\n", "c.yaml:2: invariants[0]: unknown invariant type 'latency_budgt'"),
+    ],
+)
+def test_unknown_fault_and_invariant_types_read_alike(entry: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(entry, source="c.yaml")
+    text = str(info.value)
+    assert text.startswith(message + " (did you mean '"), text
+    assert "?); valid types: " in text
+
+
+def test_secret_headers_are_header_names_kept_lower_case() -> None:
+    config = parse_config("proxy: {secret_headers: [X-Tenant-Pass]}\n")
+    assert config.proxy.secret_headers == ["x-tenant-pass"]
+    with pytest.raises(ConfigError) as info:
+        parse_config("proxy:\n  secret_headers: ['x tenant: pass']\n", source="c.yaml")
+    assert str(info.value).startswith("c.yaml:2: proxy.secret_headers: Value error, a header name such as")
 
 
 def test_missing_field_points_at_its_parent() -> None:

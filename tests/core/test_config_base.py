@@ -17,6 +17,7 @@ from brownout.core.config import Model, parse_listen
         ("[::1]:7000", None, ("::1", 7000)),
         ("[::1]", 9464, ("::1", 9464)),
         ("localhost:0", None, ("localhost", 0)),
+        ("8090", 8080, ("127.0.0.1", 8090)),  # where a bare host is allowed, a bare number is the port
     ],
 )
 def test_parse_listen(spec: str, default_port: int | None, expected: tuple[str, int]) -> None:
@@ -53,3 +54,34 @@ def test_every_config_model_keeps_the_bases_strictness() -> None:
         m.__qualname__ for m in models if m.model_config.get("extra") != "forbid" or not m.model_config.get("frozen")
     ]
     assert loose == []
+
+
+class _Inner(Model):
+    delay_ms: int = 0
+    label: str = ""
+
+    @pydantic.field_validator("label")
+    @classmethod
+    def _no_braces(cls, v: str) -> str:
+        if "{" in v:
+            raise ValueError("label {x} must not hold braces")
+        return v
+
+
+class _Outer(Model):
+    inner: _Inner = _Inner()
+    seed: int = 0
+
+
+def test_an_unknown_key_gets_the_closest_field_of_its_own_model() -> None:
+    with pytest.raises(pydantic.ValidationError) as info:
+        _Outer.model_validate({"inner": {"delay": 5, "label": "{"}, "sed": 1, "zzz": 2})
+    messages = {e["loc"]: e["msg"] for e in info.value.errors()}
+    assert messages == {
+        ("inner", "delay"): "Extra inputs are not permitted; did you mean 'delay_ms'?",
+        # the other errors keep their messages verbatim (braces are not a template)
+        ("inner", "label"): "Value error, label {x} must not hold braces",
+        ("sed",): "Extra inputs are not permitted; did you mean 'seed'?",
+        ("zzz",): "Extra inputs are not permitted; valid fields: inner, seed",
+    }
+    assert {e["type"] for e in info.value.errors()} == {"extra_forbidden", "value_error"}

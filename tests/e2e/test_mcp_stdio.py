@@ -293,3 +293,19 @@ def test_metrics_listen_serves_the_mcp_histogram_with_the_pipe_transport(tmp_pat
         'brownout_requests_total{operation="tools/call",provider="mcp",status_class="2xx",tool="get_weather"} 1.0'
         in text
     )
+
+
+def test_metrics_listen_with_prometheus_off_in_the_config_is_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "off.yaml"
+    config.write_text("exporters:\n  prometheus: {enabled: false}\n")
+    run = subprocess.run(
+        [BROWNOUT, "mcp-stdio", "-c", str(config), "--metrics-listen", "127.0.0.1:0", "--", *SERVER_CMD],
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        timeout=30,
+    )
+    assert run.returncode == 1 and run.stdout == b""
+    assert run.stderr.decode().splitlines() == [
+        "brownout: --metrics-listen 127.0.0.1:0 asks for /metrics, but the config turns it off "
+        "(exporters.prometheus.enabled: false): drop one of the two"
+    ]  # and the server was never started

@@ -108,6 +108,9 @@ def fixture_result() -> ExperimentResult:
         seed=1,
         started_at=100.0,
         finished_at=130.0,
-        phases=[PhaseRun("baseline", "baseline", 1, False, "a"), PhaseRun("chaos", "chaos", 1, True, "b")],
+        phases=[
+            PhaseRun("baseline", "baseline", 1, False, "a", exchanges_seen=sum(len(r.exchanges) for r in base)),
+            PhaseRun("chaos", "chaos", 1, True, "b", exchanges_seen=sum(len(r.exchanges) for r in chaos)),
+        ],
         runs=base + chaos,
     )

@@ -1,7 +1,8 @@
 """A fast stdlib agent for experiment tests: one chat call and one tool call through the proxy.
 
 Env: DEMO_UPSTREAM (required), FAKE_SLEEP_S (sleep first), FAKE_EXIT (exit with this code at once),
-FAKE_TRACEPARENT=1 (forward TRACEPARENT instead of x-brownout-session).
+FAKE_TRACEPARENT=1 (forward TRACEPARENT instead of x-brownout-session), FAKE_DIRECT=1 (ignore
+HTTP_PROXY, as a client that goes around brownout does).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ def main() -> int:
     else:
         headers["x-brownout-session"] = os.environ["BROWNOUT_SESSION"]
     body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    proxies = {} if os.environ.get("FAKE_DIRECT") else None  # {}: no proxy, whatever the environment says
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
     try:
-        urllib.request.urlopen(urllib.request.Request(f"{up}/v1/chat/completions", body, headers), timeout=10).read()
-        urllib.request.urlopen(
-            urllib.request.Request(f"{up}/tools/weather?city=Paris", headers=headers), timeout=10
-        ).read()
+        opener.open(urllib.request.Request(f"{up}/v1/chat/completions", body, headers), timeout=10).read()
+        opener.open(urllib.request.Request(f"{up}/tools/weather?city=Paris", headers=headers), timeout=10).read()
     except (urllib.error.URLError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

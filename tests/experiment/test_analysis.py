@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from brownout.proxy.experiment.analysis import analyze
-from brownout.proxy.experiment.config import BASELINE_WORKS
+from brownout.proxy.experiment.config import BASELINE_PROXIED, BASELINE_WORKS
 from brownout.proxy.experiment.verdict import check_hypotheses, evaluate_gate, verdict
 from tests.experiment.builders import config, fixture_result, run
 
@@ -73,8 +73,8 @@ def test_hypotheses_and_status(analysis: dict) -> None:
         ]
     )
     hyp = check_hypotheses(cfg, analysis["phases"])
-    assert [h["ok"] for h in hyp] == [True, False, True, True]  # the last: baseline_must_succeed's
-    assert hyp[-1]["hypothesis"] == BASELINE_WORKS
+    assert [h["ok"] for h in hyp] == [True, False, True, True, True]  # the last two: baseline_must_succeed's
+    assert [h["hypothesis"] for h in hyp[-2:]] == [BASELINE_WORKS, BASELINE_PROXIED]
     gate = evaluate_gate(cfg, analysis)
     assert verdict("completed", None, hyp, gate) == ("deviated", 1)
     assert verdict("aborted", None, hyp, gate) == ("aborted", 2)
@@ -109,7 +109,10 @@ def test_an_agent_that_never_succeeds_before_the_chaos_fails_the_experiment() ->
     result.runs = [run("baseline", i, "failed") for i in range(1, 4)] + [r for r in result.runs if r.phase == "chaos"]
     bare = config()
     hyp = check_hypotheses(bare, analyze(result, bare)["phases"])
-    assert [(h["hypothesis"], h["ok"], h["scope"]) for h in hyp] == [(BASELINE_WORKS, False, "before")]
+    assert [(h["hypothesis"], h["ok"], h["scope"]) for h in hyp] == [
+        (BASELINE_WORKS, False, "before"),
+        (BASELINE_PROXIED, True, "before"),
+    ]
     assert verdict("completed", None, hyp, evaluate_gate(bare, analyze(result, bare))) == ("failed", 1)
     off = config(baseline_must_succeed=False)
     assert check_hypotheses(off, analyze(result, off)["phases"]) == []
@@ -122,4 +125,4 @@ def test_with_no_chaos_phase_every_phase_must_have_a_success() -> None:
     result.runs = [run("baseline", i, "failed") for i in range(1, 4)]
     only_baseline = config(phases=[{"name": "baseline"}])
     hyp = check_hypotheses(only_baseline, analyze(result, only_baseline)["phases"])
-    assert [h["ok"] for h in hyp] == [False]
+    assert [h["ok"] for h in hyp] == [False, True]

@@ -114,7 +114,11 @@ def _bad(field: str) -> str:
 
 def _hostile_report() -> dict[str, Any]:
     """A report whose every user-controlled string is markup."""
-    report = make_report()
+    result = fixture_result()
+    for r in result.runs:
+        for v in r.violations:  # invariant names come from the config, messages from the traffic
+            v["invariant"], v["message"] = _bad("invariant"), _bad("message")
+    report = make_report(result)
     report["experiment"] = _bad("experiment")
     report["abort_reason"], report["error"] = _bad("abort"), _bad("error")
     labels = {}
@@ -170,12 +174,15 @@ class _Page(HTMLParser):
         self.tags: set[str] = set()
         self.attrs: set[str] = set()
         self.text: list[str] = []
+        self.ids: list[str] = []
+        self.hrefs: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.add(tag)
         for name, value in attrs:
             self.attrs.add(name)
             self.text.append(value or "")
+            {"id": self.ids, "href": self.hrefs}.get(name, []).append(value or "")
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.handle_starttag(tag, attrs)
@@ -186,9 +193,10 @@ class _Page(HTMLParser):
 
 # What the template itself writes; anything else was injected.
 HTML_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b", "code", "span", "small", "div"}
-HTML_TAGS |= {"figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td"}
+HTML_TAGS |= {"figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td", "a"}
 SVG_TAGS = {"svg", "line", "text", "rect", "circle", "path", "tspan"}
 ATTRS = {"lang", "charset", "class", "role", "aria-label", "viewbox", "width", "height", "font-family", "font-size"}
+ATTRS |= {"id", "href", "fill-opacity"}
 ATTRS |= {"x", "y", "x1", "x2", "y1", "y2", "cx", "cy", "r", "d", "fill", "stroke", "stroke-width", "text-anchor"}
 
 
@@ -203,10 +211,14 @@ def test_html_escapes_every_user_string(tmp_path: Path) -> None:
     assert page.attrs <= ATTRS, page.attrs - ATTRS
     shown = "\n".join(page.text)
     fields = ["experiment", "abort", "error", "phase-baseline", "phase-chaos", "run", "task", "reason", "status"]
-    fields += ["fault", "cost", "hypothesis", "scope", "check-label", "check", "note", "service"]
+    fields += ["fault", "cost", "hypothesis", "scope", "check-label", "check", "note", "service", "invariant"]
+    fields += ["message"]
     for field in fields:
         assert _bad(field) in shown, f"{field} is not shown as text"
-    assert "href" not in html  # a log name that is not a plain file name is not a link
+    # The only links are to the page's own anchors, made from run positions (a log name that is not a
+    # plain file name is not a link).
+    assert page.hrefs and all(re.fullmatch(r"#run-\d+(-violations)?", h) for h in page.hrefs), page.hrefs
+    assert {h[1:] for h in page.hrefs} <= set(page.ids) and len(page.ids) == len(set(page.ids))
     assert shlex.join([_bad("argv"), "--port", "1"]) in shown
     row = report["fault_breakdown"][0]
     assert f"{row['fault']} · {row['target']}"[:34] in shown  # the chart label, cut to fit
@@ -216,7 +228,9 @@ def test_html_escapes_every_user_string(tmp_path: Path) -> None:
 def test_markdown_shows_markup_as_text(tmp_path: Path) -> None:
     write_reports(tmp_path, _hostile_report(), {}, [])
     md = (tmp_path / "report.md").read_text()
-    prose = re.sub(r"\\[\\`*\[\]|]", "", md)  # backslash escapes are literal characters
+    # The one piece of raw HTML: anchors built from run positions
+    prose = re.sub(r'<a id="run-\d+-violations"></a>', "", md)
+    prose = re.sub(r"\\[\\`*\[\]|]", "", prose)  # backslash escapes are literal characters
     prose = re.sub(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", "", prose)  # so are code spans
     assert "<" not in prose, "raw markup in report.md"
     assert "&amp;amp;abort" in md  # an ampersand that looks like an entity stays visible as typed
@@ -230,7 +244,7 @@ def test_markdown_shows_markup_as_text(tmp_path: Path) -> None:
             widths = {len(re.findall(r"(?<!\\)\|", row)) for row in table}
             assert len(widths) == 1, table
             table = []
-    assert "alert" in md and "hypothesis" in md
+    assert "alert" in md and "hypothesis" in md and '&lt;script&gt;alert("message")' in md
 
 
 def test_cost_of_chaos_in_currency_in_markdown_and_html() -> None:
@@ -240,10 +254,27 @@ def test_cost_of_chaos_in_currency_in_markdown_and_html() -> None:
     report = make_report()
     assert report["cost_usd"]["extra_per_run"] == pytest.approx(-6e-4)
     md = render_markdown(report)
-    assert "-$0.0006 per run under chaos (baseline $0.0020, chaos $0.0014; USD at list prices)" in md
-    # http_error: four retries at $0.0005; its runs cost $0.0015 against the baseline's $0.0020.
-    assert "| http_error | 4 | 4 | 20 | $0.0020 | +1.0 | -$0.0005 |" in md
+    assert "-$0.0006 per run under chaos (baseline $0.002, chaos $0.0014; USD at list prices)" in md
+    # http_error: four retries at $0.0005; its runs cost $0.0015 against the baseline's $0.002.
+    assert "| http_error | 4 | 4 | 20 | $0.002 | +1.0 | -$0.0005 |" in md
     assert "| reset | 2 | 0 | 0 | n/a | -1.0 | n/a |" in md
-    assert "| 10 | 100.0% [72.2%, 100.0%] |  | 5.50 / 9.55 | 2.0 | 20 | $0.0020 |" in md
+    assert "| 10 | 100.0% [72.2%, 100.0%] |  | 5.50 / 9.55 | 2.0 | 20 | $0.002 |" in md
     page = render_html(report)
-    assert "-$0.0006 per run under chaos" in page and "<td>$0.0020</td>" in page
+    assert "-$0.0006 per run under chaos" in page and "<td>$0.002</td>" in page
+
+
+def test_a_cost_difference_that_rounds_to_nothing_is_never_a_negative_zero() -> None:
+    from brownout.proxy.experiment.report_html import render_html
+    from brownout.proxy.experiment.report_md import render_markdown
+
+    result = fixture_result()
+    for r in result.runs:
+        for ex in r.exchanges:  # chaos runs come out a few millionths of a dollar cheaper
+            ex.cost_usd = None if ex.cost_usd is None else 1e-6 if r.phase == "baseline" else 1e-7
+    report = make_report(result)
+    assert -1e-4 < report["cost_usd"]["extra_per_run"] < 0
+    md, page = render_markdown(report), render_html(report)
+    assert "-<$0.0001 per run under chaos (baseline <$0.0001, chaos <$0.0001;" in md
+    assert "-&lt;$0.0001 per run under chaos" in page  # autoescaped
+    for text in (md, page):
+        assert not re.search(r"-\$0(\.0+)?\b", text)

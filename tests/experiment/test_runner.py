@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from brownout.proxy.experiment.api import run_experiment
-from brownout.proxy.experiment.config import BASELINE_WORKS
+from brownout.proxy.experiment.config import BASELINE_PROXIED, BASELINE_WORKS
 from brownout.proxy.experiment.replay import replay_experiment
 from tests.experiment.conftest import HERE, needs_proxy
 
@@ -112,7 +112,49 @@ def test_an_agent_failing_without_chaos_skips_the_chaos_and_fails(
     rep = outcome.report
     assert rep["status"] == "failed" and outcome.exit_code == 1
     assert [p["label"] for p in rep["phases"]] == ["baseline"]  # the chaos phase never ran
-    assert [(h["hypothesis"], h["ok"]) for h in rep["hypotheses"]] == [(BASELINE_WORKS, False)]
+    # It never sent a request either.
+    assert [(h["hypothesis"], h["ok"]) for h in rep["hypotheses"]] == [
+        (BASELINE_WORKS, False),
+        (BASELINE_PROXIED, False),
+    ]
+
+
+def test_an_agent_that_goes_around_the_proxy_fails_the_experiment_saying_why(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_DIRECT", "1")  # every run succeeds, straight to the upstream
+    outcome = _run(tmp_path, _exp(tmp_path), confdir)
+    rep = outcome.report
+    assert rep["status"] == "failed" and outcome.exit_code == 1
+    assert rep["phases"][0]["success_rate"] == 1.0 and rep["phases"][0]["exchanges"] == 0
+    assert [p["label"] for p in rep["phases"]] == ["baseline"]  # no chaos measured on traffic it never saw
+    failed = [h for h in rep["hypotheses"] if h["ok"] is False]
+    assert [h["hypothesis"] for h in failed] == [BASELINE_PROXIED]
+    assert "no request of the agent reached brownout" in failed[0]["note"]
+    assert "HTTP(S)_PROXY" in failed[0]["note"] and "reverse" in failed[0]["note"]
+
+
+def test_exchanges_outside_any_run_session_still_count_as_reaching_brownout(
+    tmp_path: Path, demo_env: str, confdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent whose requests carry no session (so no run gets them) did go through the proxy."""
+    agent = [
+        sys.executable,
+        "-c",
+        "import os, urllib.request; urllib.request.urlopen(os.environ['DEMO_UPSTREAM'] + '/ping').read(); print('ANSWER')",
+    ]
+    outcome = _run(
+        tmp_path,
+        _exp(
+            tmp_path,
+            agent={"command": agent, "tasks": ["a"], "success": {"stdout_regex": "^ANSWER"}},
+            phases=[{"name": "baseline"}],
+        ),
+        confdir,
+    )
+    rep = outcome.report
+    assert rep["status"] == "completed", rep["hypotheses"]
+    assert rep["phases"][0]["exchanges"] >= 1 and rep["phases"][0]["calls_per_run"] == 0
 
 
 def test_wall_clock_abort_and_timeout_status(

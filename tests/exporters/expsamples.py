@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from brownout.core import wire
+from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange, FaultRecord, Timings, Usage
 from brownout.faults.decisions import Decision
 from brownout.invariants.records import Violation
@@ -74,10 +75,10 @@ def decision(**overrides: Any) -> Decision:
 
 
 def traffic() -> list[Exchange]:
-    """A mixed chaos run: every provider, faults, errors, streams, retries, tools."""
+    """A mixed chaos run: every provider, faults, errors, streams, retries, tools; priced as the pipeline prices."""
     now = time.time()
     t = lambda d, f=None: Timings(start=now - d, first_upstream_byte=None if f is None else now - d + f, end=now)
-    return [
+    exchanges = [
         exchange(),
         exchange(faults=[FaultRecord("slow-openai", "latency", {"delay_ms": 500}, now)], timings=t(0.7, 0.6)),
         exchange(
@@ -126,3 +127,7 @@ def traffic() -> list[Exchange]:
         ),
         exchange(provider="http", operation="http", model=None, usage=Usage(), status=503, timings=t(0.1, 0.1)),
     ]
+    pricer = Pricer()
+    for ex in exchanges:
+        ex.cost = pricer.price(ex)
+    return exchanges

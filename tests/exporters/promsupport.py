@@ -82,4 +82,5 @@ def feed(metrics: Metrics, rounds: int = 1) -> None:
         metrics.internal_error("exporter:otlp")
         metrics.config_reloads.labels("rejected").inc()
         metrics.export_dropped("otlp", 3)
+        metrics.upstream_errors.observe("api.openai.com", "dns")
     metrics.watch(sessions=lambda: 4, rules=lambda: {"slow-openai": True, "anthropic-overload": False})

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client import CollectorRegistry
 
+from brownout.exporters.metrics import Metrics
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import load_config
+from tests.exporters.promsupport import dashboard_exprs, feed
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -142,3 +146,45 @@ def test_grafana_dashboard_and_datasources() -> None:
         r"exemplarTraceIdDestinations",
         (DEPLOY / "grafana" / "provisioning" / "datasources" / "datasources.yml").read_text(),
     )
+
+
+TARGET_LABELS = {"instance", "job"}  # Prometheus adds them to every series it scrapes
+
+
+def _exported() -> dict[str, set[str]]:
+    """Sample name -> its label names, as brownout exports them after one slice of a chaos run."""
+    metrics = Metrics(registry=CollectorRegistry())
+    feed(metrics)
+    out: dict[str, set[str]] = defaultdict(set)
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            out[sample.name] |= set(sample.labels)
+    return out
+
+
+def test_dashboard_queries_use_exported_metrics_and_their_labels() -> None:
+    """Every metric a panel queries is exported, and every label it filters or groups by is one of its labels."""
+    exported = _exported()
+    for title, expr in dashboard_exprs():
+        # Metric names: what is left once label lists (by (...) and {...}) are taken out.
+        bare = re.sub(r"\bby\s*\([^)]*\)|\{[^}]*\}", " ", expr)
+        used = re.findall(r"\b((?:brownout|gen_ai)_\w+)\b", bare)
+        if not used:  # Prometheus' own `up`
+            continue
+        assert set(used) <= set(exported), f"{title}: {set(used) - set(exported)} not exported"
+        for name, selector in re.findall(r"\b((?:brownout|gen_ai)_\w+)\{([^}]*)\}", expr):
+            matched = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", selector))
+            assert matched <= exported[name], f"{title}: {name} has no label {matched - exported[name]}"
+        labels = set().union(*(exported[n] for n in used)) | TARGET_LABELS
+        for grouping in re.findall(r"\bby\s*\(([^)]*)\)", expr):
+            by = {g.strip() for g in grouping.split(",")}
+            assert by <= labels, f"{title}: grouped by {by - labels}, which {used} do not have"
+
+
+def test_grafana_dashboard_shows_the_cost() -> None:
+    exprs = [(title, expr) for title, expr in dashboard_exprs() if "brownout_cost_usd_total" in expr]
+    assert any("sum by (provider, model)" in expr and "USD/hour" in title for title, expr in exprs), exprs
+    assert any(expr.startswith("sum(increase(brownout_cost_usd_total") for _, expr in exprs), exprs
+    dash = json.loads((DEPLOY / "grafana" / "dashboards" / "brownout.json").read_text())
+    units = {p["fieldConfig"]["defaults"].get("unit") for p in dash["panels"] if "cost" in p["title"].lower()}
+    assert units == {"currencyUSD"}

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from brownout.core.exchange import Exchange
 from brownout.core.wire import by_provider
 from tests.faults.engine_support import WIRE, engine, ex
 
@@ -96,3 +97,29 @@ def test_a_wire_format_that_knows_no_places_skips_argument_and_text_faults_on_wh
     assert out["choices"][0]["message"]["content"] == "Hi\n\nx"
     assert out["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] != "{}"
     assert [f.rule for f in exchange.faults] == ["bad-args", "evil"] and exchange.faults_skipped == []
+
+
+def _handshake(i: int) -> Exchange:
+    return ex(i, path="/v1/realtime", request_headers={"upgrade": "WebSocket", "connection": "Upgrade"})
+
+
+def test_a_websocket_handshake_is_not_a_match_for_a_fault_that_needs_a_body() -> None:
+    e = engine(
+        {"name": "cut-once", "fault": {"type": "truncate", "at_bytes": 1}, "schedule": {"first": 1}},
+        {"name": "drop-mid-body", "fault": {"type": "reset", "phase": "mid_body", "after_bytes": 1}},
+        {"name": "refuse", "fault": {"type": "http_error", "status": 429}},
+    )
+    handshake = _handshake(0)
+    plan = e.plan(handshake, WIRE)
+    assert [f.rule for f in plan.fired] == ["refuse"]  # answering instead of the 101 is a real fault
+    outcomes = [(d.rule, d.outcome) for d in e.decisions.recent()]
+    assert outcomes == [
+        ("cut-once", "skipped_not_applicable"),
+        ("drop-mid-body", "skipped_not_applicable"),
+        ("refuse", "fired"),
+    ]
+    assert "WebSocket handshake" in e.decisions.recent()[0].reason
+    # Not counted as the rule's first match: the next real exchange gets the cut.
+    later = ex(1)
+    e.plan(later, WIRE)
+    assert [f.rule for f in later.faults] == ["cut-once", "drop-mid-body", "refuse"]

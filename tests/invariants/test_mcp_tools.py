@@ -36,11 +36,21 @@ def listing(tools: list[ToolSpec], t: float, *, session: str = "s1", **fields: A
     return ex
 
 
-def announcing(t: float, where: str = "server_notifications") -> Exchange:
-    """A tools/call whose reply came with notifications/tools/list_changed (or, stdio, its request after one)."""
+def announcing(t: float) -> Exchange:
+    """A tools/call whose reply came with notifications/tools/list_changed."""
     ex = tool("get_weather", {"city": "Oslo"}, t)
-    ex.notes[where] = ["notifications/progress", "notifications/tools/list_changed"]
+    ex.notes["server_notifications"] = ["notifications/progress", "notifications/tools/list_changed"]
     return ex
+
+
+def after_notes(ex: Exchange, *at: float) -> Exchange:
+    """`ex` as stdio records it: the server's list_changed reached the client at these times before `ex` was sent."""
+    ex.notes["notifications_before"] = [("notifications/message", T0), *(list_changed_at(t) for t in at)]
+    return ex
+
+
+def list_changed_at(t: float) -> tuple[str, float]:
+    return ("notifications/tools/list_changed", T0 + t)
 
 
 def test_arguments_must_fit_the_schema_the_server_lists_now() -> None:
@@ -90,18 +100,55 @@ def test_calls_after_list_changed_without_listing_again_are_stale() -> None:
     h.run(listing([weather_tool()], 0))
     note = announcing(1)
     assert h.run(note) == []  # the call that carried the notification was sent before it
-    (v,) = h.run(tool("get_weather", {"city": "Oslo"}, 2))
+    stale = tool("get_weather", {"city": "Oslo"}, 2)
+    assert h.run(stale) == []  # judged once something that started after it is seen
+    (v,) = h.run(tool("get_weather", {"city": "Rome"}, 3))  # ... once per tool and announcement
+    assert v.exchange_id == stale.id
     assert v.details == {"check": "stale", "tool": "get_weather", "announced_exchange_id": note.id}
-    assert h.run(tool("get_weather", {"city": "Rome"}, 3)) == []  # once per tool and announcement
     h.run(listing([weather_tool()], 4))
-    assert h.run(tool("get_weather", {"city": "Oslo"}, 5)) == []
+    assert h.run_all(tool("get_weather", {"city": "Oslo"}, 5), tool("get_weather", {"city": "Oslo"}, 6)) == []
+    assert h.runner.close_all() == []
 
 
-def test_stdio_notifications_before_a_request_count_for_it() -> None:
+def test_stdio_notifications_count_from_when_they_reached_the_client() -> None:
     h = Harness([{"type": "mcp_tools", "checks": ["stale"]}])
     h.run(listing([weather_tool()], 0))
-    (v,) = h.run(announcing(1, where="notifications_before"))
-    assert v.details["check"] == "stale"
+    call = after_notes(tool("get_weather", {"city": "Oslo"}, 2), 1.5)
+    assert h.run(call) == []
+    (v,) = h.runner.close_all()
+    assert v.details["check"] == "stale" and v.exchange_id == call.id
+
+
+def test_an_announcement_while_the_listing_is_in_flight_is_answered_by_it() -> None:
+    # A server that announces while the client's first tools/list is on its way (the reference server
+    # server-everything does on every start): over stdio the notification is recorded on the next request.
+    h = Harness([{"type": "mcp_tools"}])
+    first = listing([weather_tool()], 0, timings=Timings(start=T0, first_client_byte=T0 + 0.2, end=T0 + 0.2))
+    assert h.run(first) == []
+    calls = [after_notes(tool("get_weather", {"city": "Oslo"}, 1), 0.1), tool("get_weather", {"city": "Rome"}, 2)]
+    assert h.run_all(*calls) == [] and h.runner.close_all() == []
+
+
+def test_a_real_change_after_an_answered_announcement_is_still_stale() -> None:
+    h = Harness([{"type": "mcp_tools"}])
+    h.run(listing([weather_tool()], 0, timings=Timings(start=T0, first_client_byte=T0 + 0.2, end=T0 + 0.2)))
+    h.run(after_notes(tool("get_weather", {"city": "Oslo"}, 1), 0.1))  # answered by the listing
+    h.run(after_notes(tool("get_weather", {"city": "Oslo"}, 3), 2))  # a new change, not listed again
+    (v,) = h.runner.close_all()
+    assert v.details["check"] == "stale" and v.message.startswith("tools/call 'get_weather' after the server")
+
+
+def test_a_notification_on_the_servers_stream_counts_when_the_stream_ends() -> None:
+    # Over HTTP the GET stream's notifications are seen when it ends: when on it each came is not kept.
+    h = Harness([{"type": "mcp_tools"}])
+    h.run(listing([weather_tool()], 0))
+    stream = listing([], 0.5, operation="server_stream", mcp_method=None, tools_declared=[])
+    stream.timings = Timings(start=T0 + 0.5, first_client_byte=T0 + 0.6, end=T0 + 3)
+    stream.notes["server_notifications"] = ["notifications/tools/list_changed"]
+    assert h.run_all(tool("get_weather", {"city": "Oslo"}, 1), stream) == []
+    assert h.run(tool("get_weather", {"city": "Oslo"}, 4)) == []
+    (v,) = h.runner.close_all()
+    assert v.details["check"] == "stale" and v.details["announced_exchange_id"] == stream.id
 
 
 def test_failed_listings_other_sessions_and_llm_calls_change_nothing() -> None:

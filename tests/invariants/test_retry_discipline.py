@@ -92,3 +92,56 @@ def test_mcp_retries_are_keyed_by_method_and_tool() -> None:
     (v,) = h.run(tool("get_weather", {"city": "Paris"}, 0.1))
     assert v.details["check"] == "backoff"
     assert v.message.startswith("retried tools/call get_weather (POST tools.local/mcp) 0.050 s after a failure")
+
+
+def cut(t: float, content: str = "hello", **kw):
+    """A streamed chat answer that ended before its terminal event, the model not finished."""
+    return llm(t, dur=0.05, messages=[("user", content)], stream=True, stream_complete=False, finish_reasons=[], **kw)
+
+
+def test_resending_after_cut_streams_is_judged_like_after_5xx() -> None:
+    def checks(first, again) -> list[str]:
+        h = Harness([{"type": "retry_discipline"}])
+        found = h.run(first(0))
+        for i in range(1, 6):  # five re-sends, each 10 ms after the last answer ended
+            found += h.run(again(i * 0.06) if i < 5 else llm(i * 0.06))
+        return [v.details["check"] for v in found]
+
+    after_cuts = checks(cut, cut)
+    assert after_cuts == checks(
+        lambda t: err(t, retry_after=None, status=503), lambda t: err(t, retry_after=None, status=503)
+    )
+    assert after_cuts == ["backoff", "max_retries", "storm"]
+
+
+def test_after_a_cut_stream_the_next_turn_is_no_retry() -> None:
+    h = Harness([{"type": "retry_discipline"}])
+    assert h.run(cut(0, "Tell me about Paris.")) == []
+    # at once, but another request: the agent went on with the partial answer
+    assert h.run(cut(0.06, "Tell me about Paris. Go on.")) == []
+    (v,) = h.run(cut(0.12, "Tell me about Paris. Go on."))  # that one again, at once: a retry
+    assert v.details["check"] == "backoff" and "0.010 s after a failure" in v.message
+    # the same request with other volatile fields (user, metadata) is the same request
+    h = Harness([{"type": "retry_discipline"}])
+    first = cut(0)
+    h.run(first)
+    again = cut(0.06)
+    again.request_body = again.request_body[:-1] + ', "user": "u-2", "metadata": {"n": 2}}'
+    assert [v.details["check"] for v in h.run(again)] == ["backoff"]
+
+
+def test_a_stream_missing_only_its_terminal_event_is_no_failure() -> None:
+    h = Harness([{"type": "retry_discipline"}])
+    assert h.run(llm(0, dur=0.05, stream=True, stream_complete=False)) == []  # finish_reason "stop" arrived
+    assert h.run(llm(0.06, dur=0.05)) == []
+
+
+def test_codex_cli_backoff_after_cut_streams_passes() -> None:
+    # Codex CLI re-sends a cut stream after 200 ms x 2^(n-1), jittered by +-10%: at the low end here.
+    h = Harness([{"type": "retry_discipline"}])
+    t, found = 0.0, h.run(cut(0))
+    for wait in (0.18, 0.36):
+        t += 0.05 + wait
+        found += h.run(cut(t))
+    found += h.run(llm(t + 0.05 + 0.72))  # the third retry, within max_retries, gets the whole answer
+    assert found == []

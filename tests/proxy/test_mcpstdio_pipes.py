@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.mcpstdio.messages import remember
 from brownout.proxy.mcpstdio.pipes import Frame, exit_code, frames, server_label
 from brownout.proxy.mcpstdio.run import stdio_config
 
@@ -56,3 +57,15 @@ def test_metrics_only_when_asked_for() -> None:
     assert asked.enabled and asked.listen == "127.0.0.1:0"
     configured = BrownoutConfig.model_validate({"exporters": {"prometheus": {"listen": "127.0.0.1:9999"}}})
     assert stdio_config(configured).exporters.prometheus.enabled
+
+
+def test_server_notifications_kept_are_bounded_and_keep_list_changed() -> None:
+    notes: list[tuple[str, float]] = []
+    remember(notes, "notifications/tools/list_changed", 1.0, keep=3)
+    for n in range(10):
+        remember(notes, "notifications/message", 2.0 + n, keep=3)
+    assert notes == [
+        ("notifications/tools/list_changed", 1.0),
+        ("notifications/message", 10.0),
+        ("notifications/message", 11.0),
+    ]

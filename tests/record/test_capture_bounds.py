@@ -9,6 +9,7 @@ import zlib
 
 from mitmproxy.test import tflow
 
+from brownout.core.secrets import SecretHeaders
 from brownout.proxy.record.capture import Capture
 from brownout.proxy.record.cassette import EVENT_OVERHEAD
 
@@ -22,7 +23,7 @@ def capture(encoding: str = "") -> Capture:
     flow.response.headers["content-type"] = "text/event-stream"
     if encoding:
         flow.response.headers["content-encoding"] = encoding
-    cap = Capture(flow, "s", KEEP, b"")
+    cap = Capture(flow, "s", KEEP, b"", SecretHeaders())
     cap.response_head(flow)
     cap.start_stream("text/event-stream")
     return cap

@@ -5,6 +5,7 @@ No timing is asserted: the 1,000-stream case itself is `python bench/streams.py`
 
 from __future__ import annotations
 
+import mmap
 import os
 import socket
 import socketserver
@@ -151,8 +152,12 @@ def test_peak_rss_trusts_the_high_water_mark_only_after_a_reset() -> None:
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
 def test_procwatch_catches_a_spike_between_samples_and_counts_cpu() -> None:
     with ProcWatch(os.getpid(), interval_s=60) as watch:  # no sample lands inside the window
-        blob = b"x" * (96 << 20)
-        del blob
+        # Fresh pages from the kernel: a bytes object could reuse memory this (long-lived, test-worker)
+        # process already has resident from earlier tests, and then RSS would not grow at all.
+        size = 96 << 20
+        with mmap.mmap(-1, size) as pages:
+            for offset in range(0, size, mmap.PAGESIZE):
+                pages[offset] = 1
         t0 = time.process_time()
         while time.process_time() - t0 < 0.3:
             pass

@@ -177,3 +177,36 @@ def test_a_connect_tunnel_over_the_cap_is_answered_503(upstream_tls: Any, browno
     finally:
         holder.close()
     assert cut_count(proxy, "max_client_connections") == 1
+
+
+@pytest.mark.timeout(60)
+def test_ctl_status_names_connection_counts_as_counts_of_now(upstream: Any, brownout_proxy: Any):
+    from click.testing import CliRunner
+
+    from brownout.proxy.ctl import ctl
+
+    config = "proxy: {max_client_connections: 1}\ncontrol: {token: st4tus-token}\n"
+    proxy = brownout_proxy(config, mode="reverse", upstream=upstream)
+    control = ["--url", proxy.addon.control.url, "--token", "st4tus-token", "status"]
+
+    def connections() -> dict[str, Any]:
+        result = CliRunner().invoke(ctl, control)
+        assert result.exit_code == 0, result.output
+        counts: dict[str, Any] = json.loads(result.output)["client_connections"]
+        return counts
+
+    with httpx.Client(base_url=proxy.url, trust_env=False) as client:  # one finished exchange, connection closed
+        assert client.post("/v1/chat/completions", json=CHAT).status_code == 200
+    deadline = time.monotonic() + 10
+    while connections()["open_now"] and time.monotonic() < deadline:  # its close reaches the proxy first
+        time.sleep(0.05)
+    assert connections() == {"open_now": 0, "over_cap_now": 0, "max_open": 1}
+    held = [socket.create_connection((proxy.host, proxy.port)) for _ in range(2)]  # the second is over the cap
+    while connections()["open_now"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert connections() == {"open_now": 2, "over_cap_now": 1, "max_open": 1}
+    for s in held:
+        s.close()
+    while connections()["open_now"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert connections() == {"open_now": 0, "over_cap_now": 0, "max_open": 1}  # of now, not totals since start

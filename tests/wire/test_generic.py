@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from brownout.core.wire import GENERIC
 from brownout.core.wire.generic import tool_name_from_path
 from tests.wire._wire_helpers import request, stream_through
@@ -55,6 +57,24 @@ def test_tool_name_from_path() -> None:
     assert tool_name_from_path("/tools/weather/") == "weather"
     assert tool_name_from_path("/a/b.v1.json?x=1") == "b.v1"
     assert tool_name_from_path("/") is None
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/users/12345", "users"),
+        ("/v1/items/550e8400-e29b-41d4-a716-446655440000", "items"),
+        ("/services/T0123ABCD/B0456EFGH/REDACTED", "services"),
+        ("/botREDACTED/sendMessage", "sendMessage"),
+        ("/keys/REDACTED/usage", "usage"),
+        ("/commits/da39a3ee5e6b4b0d3255bfef95601890afd80709", "commits"),
+        ("/reports/2024-06-01.json", "reports"),
+        ("/api/v2/get_weather_v2", "get_weather_v2"),
+        ("/12345/REDACTED", None),
+    ],
+)
+def test_a_tool_is_named_by_a_name_never_an_id_or_a_secret(path: str, name: str | None) -> None:
+    assert tool_name_from_path(path) == name
 
 
 def test_fault_bytes() -> None:
