@@ -7,7 +7,8 @@ recorded `Decision`. A fault that raises is contained by the engine's guard (cou
 "fault:<type>", logged once; raised by a strict guard); the exchange then proceeds as if it
 had not fired.
 
-Threading: all methods are meant for the proxy's event-loop thread (no locks on counters).
+Threading: all methods are meant for the proxy's event-loop thread (no locks on counters), except
+`prepare`, which compiles a hot reload's rules on another thread.
 
 Hot reload (`reload`): a rule whose name is unchanged keeps its counters (matches,
 injections, in-flight slots, quota window) unless its scope or quota changed; renamed or
@@ -39,7 +40,7 @@ from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
-from brownout.faults.match import CompiledMatch, Stage
+from brownout.faults.match import ByHost, CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
 from brownout.faults.schedule import FIRED, SKIPPED_NOT_APPLICABLE, SKIPPED_PAUSED, Schedule, Ticket, rng_for
@@ -105,6 +106,7 @@ class FaultEngine:
         self.ruleset = ruleset if ruleset is not None else RuleSet()
         self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
+        self._by_host: ByHost[CompiledRule] = ByHost((), lambda r: r.match)
         self._refresh_active()
 
     # --- configuration -------------------------------------------------------------------
@@ -155,10 +157,20 @@ class FaultEngine:
 
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)
+        self._by_host = ByHost(self._active, lambda r: r.match)
 
-    def reload(self, ruleset: RuleSet) -> None:
-        """Switch to new validated rules for new exchanges (see module docstring)."""
-        rules = self._compile(ruleset, {r.name: r for r in self.rules})  # raises before swapping
+    def prepare(self, ruleset: RuleSet) -> list[CompiledRule]:
+        """`ruleset` compiled for `reload`; raises ValueError for a rule it cannot run.
+
+        Safe on another thread than the loop's (thousands of rules take a while to compile): it only
+        reads the live rules, and a kept rule's new schedule shares their counters, which are only ever
+        changed in place, so what the loop counts in the meantime is kept."""
+        return self._compile(ruleset, {r.name: r for r in self.rules})
+
+    def reload(self, ruleset: RuleSet, prepared: list[CompiledRule] | None = None) -> None:
+        """Switch to new validated rules for new exchanges (see module docstring), at once when they
+        were `prepare`d already."""
+        rules = prepared if prepared is not None else self.prepare(ruleset)  # raises before swapping
         self.ruleset = ruleset
         self.rules = rules
         self._refresh_active()
@@ -211,7 +223,7 @@ class FaultEngine:
         releases: list[tuple[Schedule, Ticket]] | None = None
         now = 0.0
         matched = False
-        for rule in self._active:
+        for rule in self._by_host(exchange.host):
             stage = rule.match.request_stage(exchange)
             if stage is Stage.NO:
                 continue

@@ -18,7 +18,7 @@ from brownout.core import wire
 from brownout.core.exchange import Exchange
 from brownout.faults.config import MatchConfig
 
-__all__ = ["CompiledMatch", "Stage", "compile_glob"]
+__all__ = ["ByHost", "CompiledMatch", "Stage", "compile_glob"]
 
 _Check = Callable[[Exchange], bool]
 
@@ -50,13 +50,15 @@ def _path_only(path: str) -> str:
 class CompiledMatch:
     """A MatchConfig compiled into request-stage checks plus an optional tool glob."""
 
-    __slots__ = ("_checks", "_llm", "_tool", "config")
+    __slots__ = ("_checks", "_llm", "_tool", "config", "host")
 
     def __init__(self, config: MatchConfig, *, llm_providers: frozenset[str] = wire.BUILTIN.llm_providers) -> None:
         self.config = config
         self._llm = llm_providers  # providers whose responses carry model tool calls
         self._checks: tuple[_Check, ...] = tuple(self._build(config))
         self._tool = compile_glob(config.tool) if config.tool is not None else None
+        # The host glob alone (None: any host), for `ByHost`.
+        self.host = compile_glob(config.host, ignore_case=True) if config.host is not None else None
 
     @staticmethod
     def _build(c: MatchConfig) -> list[_Check]:
@@ -122,3 +124,30 @@ def _header_check(name: str, glob: Callable[[str], bool]) -> _Check:
         return value is not None and glob(value)
 
     return check
+
+
+class ByHost[R]:
+    """Rules narrowed to those whose host glob admits a host (and those with none), in their order.
+
+    Worked out once per host and kept (for the last `MAX_HOSTS` hosts): with thousands of rules, each
+    for its own host, a request then checks the few that can match it instead of every rule. The
+    host check stays in each rule's match, so this changes what is checked, never what matches."""
+
+    MAX_HOSTS = 256
+
+    def __init__(self, rules: tuple[R, ...], match_of: Callable[[R], CompiledMatch]) -> None:
+        self.rules = rules
+        self._hosts = [match_of(r).host for r in rules]
+        self._narrows = any(h is not None for h in self._hosts)
+        self._seen: dict[str, tuple[R, ...]] = {}
+
+    def __call__(self, host: str) -> tuple[R, ...]:
+        if not self._narrows:
+            return self.rules
+        found = self._seen.get(host)
+        if found is None:
+            found = tuple(r for r, h in zip(self.rules, self._hosts, strict=True) if h is None or h(host))
+            if len(self._seen) >= self.MAX_HOSTS:
+                self._seen.clear()  # hosts a proxy sees are few; many means they change: start again
+            self._seen[host] = found
+        return found

@@ -76,6 +76,8 @@ class Brownout(Lifecycle, ResponseHooks):
         self.control: Any = None
         self.relay: Relay | None = None
         self.watcher: ConfigWatcher | None = None
+        self.heap_owned = False
+        self._reloading = threading.Lock()
         self._states: dict[str, FlowState] = {}
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0

@@ -87,8 +87,8 @@ def _is_experiment_file(path: str) -> bool:
 
     try:
         return is_experiment(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return False  # load_config then says what is wrong with it
 
 
 def _listen(spec: str) -> tuple[str, int]:
@@ -307,8 +307,8 @@ def validate(file: str) -> None:
     try:
         text = Path(file).read_text(encoding="utf-8")
         data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        data = None  # load_config reports it, with the line of a syntax error
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        data = None  # load_config reports it, with the line of a syntax error (or of nesting too deep)
     try:
         if is_experiment(data):
             exp = check_experiment(text, file, Path(file).resolve().parent)

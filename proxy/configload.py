@@ -2,8 +2,9 @@
 
 Every problem becomes one `ConfigError` whose message has one line per error, in the form
 `chaos.yaml:7: rules[0].fault.status: Input should be greater than or equal to 400`.
-Line numbers come from the YAML node tree (`yaml.compose`), walked along pydantic's error
-location, so they point at the offending value (or, for a missing field, at its parent).
+Line numbers come from the YAML node tree (`proxy.yamlnodes.compose`: no recursion, a limit on
+nesting), walked along pydantic's error location, so they point at the offending value (or, for a
+missing field, at its parent).
 
 Relative paths in a config file (logs, cassette directories, custom invariant files) are resolved
 here, against the file's directory, as Prometheus and Docker Compose do: whoever loads the file
@@ -22,6 +23,7 @@ import pydantic
 import yaml
 
 from brownout.core.config import BASE_DIR
+from brownout.proxy import yamlnodes
 from brownout.proxy.config import BrownoutConfig
 
 __all__ = ["ConfigError", "ConfigProblem", "load_config", "parse_config", "problems_in"]
@@ -84,9 +86,11 @@ def parse_config[M: pydantic.BaseModel](
     to the working directory)."""
     try:
         # compose once and build the data from the same tree, so lines and values agree
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yamlnodes.compose(text)
         duplicates = _duplicate_keys(root, source)  # before construction merges `<<:` keys into the mappings
         data = _construct(root)
+    except yamlnodes.TooDeep as e:
+        raise ConfigError([ConfigProblem(source, e.line, "", f"{e}; a config needs a few")]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -108,17 +112,21 @@ def parse_config[M: pydantic.BaseModel](
         raise ConfigError(duplicates)
     try:
         context = {BASE_DIR: str(base_dir)} if base_dir is not None else None
-        return model.model_validate(data if data is not None else {}, context=context)
+        config = model.model_validate(data if data is not None else {}, context=context)
     except pydantic.ValidationError as e:
         problems = [_problem(source, root, err) for err in e.errors(include_url=False)]
         raise ConfigError(problems) from None  # the problems say it all; pydantic's trace is noise
+    except RecursionError:  # the nesting the composer allows is far from this; kept as a last line of defence
+        raise ConfigError([ConfigProblem(source, None, "", "nested too deeply to validate")]) from None
+    yamlnodes.release(root)
+    return config
 
 
 def problems_in(
     text: str, source: str, error: pydantic.ValidationError, prefix: tuple[str | int, ...] = ()
 ) -> list[ConfigProblem]:
     """`error`, from validating the part of `text` found at `prefix`, as problems on `text`'s own lines."""
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    root = yamlnodes.compose(text)
     return [
         _problem(source, root, {**err, "loc": (*prefix, *err.get("loc", ()))})
         for err in error.errors(include_url=False)

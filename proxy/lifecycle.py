@@ -14,7 +14,8 @@ from mitmproxy.utils import human
 
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
-from brownout.faults.engine import FaultEngine
+from brownout.faults.engine import CompiledRule, FaultEngine
+from brownout.proxy import heap
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig, with_listen_overrides
@@ -45,6 +46,7 @@ class PreparedConfig:
 
     config: BrownoutConfig
     tape: TapeSetup
+    rules: list[CompiledRule] | None = None  # compiled off the loop (a reload), or None: compiled at the switch
     retired: CassetteWriter | None = None  # set by apply_config: the writer replaced, to close off the loop
 
 
@@ -67,6 +69,7 @@ class Lifecycle:
     watcher: ConfigWatcher | None
     _fixed: bool
     _loaded_path: str | None
+    heap_owned: bool  # the process is brownout's own (`brownout run`): see proxy.heap
     _stream_above: int
     _buffer_max: int
     _ignored: HostGlobs
@@ -155,14 +158,16 @@ class Lifecycle:
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
 
-    def prepare_config(self, config: BrownoutConfig) -> PreparedConfig:
+    def prepare_config(self, config: BrownoutConfig, *, compile_rules: bool = False) -> PreparedConfig:
         """The slow part of switching to `config` (reading and indexing cassettes, opening a record
-        directory), done here: call it off the loop. Raises CassetteError, OSError or ValueError."""
+        directory; with `compile_rules`, compiling its rules too), done here: call it off the loop.
+        Raises CassetteError, OSError or ValueError."""
         config = with_listen_overrides(
             config, self._option("brownout_metrics_listen"), self._option("brownout_control_listen")
         )
         config = cassette_options.with_cassette_overrides(config, self._option)
-        return PreparedConfig(config, self.tape.prepare(config.record, config.replay, config.catalogue.wire))
+        rules = self.engine.prepare(config.ruleset) if compile_rules else None
+        return PreparedConfig(config, self.tape.prepare(config.record, config.replay, config.catalogue.wire), rules)
 
     def apply_config(self, config: BrownoutConfig | PreparedConfig) -> None:
         """Switch to a validated config; new exchanges use it. On the loop: a PreparedConfig switches at
@@ -182,7 +187,7 @@ class Lifecycle:
         config = prepared.config
         retired = self.tape.swap(prepared.tape)
         self.config = config
-        self.engine.reload(config.ruleset)
+        self.engine.reload(config.ruleset, prepared.rules)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
@@ -209,20 +214,24 @@ class Lifecycle:
         """Parse and validate `path` here (call it off the loop: YAML, plugins, cassettes), then switch to
         it on the loop at once.
 
-        A bad file keeps the last good config; the result says which happened."""
+        A bad file keeps the last good config; the result says which happened. The rules are compiled
+        here too (thousands of them swap in at once): only the switch itself happens on the loop."""
         with self._reloading:
             try:
-                prepared = self.prepare_config(load_config(path))
+                with heap.building(self.heap_owned):
+                    prepared = self.prepare_config(load_config(path), compile_rules=True)
+                    changes = describe_reload(self.config, prepared.config)
+                    old = [*self.engine.rules, self.config]  # freed here, not all at once on the loop
+                    try:
+                        self.on_loop.call(self.apply_config, prepared)  # raises before anything changes
+                    except BaseException:
+                        prepared.tape.discard(self.tape)
+                        raise
+                    heap.let_go(old)
             except (ConfigError, CassetteError, OSError, ValueError) as e:
                 log.error("brownout: config reload rejected, keeping the last good config: %s", e)
                 self.pipeline.exporters.on_config_reload("rejected")
                 return False, f"rejected, keeping the last good config: {e}"
-            changes = describe_reload(self.config, prepared.config)
-            try:
-                self.on_loop.call(self.apply_config, prepared)
-            except BaseException:
-                prepared.tape.discard(self.tape)
-                raise
             if prepared.retired is not None:
                 prepared.retired.close()  # waits for its queue to be written: here, not on the loop
         self.pipeline.exporters.on_config_reload("applied")

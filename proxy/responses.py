@@ -11,7 +11,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.framing import Framer, framer_for
-from brownout.proxy import bodies, effects, flowmodel
+from brownout.proxy import bodies, effects, flowmodel, lateswitch
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.connkill import drop_client, is_multiplexed
 from brownout.proxy.flowstate import FlowState
@@ -60,6 +60,10 @@ class ResponseHooks:
         # body fault is transcoded chunk by chunk); other bodies buffer when small or a fault needs them.
         if state.timing is not None or resp.stream or framer is not None or (large and not wants_body):
             self._stream(flow, state, framer)
+        elif not length.isdigit():
+            # Buffered for a fault, yet of unknown size: should it outgrow proxy.buffer_max_bytes, mitmproxy
+            # streams it from then on, and the faults act on it as they would on any stream that large.
+            lateswitch.on_switch(resp, lambda: self.guard.call("engine", self._stream, flow, state, None))
 
     def _stream(self, flow: http.HTTPFlow, state: FlowState, framer: Framer | None) -> None:
         ex, resp, plan = state.exchange, flow.response, state.plan
@@ -95,7 +99,14 @@ class ResponseHooks:
             ex.status = resp.status_code
             ex.response_headers = flowmodel.response_headers(flow, self._secret_headers)
             ex.content_type = resp.headers.get("content-type", "")
-        if not ex.streamed:
+        if not ex.streamed and resp.stream:
+            # mitmproxy streamed the body past the cap, and brownout could not take it over (see
+            # responseheaders): nothing was read, so no body fault acted and there is nothing to record.
+            reason = "the body outgrew proxy.buffer_max_bytes while buffered and streamed through unread"
+            if state.plan is not None:
+                self.guard.call("engine", state.plan.skip_body_faults, reason)
+            self.tape.on_unread(state, reason)
+        elif not ex.streamed:
             body = await self.guard.acall("wire", bodies.decoded, resp, self._buffer_max)
             self.tape.on_response(flow, state, body)  # the body as upstream sent it, before body faults
             await self._finish_buffered(flow, state, body)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 from collections.abc import Callable
 from typing import Any
 
+from brownout.proxy import heap
 from brownout.proxy.connkill import close_clients
 from brownout.proxy.embed import ProxyHandle, running_proxy_async
 
@@ -40,6 +40,7 @@ async def serve_until_signal(
             # The price table (tens of thousands of objects) loads on a thread at start: frozen with the rest.
             await asyncio.to_thread(handle.addon.pipeline.prices_loaded.wait, 10.0)
             settle_heap()
+            handle.addon.heap_owned = True  # hot reloads keep the heap settled too
             waits = [asyncio.create_task(stop.wait()), asyncio.create_task(handle.master.should_exit.wait())]
             _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for t in pending:
@@ -60,8 +61,7 @@ def settle_heap() -> None:
     (measured with bench/run.py: p99 of all-on brownout). Only `brownout run` does this: the
     process is brownout's own; an application embedding the proxy keeps its own GC policy.
     """
-    gc.collect()
-    gc.freeze()
+    heap.settle()
 
 
 async def drain(handle: ProxyHandle, *, timeout_s: float, force: asyncio.Event | None = None) -> int:

@@ -226,7 +226,9 @@ class StreamTap:
                 break
             sent: list[Sent] = []
             self.inspector.decoded += len(piece)
-            if self.editor is not None and self.inspector.decoded > self.decoded_max:
+            # Once the editor has changed the stream it sees it to the end: dropped then, it would let the
+            # rest through unedited after its edit (a body cut short would go on after the cut).
+            if self.editor is not None and not self.changed and self.inspector.decoded > self.decoded_max:
                 detail = f"decodes to over {self.decoded_max} bytes (proxy.buffer_max_bytes)"
                 sent += self._give_up("decoded_too_large", detail)
             sent += self._edit_plain(piece)

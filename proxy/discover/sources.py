@@ -7,9 +7,8 @@ the record package's reader and parsed through the wire formats, as the proxy pa
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,12 @@ import httpx
 from brownout.core.cost import Pricer
 from brownout.exporters.jsonl import exchange_summary
 from brownout.proxy.record.cassette import FORMAT as CASSETTE_FORMAT
-from brownout.proxy.record.cassette import Cassette, CassetteError, read_cassette, read_dir
+from brownout.proxy.record.cassette import CassetteError, CassetteFile, open_cassette, scan_dir
 from brownout.proxy.record.inspect import exchange_of
 
-__all__ = ["DiscoverError", "Traffic", "read_source"]
+__all__ = ["DiscoverError", "Traffic", "canonical", "read_source"]
+
+_HEADER_MAX = 64 << 10  # a cassette's header line is short: a longer first line is no cassette
 
 
 class DiscoverError(ValueError):
@@ -31,83 +32,82 @@ class DiscoverError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
-    """The exchange summaries read from one source."""
+    """The exchange summaries of one source, read as they are iterated (once): a log or a cassette
+    directory of any size is never held whole."""
 
     kind: str  # "exchanges log", "cassettes", "control API"
-    records: list[dict[str, Any]]
+    records: Iterable[dict[str, Any]]
 
-    @property
-    def digest(self) -> str:
-        """sha256 of the records in canonical JSON: the same traffic gives the same digest."""
-        h = hashlib.sha256()
-        for record in self.records:
-            h.update(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode())
-            h.update(b"\n")
-        return h.hexdigest()
+
+def canonical(record: dict[str, Any]) -> bytes:
+    """A record as the source digest hashes it (canonical JSON and a newline): same traffic, same digest."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode() + b"\n"
 
 
 def read_source(source: str, *, token: str | None = None, limit: int | None = None, timeout_s: float = 10.0) -> Traffic:
-    """Read SOURCE: an http(s) URL is a control API, a directory holds cassettes, a file is a log or a cassette."""
+    """Read SOURCE: an http(s) URL is a control API, a directory holds cassettes, a file is a log or a cassette.
+
+    DiscoverError here for a source that cannot be opened, and while iterating for a bad record."""
     if source.startswith(("http://", "https://")):
         return Traffic("control API", read_control_api(source, token=token, limit=limit, timeout_s=timeout_s))
     path = Path(source)
-    if path.is_dir():
-        try:
-            return Traffic("cassettes", _summaries(read_dir(path)))
-        except CassetteError as e:
-            raise DiscoverError(str(e)) from e
-    if not path.is_file():
-        raise DiscoverError(f"{source}: no such file or directory (nor an http:// control API URL)")
-    if _is_cassette(path):
-        try:
-            return Traffic("cassettes", _summaries([read_cassette(path)]))
-        except CassetteError as e:
-            raise DiscoverError(str(e)) from e
+    try:
+        if path.is_dir():
+            return Traffic("cassettes", _summaries(scan_dir(path)))
+        if not path.is_file():
+            raise DiscoverError(f"{source}: no such file or directory (nor an http:// control API URL)")
+        if _is_cassette(path):
+            return Traffic("cassettes", _summaries([open_cassette(path)]))
+    except CassetteError as e:
+        raise DiscoverError(str(e)) from e
     return Traffic("exchanges log", read_exchanges_log(path))
 
 
 def _is_cassette(path: Path) -> bool:
     try:
         with path.open(encoding="utf-8") as f:
-            first = f.readline()
+            first = f.readline(_HEADER_MAX)
         head = json.loads(first)
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(head, dict) and head.get("format") == CASSETTE_FORMAT
 
 
-def read_exchanges_log(path: Path) -> list[dict[str, Any]]:
-    """The records of an exchanges log (`exporters.jsonl.exchanges_path`); a bad line is an error naming it."""
-    records = []
+def read_exchanges_log(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of an exchanges log (`exporters.jsonl.exchanges_path`), a line at a time; a bad line is
+    an error naming it, except a last one half written (a crash can leave one): that one is skipped."""
+    bad: DiscoverError | None = None
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                if bad is not None:
+                    raise bad  # not the last line after all
+                try:
+                    record = json.loads(line)
+                except ValueError as e:
+                    bad = DiscoverError(f"{path}:{n}: not a JSON line: {e}")
+                    continue
+                except RecursionError:
+                    raise DiscoverError(f"{path}:{n}: JSON nested too deeply to read") from None
+                if not isinstance(record, dict) or "provider" not in record or "session" not in record:
+                    raise DiscoverError(f"{path}:{n}: not an exchange summary (no provider or session)")
+                yield record
     except (OSError, UnicodeDecodeError) as e:
         raise DiscoverError(f"{path}: cannot read: {e}") from e
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as e:
-            # A crash can leave the last line half written: that one is skipped, not fatal.
-            if n == len(lines):
-                break
-            raise DiscoverError(f"{path}:{n}: not a JSON line: {e}") from e
-        if not isinstance(record, dict) or "provider" not in record or "session" not in record:
-            raise DiscoverError(f"{path}:{n}: not an exchange summary (no provider or session)")
-        records.append(record)
-    return records
 
 
-def _summaries(cassettes: Iterable[Cassette]) -> list[dict[str, Any]]:
+def _summaries(cassettes: Iterable[CassetteFile]) -> Iterator[dict[str, Any]]:
     pricer = Pricer()
-    records = []
-    for cassette in cassettes:
-        for rec in cassette.exchanges:
-            exchange = exchange_of(rec)
-            exchange.cost = pricer.price(exchange)  # the proxy prices live exchanges the same way
-            records.append(exchange_summary(exchange))
-    return records
+    try:
+        for cassette in cassettes:
+            for rec in cassette.exchanges():
+                exchange = exchange_of(rec)
+                exchange.cost = pricer.price(exchange)  # the proxy prices live exchanges the same way
+                yield exchange_summary(exchange)
+    except CassetteError as e:
+        raise DiscoverError(str(e)) from e
 
 
 def read_control_api(url: str, *, token: str | None, limit: int | None, timeout_s: float) -> list[dict[str, Any]]:

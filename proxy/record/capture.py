@@ -77,6 +77,7 @@ class Capture:
         self._raw_chunks = False
         self._sent_headers: list[tuple[str, str]] = []
         self.ended = False  # the streamed body reached its end as upstream sent it
+        self.unrecordable: str | None = None  # why this exchange must not be written (its body is not upstream's)
         # Upstream's own clock, when the relay reports it (a fault holds the answer back on its way to
         # the client): the body bytes delivered so far and when, and when upstream ended the body.
         self._upstream_bytes: list[int] = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -12,19 +14,27 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from brownout.proxy.record.cassette import Cassette, CassetteError, cassette_files, read_dir
+from brownout.proxy.record.cassette import CassetteError, CassetteFile, scan_dir
 
 __all__ = ["cassette"]
 
 _dir_arg = click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 
 
-def _load(directory: Path) -> list[Cassette]:
+@contextmanager
+def _readable() -> Iterator[None]:
+    """A cassette that cannot be read or written (a bad line, a link out of the directory) ends the command, named."""
     try:
-        return list(read_dir(directory))
-    except CassetteError as e:
+        yield
+    except (CassetteError, OSError) as e:
         click.echo(f"brownout: {e}", err=True)
         sys.exit(2)
+
+
+def _load(directory: Path) -> list[CassetteFile]:
+    """The directory's cassettes, headers checked; their exchanges are read one at a time, when iterated."""
+    with _readable():
+        return scan_dir(directory)
 
 
 def _size(n: int) -> str:
@@ -48,7 +58,8 @@ def ls_cmd(directory: Path, as_json: bool) -> None:
     from brownout.proxy.record.inspect import describe, session_summary, totals
 
     cassettes = _load(directory)
-    views = {c.path.name: [describe(r) for r in c.exchanges] for c in cassettes}
+    with _readable():
+        views = {c.path.name: [describe(r) for r in c.exchanges()] for c in cassettes}
     sessions = [session_summary(c, views[c.path.name]) for c in cassettes]
     per = totals([v for vs in views.values() for v in vs])
     if as_json:
@@ -84,7 +95,8 @@ def show_cmd(directory: Path, session: str | None, as_json: bool) -> None:
         sys.exit(2)
     console = Console()
     for c in cassettes:
-        views = [describe(r) for r in c.exchanges]
+        with _readable():
+            views = [describe(r) for r in c.exchanges()]
         if as_json:
             for v in views:
                 click.echo(json.dumps({"session": c.session, **v.to_dict()}))
@@ -136,10 +148,15 @@ def redact_cmd(
     redaction = Redaction(
         headers=frozenset(headers), params=frozenset(params), patterns=compiled, kinds=frozenset(kinds)
     )
-    _load(directory)  # every file must be readable before any is rewritten
-    for path in cassette_files(directory):
-        n = redact_file(path, redaction)
-        click.echo(f"{path.name}: {n} value(s) redacted")
+    cassettes = _load(directory)
+    with _readable():
+        for c in cassettes:  # every file must be readable before any is rewritten (an exchange at a time)
+            for _ in c.exchanges():
+                pass
+        # A link inside the directory: the file it leads to is redacted (once), not the link replaced.
+        for path in dict.fromkeys(c.path.resolve() for c in cassettes):
+            n = redact_file(path, redaction)
+            click.echo(f"{path.name}: {n} value(s) redacted")
 
 
 @cassette.command("har")
@@ -147,8 +164,9 @@ def redact_cmd(
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 def har_cmd(directory: Path, out: Path) -> None:
     """Export DIRECTORY's exchanges as one HAR 1.2 file (streamed answers as whole bodies)."""
-    from brownout.proxy.record.har import to_har
+    from brownout.proxy.record.har import write_har
 
-    har = to_har(_load(directory))
-    out.write_text(json.dumps(har, indent=1), encoding="utf-8")
-    click.echo(f"{out}: {len(har['log']['entries'])} entries")
+    cassettes = _load(directory)
+    with _readable(), out.open("w", encoding="utf-8") as f:
+        entries = write_har(cassettes, f)
+    click.echo(f"{out}: {entries} entries")

@@ -81,7 +81,7 @@ def with_cassette_overrides(config: Any, option: Callable[[str], str]) -> Any:
             update["speed"] = float(speed)
         except ValueError:
             raise ValueError(f"replay speed must be a number, got {speed!r}") from None
-        if update["speed"] < 0:
+        if not update["speed"] >= 0:  # NaN too: it would turn every recorded wait into no wait at all
             raise ValueError(f"replay speed must be 0 or more, got {speed!r}")
     if miss := option("brownout_replay_miss"):
         if miss not in ("error", "passthrough"):

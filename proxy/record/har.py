@@ -5,17 +5,19 @@ HAR has one body per response and no per-event timing: a streamed answer becomes
 
 from __future__ import annotations
 
+import gc
+import json
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from mitmproxy import connection, http
 from mitmproxy.addons.savehar import SaveHar
 
 from brownout.proxy.record.capture import mitm_headers
-from brownout.proxy.record.cassette import Cassette
+from brownout.proxy.record.cassette import CassetteFile
 
-__all__ = ["to_har"]
+__all__ = ["write_har"]
 
 
 def _flow(rec: Any) -> http.HTTPFlow:
@@ -36,7 +38,21 @@ def _flow(rec: Any) -> http.HTTPFlow:
     return flow
 
 
-def to_har(cassettes: Iterable[Cassette]) -> dict[str, Any]:
-    """One HAR log holding every exchange of the cassettes, in recorded order per session."""
-    flows = [_flow(rec) for cassette in cassettes for rec in cassette.exchanges]
-    return SaveHar().make_har(flows)
+def write_har(cassettes: Iterable[CassetteFile], out: IO[str]) -> int:
+    """One HAR log holding every exchange of the cassettes, in recorded order per session, written to
+    `out` an entry at a time (a large cassette is never held whole); returns how many entries. CassetteError for an exchange that cannot be read."""
+    har = SaveHar()
+    log = har.make_har([])
+    head, _, tail = json.dumps(log, indent=1).partition('"entries": []')
+    out.write(head + '"entries": [')
+    servers: set[Any] = set()
+    n = 0
+    for cassette in cassettes:
+        for rec in cassette.exchanges():
+            out.write(("," if n else "") + "\n" + json.dumps(har.flow_entry(_flow(rec), servers), indent=1))
+            n += 1
+            # Building a mitmproxy response leaves a reference cycle (a caught type-check error) holding
+            # the body: collected now, not a few large bodies later.
+            gc.collect(0)
+    out.write("\n]" + tail)
+    return n

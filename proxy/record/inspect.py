@@ -11,7 +11,7 @@ from brownout.core.exchange import Exchange, Timings
 from brownout.core.secret_paths import redact_target
 from brownout.core.wire import BUILTIN, WireFormats
 from brownout.core.wire.framing import framer_for
-from brownout.proxy.record.cassette import Cassette, Recorded
+from brownout.proxy.record.cassette import Cassette, CassetteFile, Recorded
 from brownout.proxy.record.matcher import recorded_info
 
 __all__ = ["ExchangeView", "describe", "exchange_of", "session_summary", "totals"]
@@ -98,7 +98,7 @@ def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
     )
 
 
-def session_summary(cassette: Cassette, views: list[ExchangeView]) -> dict[str, Any]:
+def session_summary(cassette: Cassette | CassetteFile, views: list[ExchangeView]) -> dict[str, Any]:
     return {
         "file": cassette.path.name,
         "session": cassette.session,

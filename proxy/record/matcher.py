@@ -24,10 +24,10 @@ from urllib.parse import parse_qsl, urlsplit
 from brownout.core.secret_paths import redact_target
 from brownout.core.secrets import SECRET_PARAMS
 from brownout.core.wire import RequestInfo, WireFormats
-from brownout.proxy.record.cassette import Cassette, Recorded
+from brownout.proxy.record.cassette import Cassette, CassetteFile, Recorded, Spot
 from brownout.proxy.record.redact import without_secrets
 
-__all__ = ["Match", "ReplayIndex", "normalised_request", "recorded_info"]
+__all__ = ["Match", "ReplayIndex", "Stored", "normalised_request", "recorded_info"]
 
 _MAX_SESSIONS = 10_000  # live sessions whose cursors are kept (oldest forgotten first)
 
@@ -66,12 +66,26 @@ def recorded_info(rec: Recorded) -> RequestInfo:
     )
 
 
+# A recorded exchange in memory, or where to read it again (a cassette read from disk: the index keeps
+# only keys and places, so a cassette of any size costs little memory).
+Stored = Recorded | Spot
+
+
 @dataclass(slots=True, frozen=True)
 class Match:
     """A recorded answer for a request, and whether it was used before (the recording ran out)."""
 
-    recorded: Recorded
+    stored: Stored
     repeated: bool
+
+    @property
+    def source(self) -> str:
+        return self.stored.source
+
+    @property
+    def recorded(self) -> Recorded:
+        """The exchange (read again from its file: off the event loop for a large one)."""
+        return self.stored if isinstance(self.stored, Recorded) else self.stored.load()
 
 
 class ReplayIndex:
@@ -79,24 +93,29 @@ class ReplayIndex:
 
     def __init__(
         self,
-        cassettes: Iterable[Cassette],
+        cassettes: Iterable[Cassette | CassetteFile],
         formats: WireFormats,
         *,
         ignore_params: Iterable[str] = (),
         exhausted: str = "repeat",
     ) -> None:
+        """Cassettes read whole are kept in memory; files (`CassetteFile`) are read an exchange at a time
+        (CassetteError for a bad one), keeping where each exchange lies."""
         self.formats = formats
         self.ignore_params = tuple(ignore_params)
         self.exhausted = exhausted
-        self._by_session: dict[str, dict[str, list[Recorded]]] = {}
+        self._by_session: dict[str, dict[str, list[Stored]]] = {}
         self.sessions: list[str] = []
         self.exchanges = 0
         for cassette in cassettes:
             keys = self._by_session.setdefault(cassette.session, defaultdict(list))
             if cassette.session not in self.sessions:
                 self.sessions.append(cassette.session)
-            for rec in cassette.exchanges:
-                keys[self.key(recorded_info(rec))[0]].append(rec)
+            entries: Iterable[tuple[Recorded, Stored]] = (
+                ((rec, rec) for rec in cassette.exchanges) if isinstance(cassette, Cassette) else cassette.spots()
+            )
+            for rec, stored in entries:
+                keys[self.key(recorded_info(rec))[0]].append(stored)
                 self.exchanges += 1
         self._seen: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._bound: dict[str, str] = {}

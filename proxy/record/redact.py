@@ -21,7 +21,8 @@ from pathlib import Path
 from brownout.core.secret_paths import redact_url
 from brownout.core.secrets import MARK, blank, is_secret_header, redact_text
 from brownout.invariants.pii_patterns import Detector, default_detectors
-from brownout.proxy.record.cassette import Recorded, read_cassette
+from brownout.proxy.record.cassette import Recorded, open_cassette
+from brownout.proxy.record.files import open_to_write
 
 __all__ = ["Redaction", "redact_file", "scrub", "without_secrets"]
 
@@ -115,15 +116,17 @@ class Redaction:
 
 
 def redact_file(path: Path, redaction: Redaction) -> int:
-    """Redact one cassette in place (written to a temporary file, then renamed); returns values removed."""
-    cassette = read_cassette(path)
+    """Redact one cassette in place (written to a temporary file, then renamed); returns values removed.
+
+    Read and written an exchange at a time, whatever the file's size."""
+    cassette = open_cassette(path)
     before = redaction.count
     with path.open(encoding="utf-8") as f:
         head = f.readline()
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
+    with open_to_write(tmp, append=False) as out:  # a link planted under that name is refused, not followed
         out.write(head if head.endswith("\n") else head + "\n")
-        for rec in cassette.exchanges:
+        for rec in cassette.exchanges():
             redaction.apply(rec)
             out.write(json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
     os.replace(tmp, path)

@@ -27,7 +27,7 @@ from brownout.faults.decisions import Decision
 from brownout.proxy import effects, flowmodel
 from brownout.proxy.bodies import Uninspected
 from brownout.proxy.record.capture import Capture, RecordingTap, mitm_headers
-from brownout.proxy.record.cassette import read_dir
+from brownout.proxy.record.cassette import scan_dir
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 from brownout.proxy.record.earlier import EarlierFaults
 from brownout.proxy.record.matcher import ReplayIndex
@@ -78,7 +78,7 @@ class Tape:
         self.transport = ReplayTransport(lambda: self.replay.speed)
         self.relay: Relay | None = None
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
-        self.not_recorded = 0  # exchanges a stream fault cut while recording
+        self.not_recorded = 0  # exchanges a stream fault cut, or whose body went by unread, while recording
         self.earlier = EarlierFaults()
         self.secret_headers = SecretHeaders()  # proxy.secret_headers: never written either
 
@@ -97,7 +97,7 @@ class Tape:
             # Rebuilt only when the section changes: an experiment's phase switch keeps the cursors.
             index = None
             if replay.dir:
-                cassettes = list(read_dir(Path(replay.dir)))
+                cassettes = scan_dir(Path(replay.dir))  # read an exchange at a time: only keys are kept
                 index = ReplayIndex(cassettes, formats, ignore_params=replay.ignore_params, exhausted=replay.exhausted)
                 log.info("replay: %d exchanges in %d sessions from %s", index.exchanges, len(cassettes), replay.dir)
         append = bool(replay.dir) and replay.miss == "passthrough"
@@ -206,6 +206,12 @@ class Tape:
             plain = body if isinstance(body, bytes) else None
             self.guard.call("record", capture.body, flow, plain, context="response body")
 
+    def on_unread(self, state: FlowState, reason: str) -> None:
+        """The response body went by unread: the exchange is not recorded (an empty body would pass for upstream's)."""
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            capture.unrecordable = capture.unrecordable or reason
+
     def on_error(self, flow: http.HTTPFlow, state: FlowState) -> None:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is not None:
@@ -230,12 +236,15 @@ class Tape:
         if state.tap is not None and state.tap.ended and not capture.ended:
             # A stream fault (truncate, reset) ended the exchange before upstream finished: what was read
             # is not what upstream would have sent, and replayed it would pass the fault off as upstream's.
+            capture.unrecordable = capture.unrecordable or "a fault cut it before upstream's answer ended"
+        if capture.unrecordable is not None:
             self.not_recorded += 1
             log.info(
-                "cassette: not recording %s %s (session %s): a fault cut it before upstream's answer ended",
+                "cassette: not recording %s %s (session %s): %s",
                 capture.rec.method,
                 capture.rec.url,
                 state.exchange.session,
+                capture.unrecordable,
             )
             return
         rec = self.guard.call("record", capture.recorded, state.exchange, end, context="finish")
@@ -258,9 +267,9 @@ class Tape:
         self.counts["repeated"] += match.repeated
         self.on_replay("hit")
         ex.replayed = True
-        ex.notes["replay"] = {"source": match.recorded.source, "repeated": match.repeated}
+        ex.notes["replay"] = {"source": match.source, "repeated": match.repeated}
         if self.relay is not None and effects.can_relay(flow):
-            token = self.transport.register(match.recorded)
+            token = self.transport.register(match.stored)
             flow.request.headers[REPLAY_HEADER] = token
             relay_token = effects.route_to_relay(flow, self.relay, state.timing or StreamTiming(), self.guard)
             if relay_token is not None:
@@ -269,7 +278,7 @@ class Tape:
             self.transport.discard(token)
             del flow.request.headers[REPLAY_HEADER]
         # No route to the relay (upstream mode: it would go through the upstream proxy): answered here,
-        # whole and at once, with the recorded head and body.
+        # whole and at once, with the recorded head and body (read from its file here, on the loop).
         rec = match.recorded
         body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
         flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))

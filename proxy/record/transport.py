@@ -10,15 +10,19 @@ stream, stall, throttle, reset) acts on it unchanged. Events are released on the
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 
-from brownout.proxy.record.cassette import Recorded
+from brownout.proxy.record.cassette import CassetteError, Recorded
+from brownout.proxy.record.matcher import Stored
 
 __all__ = ["REPLAY_HEADER", "ReplayTransport"]
+
+log = logging.getLogger(__name__)
 
 REPLAY_HEADER = "x-brownout-replay"
 
@@ -36,9 +40,9 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         self._speed = speed
         self._sleep = sleep
         self._clock = clock
-        self._pending: dict[str, Recorded] = {}
+        self._pending: dict[str, Stored] = {}
 
-    def register(self, recorded: Recorded) -> str:
+    def register(self, recorded: Stored) -> str:
         token = secrets.token_hex(12)
         self._pending[token] = recorded
         return token
@@ -47,10 +51,18 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         self._pending.pop(token, None)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        rec = self._pending.pop(request.headers.get(REPLAY_HEADER, ""), None)
-        if rec is None:
+        stored = self._pending.pop(request.headers.get(REPLAY_HEADER, ""), None)
+        if stored is None:
             raise httpx.ConnectError("no recorded answer registered for this request", request=request)
         start = self._clock()
+        if isinstance(stored, Recorded):
+            rec = stored
+        else:
+            try:  # read from its file in a worker thread: a large exchange never holds up the loop
+                rec = await asyncio.to_thread(stored.load)
+            except CassetteError as e:
+                log.error("replay: %s", e)
+                raise httpx.ConnectError(str(e), request=request) from e
         await self._until(start, rec.headers_s)
         if rec.status is None:
             # Upstream never answered when recorded: neither does the replay (the proxy's error hook then

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from brownout.proxy.record.cassette import Recorded, file_name, header
+from brownout.proxy.record.files import open_to_write
 from brownout.proxy.record.redact import scrub
 
 __all__ = ["CassetteWriter"]
@@ -139,9 +140,9 @@ class CassetteWriter:
             return f
         path = self.directory / file_name(session)
         fresh = session not in self._started and not self.append
+        f = open_to_write(path, append=not fresh)  # never through a link: it could lead anywhere
         if not fresh and session not in self._seq:
             self._seq[session] = _last_seq(path)
-        f = path.open("w" if fresh else "a", encoding="utf-8")
         if fresh or f.tell() == 0:
             created = datetime.now(UTC).isoformat(timespec="seconds")
             f.write(json.dumps(header(session, created, self._version), separators=(",", ":")) + "\n")

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from brownout.proxy.embed import ProxyHandle
-from brownout.proxy.record.cassette import Cassette, read_dir
+from brownout.proxy.record.cassette import Cassette, Recorded, header, read_dir
 
 
 def recorder(
@@ -67,3 +68,33 @@ def wait_exchanges(exchanges: list[Any], n: int, timeout_s: float = 5.0) -> None
     while len(exchanges) < n and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(exchanges) >= n, f"{len(exchanges)} exchanges finished, expected {n}"
+
+
+def chat(session: str, n: int = 1, *, content: str = "hello", **kw: object) -> Recorded:
+    """The n-th OpenAI chat exchange of a session (question n, answered with `content`), as recorded."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"question {n}"}]}
+    answer = {"id": f"c{n}", "object": "chat.completion", "model": "gpt-4o", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+    ]}  # fmt: skip
+    return Recorded(
+        session=session,
+        seq=n,
+        method="POST",
+        url="https://api.openai.com/v1/chat/completions",
+        request_headers=[("content-type", "application/json")],
+        request_body=json.dumps(body).encode(),
+        status=200,
+        reason="OK",
+        response_headers=[("content-type", "application/json")],
+        body=json.dumps(answer).encode(),
+        **{"end_s": 0.1, **kw},  # type: ignore[arg-type]
+    )
+
+
+def write_cassette(path: Path, lines: Iterable[dict[str, Any]]) -> Path:
+    """A cassette file of session `path.stem` holding these exchange lines, as written (nothing checked)."""
+    with path.open("w", encoding="utf-8") as f:
+        f.write(json.dumps(header(path.stem, "2026-01-01T00:00:00+00:00", "test")) + "\n")
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+    return path
