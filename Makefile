@@ -6,8 +6,8 @@ PYTHON ?= $(shell pyenv which python 2>/dev/null || command -v python3.13 || com
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
-# Debian packages the tests use (a real Prometheus server and promtool; Chromium renders report.html headless).
-APT_PACKAGES ?= prometheus chromium
+# Debian packages the tests use: a real Prometheus (and promtool), Chromium (rendered reports), redis-server (shared state).
+APT_PACKAGES ?= prometheus chromium redis-server
 
 .PHONY: demo test lint bench setup system-deps node-deps lock clean
 
