@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from brownout.core.config import Model
+from brownout.core.state import StateConfig
 from brownout.exporters.config import ExportersConfig, ListenConfig
 from brownout.faults.config import Rules
 from brownout.faults.engine import RuleSet
@@ -187,6 +188,7 @@ class BrownoutConfig(Model):
     control: ControlConfig = ControlConfig()
     record: RecordConfig = RecordConfig()
     replay: ReplayConfig = ReplayConfig()
+    state: StateConfig = StateConfig()
 
     _catalogue: Catalogue = PrivateAttr(default_factory=lambda: BUILTIN)
 

@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from brownout.core.state import StateConfig
 from brownout.exporters.config import JsonlConfig, OtlpConfig, PrometheusConfig
 from brownout.faults import FAULTS
 from brownout.faults.config import MatchConfig, QuotaConfig, ScheduleConfig
@@ -40,6 +41,7 @@ COMMON_INVARIANT_FIELDS = frozenset({"type", "name", "enabled"})
 CONFIG_TABLES: list[tuple[str, str, type[BaseModel], frozenset[str]]] = [
     ("configuration.md", "Top-level keys", BrownoutConfig, frozenset()),
     ("configuration.md", "proxy", ProxySettings, frozenset()),
+    ("configuration.md", "state", StateConfig, frozenset()),
     ("schedules.md", "Match", MatchConfig, frozenset()),
     ("schedules.md", "Schedule", ScheduleConfig, frozenset()),
     ("schedules.md", "Quotas", QuotaConfig, frozenset()),
