@@ -283,20 +283,19 @@ class FaultEngine(SharedSchedules):
         return plan
 
     def _decide(
-        self, rule: CompiledRule, exchange: Exchange, wire: WireFormat | None, now: float, tool: str | None
-    ) -> tuple[Fired | None, tuple[Schedule, Ticket] | None]:
-        return self._use(rule, exchange, wire, now, tool, rule.schedule.decide(exchange.session, now))
-
-    def _use(
         self,
         rule: CompiledRule,
         exchange: Exchange,
         wire: WireFormat | None,
         now: float,
         tool: str | None,
-        ticket: Ticket,
+        ticket: Ticket | None = None,
     ) -> tuple[Fired | None, tuple[Schedule, Ticket] | None]:
-        """Record a decision and, when it fired, build the fault; also what to release at the end."""
+        """Decide (on this process's counters, unless a shared store's `ticket` is given) and record it;
+        when it fired, build the fault; also what to release at the end."""
+        if ticket is None:
+            schedule = rule.schedule
+            ticket = schedule.counters.decide(exchange.session, now, schedule.window_start(now))
         reason = ticket.reason if tool is None else f"{ticket.reason}; response calls tool {tool!r}"
         self._record(exchange, rule, ticket.outcome, reason, ticket.counter, ticket.index, now)
         needs_release = (

@@ -53,7 +53,7 @@ class SharedSchedules:
     clock: Callable[[], float]
     guard: Guard
     paused: bool
-    _use: Callable[..., tuple[Fired | None, tuple[Schedule, Ticket] | None]]
+    _decide: Callable[..., tuple[Fired | None, tuple[Schedule, Ticket] | None]]
     _record: Callable[..., None]
 
     @property
@@ -99,7 +99,7 @@ class SharedSchedules:
         rules: list[CompiledRule] = pending
         tickets = await self.store.decide([self._ask(rule, ex, now) for rule in rules])
         for rule, ticket in zip(rules, tickets, strict=True):
-            fired, release = self._use(rule, ex, plan.wire, now, None, ticket)
+            fired, release = self._decide(rule, ex, plan.wire, now, None, ticket)
             if release is not None:
                 plan.releases.append(release)
             if fired is not None:
@@ -118,7 +118,7 @@ class SharedSchedules:
         tickets = await self.store.decide([self._ask(rule, ex, now) for rule, _ in matches])
         out: list[Fired] = []
         for (rule, tool), ticket in zip(matches, tickets, strict=True):
-            fired, release = self._use(rule, ex, plan.wire, now, tool, ticket)
+            fired, release = self._decide(rule, ex, plan.wire, now, tool, ticket)
             if release is not None:
                 plan.releases.append(release)
             if fired is not None:

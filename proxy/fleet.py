@@ -32,7 +32,7 @@ from brownout.core.state import RedisLink
 from brownout.core.state.schedule import ScheduleStore
 from brownout.core.state.schedule_memory import MemorySchedules
 from brownout.core.state.schedule_redis import RedisSchedules
-from brownout.core.state.switches import FleetView, RedisSwitches, Replica
+from brownout.core.state.switches import EMPTY_VERSION, FleetView, RedisSwitches, Replica
 from brownout.faults.engine import FaultEngine
 from brownout.proxy.config import BrownoutConfig
 
@@ -93,6 +93,7 @@ class Fleet:
         self.replicas: list[Replica] = []
         self.mismatched: set[str] = set()  # other config hashes seen in the roll call (logged once each)
         self._pending: dict[str, str] = {}  # switches set while the store was away: written when it is back
+        self._restore: dict[str, str] = {}  # the switches a store that restarted empty lost
         self._writes = 0  # publishes started: a read that overlapped one is dropped
         self._next_heartbeat = 0.0
         self._next_renew = 0.0
@@ -163,10 +164,16 @@ class Fleet:
         if self.switches is None:
             return
         now = time.monotonic()
+        if self._restore:
+            # The store came back empty: put the switches back as this replica knew them, unless another
+            # replica (or the control API) wrote them since.
+            restore, self._restore = self._restore, {}
+            if await self.switches.write(restore, if_version=EMPTY_VERSION) is None:
+                self._restore = restore
+                return
         if self._pending:
             pending = dict(self._pending)
-            written = await self.switches.write(pending)
-            if written is None:
+            if await self.switches.write(pending) is None:
                 return
             for k in pending:
                 if self._pending.get(k) == pending[k]:
@@ -214,10 +221,9 @@ class Fleet:
         previous = self.version
         self.version = view.version
         if view.switches is None:
-            if previous.isdigit() and view.version.isdigit() and int(view.version) < int(previous) and self.known:
-                # The store lost its data (restarted empty): put the fleet's switches back, as this replica knew them.
-                self._pending.update(self.known)
-                self.version = ""
+            if view.version == EMPTY_VERSION and previous not in ("", EMPTY_VERSION) and self.known:
+                # The store lost its data (restarted empty): the next poll puts the switches back.
+                self._restore = dict(self.known)
             return
         self.known = view.switches
         paused = view.switches.get(PAUSED)

@@ -62,9 +62,9 @@ _DRAW_SCALE = float(1 << DRAW_BITS)
 
 
 def draw_bits(seed: int | str, rule: str, session: str, index: int) -> int:
-    """The 52-bit integer behind `draw` (what the Lua script computes and returns)."""
+    """The 52-bit integer behind `draw`: the first 13 hex digits of the sha1 (what the Lua script computes)."""
     key = f"{seed}\x1f{rule}\x1f{session}\x1f{index}\x1fdraw".encode("utf-8", "surrogatepass")
-    return int(hashlib.sha1(key, usedforsecurity=False).hexdigest()[:13], 16)
+    return int.from_bytes(hashlib.sha1(key, usedforsecurity=False).digest()[:7]) >> 4
 
 
 def draw(seed: int | str, rule: str, session: str, index: int) -> float:

@@ -1,7 +1,8 @@
 """A fleet's switches and roll call in Redis: the kill switch, rule toggles, replicas and their config hash.
 
 Switches live in one hash under the prefix (`switches`: `paused`, `rule:<name>`, and a `version`
-bumped by every write). Each replica reads it every `state.poll_interval_ms` with one small script
+bumped by every write; the version reads `<generation>:<count>`, the generation a random id given
+when the hash is created, so that a store restarted empty never repeats a version a replica knew). Each replica reads it every `state.poll_interval_ms` with one small script
 that answers the fields only when the version moved, and, once a second, registers itself in the
 roll call (`replicas`: replica id -> config hash, paused flag, when last seen) and reads the fleet's
 origin (`origin:<config hash>`, set once by the first replica running that config, kept alive by
@@ -10,17 +11,19 @@ every heartbeat). Writes are one script too: the fields and the version bump are
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from brownout.core.state.link import RedisLink
 
-__all__ = ["FleetView", "RedisSwitches", "Replica"]
+__all__ = ["EMPTY_VERSION", "FleetView", "RedisSwitches", "Replica"]
 
+EMPTY_VERSION = ":0"  # the version of switches never written (or lost with the store's data)
 ORIGIN_TTL_S = 300  # the whole fleet gone this long: the next one starts afresh (windows, counters)
 
 _SYNC = """
-local version = redis.call('HGET', KEYS[1], 'version') or '0'
+local version = (redis.call('HGET', KEYS[1], 'gen') or '') .. ':' .. (redis.call('HGET', KEYS[1], 'version') or '0')
 local fields = {}
 if version ~= ARGV[1] then fields = redis.call('HGETALL', KEYS[1]) end
 if ARGV[2] ~= '1' then return {version, fields} end
@@ -49,9 +52,16 @@ return {version, fields, origin, roll}
 """
 
 _WRITE = """
-for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
-return {tostring(version), redis.call('HGETALL', KEYS[1])}
+local function version()
+  return (redis.call('HGET', KEYS[1], 'gen') or '') .. ':' .. (redis.call('HGET', KEYS[1], 'version') or '0')
+end
+if ARGV[1] ~= '' and version() ~= ARGV[1] then
+  return {version(), redis.call('HGETALL', KEYS[1]), 0}
+end
+redis.call('HSETNX', KEYS[1], 'gen', ARGV[2])
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+return {version(), redis.call('HGETALL', KEYS[1]), 1}
 """
 
 
@@ -73,6 +83,7 @@ class FleetView:
     switches: dict[str, str] | None  # None: unchanged since the version the reader knew
     origin: str | None = None  # with a heartbeat: the fleet's origin (unix ms) for this config hash
     replicas: list[Replica] = field(default_factory=list)
+    written: bool = False  # a write: whether it changed the switches
 
 
 def _text(value: Any) -> str:
@@ -82,6 +93,7 @@ def _text(value: Any) -> str:
 def _fields(flat: list[Any]) -> dict[str, str]:
     pairs = {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
     pairs.pop("version", None)
+    pairs.pop("gen", None)
     return pairs
 
 
@@ -124,11 +136,13 @@ class RedisSwitches:
             ]
         return view
 
-    async def write(self, fields: dict[str, str]) -> FleetView | None:
-        """Set switch fields and bump the version atomically; the switches after it, or None (store away)."""
-        args: list[str] = [x for item in fields.items() for x in item]
+    async def write(self, fields: dict[str, str], *, if_version: str = "") -> FleetView | None:
+        """Set switch fields and bump the version atomically (with `if_version`: only if the switches are
+        still at that version); the switches after it (`written` says whether this wrote them), or None
+        when the store cannot be reached."""
+        args: list[str] = [if_version, os.urandom(4).hex(), *(x for item in fields.items() for x in item)]
         keys = [self.link.key("switches")]
         got = await self.link.call("switch", lambda r: self._write(keys=keys, args=args), None)
         if got is None:
             return None
-        return FleetView(_text(got[0]), _fields(got[1]))
+        return FleetView(_text(got[0]), _fields(got[1]), written=bool(got[2]))

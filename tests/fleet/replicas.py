@@ -78,15 +78,27 @@ class ReplicaSet:
         ]
         self._turn = itertools.cycle(range(len(self.replicas)))
 
-    def chat(self, replica: int | None = None, session: str | None = None) -> tuple[int, list[str]]:
-        """One chat completion through the next replica (or `replica`): its status and the faults it announced."""
+    def chat(
+        self, replica: int | None = None, *, session: str | None = None, model: str = "gpt-4o-mini"
+    ) -> tuple[int, list[str]]:
+        """One chat completion through the next replica (or `replica`), with the official SDK: the status
+        the agent got and the faults brownout announced (`rule:fault`, from `x-brownout-fault`)."""
         i = next(self._turn) if replica is None else replica
         headers = {"x-brownout-session": session} if session else None
-        raw = self.clients[i].chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], extra_headers=headers
-        )
-        announced = raw.headers.get("x-brownout-fault", "")
-        return raw.http_response.status_code, [f for f in announced.split(", ") if f]
+        try:
+            raw = self.clients[i].chat.completions.with_raw_response.create(
+                model=model, messages=[{"role": "user", "content": "hi"}], extra_headers=headers
+            )
+        except openai.APIStatusError as e:  # an injected error response, as the agent sees it
+            response = e.response
+        else:
+            response = raw.http_response
+        announced = response.headers.get("x-brownout-fault", "")
+        return response.status_code, [f for f in announced.split(", ") if f]
+
+    def spread(self, n: int, **kw: Any) -> list[tuple[int, list[str]]]:
+        """`n` calls, round-robin over the replicas."""
+        return [self.chat(**kw) for _ in range(n)]
 
 
 def _start(config_path: Path, upstream: str, workdir: Path, n: int, env: dict[str, str]) -> list[Replica]:
@@ -129,6 +141,7 @@ def _stop(replicas: list[Replica]) -> None:
 @contextlib.contextmanager
 def replica_set(config: dict[str, Any], upstream: str, workdir: Path, n: int = 3) -> Iterator[ReplicaSet]:
     """`n` replicas of `brownout run -c cfg` (one config file) in reverse mode in front of `upstream`."""
+    workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "chaos.yaml"
     path.write_text(yaml.safe_dump(config))
     env = clean_env(BROWNOUT_TOKEN=TOKEN)
