@@ -47,11 +47,20 @@ PAUSED = "paused"
 RULE = "rule:"
 
 
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json")
+
+
 def config_hash(config: BrownoutConfig) -> str:
     """A short hash of what makes replicas' shared counters comparable: rules, seed, invariants, state."""
-    chaos = config.model_dump(mode="json", include={"rules", "seed", "invariants"})
     state = config.state
-    chaos["state"] = [state.backend, state.key_prefix, state.lease_ttl_s, config.proxy.session_idle_s]
+    chaos = {
+        "seed": config.seed,
+        # Each item by its own model: the list's union type would dump a plugin's invariant loosely.
+        "rules": [r.model_dump(mode="json") for r in config.rules],
+        "invariants": [_dump(i) for i in config.invariants],
+        "state": [state.backend, state.key_prefix, state.lease_ttl_s, config.proxy.session_idle_s],
+    }
     text = json.dumps(chaos, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 

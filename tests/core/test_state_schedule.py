@@ -185,7 +185,9 @@ def test_probability_draws_are_the_same_on_both_backends(backend: str, server: R
         assert [t.outcome == FIRED for t in tickets] == expected
         assert 0.25 < sum(expected) / 700 < 0.35
         skipped = next(t for t in tickets if t.outcome == SKIPPED_PROBABILITY)
-        assert skipped.reason == f"draw {draw(7, 'r', skipped_session(tickets, skipped), skipped.index):.6f} >= p 0.300000"
+        assert (
+            skipped.reason == f"draw {draw(7, 'r', skipped_session(tickets, skipped), skipped.index):.6f} >= p 0.300000"
+        )
         assert next(t for t in tickets if t.outcome == FIRED).reason == "p 0.300000"
 
     run(backend, server, body)
@@ -351,7 +353,9 @@ def test_lua_and_python_draws_agree_bit_for_bit(redis_server: RedisServer) -> No
     seeds = [0, 1, -5, 42, 2**63, 10**30]
     rules = ["r", "openai-429", "règle ü", "a|b:c", "x" * 80]
     sessions = ["s", "client:127.0.0.1", "4bf92f3577b34da6a3ce929d0e0e4736", "séance-☃", "y" * 200, ""]
-    inputs = [(seed, rule, f"{session}{k}") for seed in seeds for rule in rules for session in sessions for k in range(17)]
+    inputs = [
+        (seed, rule, f"{session}{k}") for seed in seeds for rule in rules for session in sessions for k in range(17)
+    ]
     assert len(inputs) > 3000
 
     async def main() -> None:

@@ -21,7 +21,12 @@ from tests.redisserver import RedisServer, redis_server
 __all__ = ["redis_server"]
 
 MIXED = (
-    {"name": "p-only", "match": {"model": "gpt-*"}, "fault": {"type": "tag", "text": "a"}, "schedule": {"probability": 0.4}},
+    {
+        "name": "p-only",
+        "match": {"model": "gpt-*"},
+        "fault": {"type": "tag", "text": "a"},
+        "schedule": {"probability": 0.4},
+    },
     {"name": "every", "match": {"model": "gpt-*"}, "fault": {"type": "tag", "text": "b"}, "schedule": {"every": 3}},
     {
         "name": "capped",
@@ -152,7 +157,9 @@ def test_leases_are_released_when_the_exchange_ends(redis_server: RedisServer) -
 
 def test_paused_needs_no_round_trip(redis_server: RedisServer) -> None:
     async def main() -> None:
-        async with shared(redis_server, {"name": "c", "match": {}, "fault": {"type": "tag"}, "schedule": {"first": 3}}) as e:
+        async with shared(
+            redis_server, {"name": "c", "match": {}, "fault": {"type": "tag"}, "schedule": {"first": 3}}
+        ) as e:
             e.pause()
             plan = e.plan(ex(1), WIRE)
             assert plan.pending is None and [d.outcome for d in e.decisions.recent()] == ["skipped_paused"]
@@ -179,7 +186,9 @@ def test_a_counted_tool_rule_on_a_buffered_body_asks_the_store(redis_server: Red
                 await plan.settle_deferred(_calling("send_email"))
                 bodies.append(plan.edit_body(_calling("send_email"), {}))
             assert bodies == [_calling("send_email") + b"!"] * 2 + [_calling("send_email")]
-            assert [d.reason for d in e.decisions.recent()][-1] == "first: match 3 > 2; response calls tool 'send_email'"
+            assert [d.reason for d in e.decisions.recent()][
+                -1
+            ] == "first: match 3 > 2; response calls tool 'send_email'"
 
     asyncio.run(main())
 

@@ -38,6 +38,7 @@ class Replica:
     control_port: int
     metrics_port: int
     log: Path
+    summary: Path  # its --summary-json, written when it stops
 
     @property
     def base_url(self) -> str:
@@ -112,10 +113,11 @@ def _start(config_path: Path, upstream: str, workdir: Path, n: int, env: dict[st
             "--mode", f"reverse:{upstream}", "--confdir", str(confdir),
             "--set", f"brownout_control_listen=127.0.0.1:{control_port}",
             "--set", f"brownout_metrics_listen=127.0.0.1:{metrics_port}",
+            "--summary-json", str(workdir / f"summary-{i}.json"),
         ]  # fmt: skip
         out = log.open("w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
-        replicas.append(Replica(proc, port, control_port, metrics_port, log))
+        replicas.append(Replica(proc, port, control_port, metrics_port, log, workdir / f"summary-{i}.json"))
     for r in replicas:
         for p in (r.port, r.control_port):
             try:

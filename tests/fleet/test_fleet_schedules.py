@@ -49,7 +49,11 @@ def test_counters_are_shared_by_the_fleet(redis_server: RedisServer, tmp_path: P
         redis_server,
         latency("every-5", "gpt-4o-mini", every=5),
         latency("cap-10", "gpt-4o-mini", max_injections=10),
-        {"name": "rpm-12", "match": {"provider": "openai", "model": "gpt-quota"}, "schedule": {"quota": {"requests_per_min": 12}}},
+        {
+            "name": "rpm-12",
+            "match": {"provider": "openai", "model": "gpt-quota"},
+            "schedule": {"quota": {"requests_per_min": 12}},
+        },
     )
     with MockUpstream.run_in_thread() as upstream, replica_set(config, upstream.url, tmp_path) as fleet:
         calls = fleet.spread(297)

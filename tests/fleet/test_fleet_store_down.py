@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter
@@ -53,3 +54,7 @@ def test_redis_killed_mid_run(redis_server: RedisServer, tmp_path: Path) -> None
         after = fleet.spread(30)
         assert Counter(f for _, faults in after for f in faults) == {"every-2:latency": 15, "free:latency": 30}
         assert all(r.control("GET", "/status")["state"]["origin"] is not None for r in fleet.replicas)
+    # Each replica says it when it stops: the decisions it skipped, the calls that failed.
+    summaries = [json.loads(r.summary.read_text())["state"] for r in fleet.replicas]
+    assert sum(s["skipped_decisions"] for s in summaries) == 30  # every match of every-2 while Redis was down
+    assert all(s["failed_calls"] >= 10 for s in summaries)

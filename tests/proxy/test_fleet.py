@@ -33,7 +33,9 @@ RULES = [
 
 
 def config_for(server: RedisServer, seed: int = 1, **state: Any) -> BrownoutConfig:
-    return BrownoutConfig(seed=seed, rules=RULES, state={"backend": "redis", "url": server.url, "timeout_ms": 2000, **state})
+    return BrownoutConfig(
+        seed=seed, rules=RULES, state={"backend": "redis", "url": server.url, "timeout_ms": 2000, **state}
+    )
 
 
 @asynccontextmanager
@@ -154,7 +156,9 @@ def test_replicas_share_the_fleet_origin_and_a_reload_keeps_it(redis_server: Red
     asyncio.run(main())
 
 
-def test_a_config_mismatch_is_logged_once_and_counted(redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_config_mismatch_is_logged_once_and_counted(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
     async def main() -> None:
         metrics = Metrics(registry=CollectorRegistry())
         async with replica(config_for(redis_server), "a") as a, replica(config_for(redis_server, seed=9), "b") as b:
@@ -201,8 +205,6 @@ def test_ctl_says_when_the_fleet_was_not_reached() -> None:
     answer = {"fleet": False, "warning": "the state store redis://cache:6379/0 could not be reached"}
 
     class Engine:
-        rules: list[Any] = []
-
         def pause(self) -> None: ...
 
         def status(self) -> dict[str, Any]:
