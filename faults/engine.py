@@ -22,13 +22,8 @@ only once the response calls a matching tool; quota rules are request-stage only
 Pause (`pause()`): matching rules are logged as `skipped_paused` and their counters do
 not advance, so resuming continues the same decision sequence.
 
-Schedule store (`store=`): memory by default, decided synchronously inside `plan` as it always was.
-With a shared store (a fleet on Redis; see faults/engine_shared.py), from the first matching rule that
-needs counters on, `plan` leaves the rules `pending` (config order is kept) and the proxy awaits
-`settle(plan)`: one round trip for the exchange. Rules whose schedule is only a probability are decided
-in the process. A response-stage rule that needs counters is decided by `settle_deferred` on a buffered
-body; inside a stream (a synchronous callback that cannot await) it is skipped as
-`skipped_state_unavailable`.
+Schedule store (`store=`): memory by default, decided inside `plan` as it always was; a shared one
+(a fleet on Redis) decides counted rules in one awaited round trip: see faults/engine_shared.py.
 """
 
 from __future__ import annotations
@@ -243,7 +238,6 @@ class FaultEngine(SharedSchedules):
         deferred: list[CompiledRule] | None = None
         releases: list[tuple[Schedule, Ticket]] | None = None
         pending: list[CompiledRule] | None = None
-        shared = self._shared
         now = 0.0
         matched = False
         for rule in self._by_host(exchange.host):
@@ -266,7 +260,7 @@ class FaultEngine(SharedSchedules):
                 if rule.config.schedule.quota is None:
                     (deferred := deferred or []).append(rule)
                 continue
-            if pending is not None or (shared and rule.counted):
+            if pending is not None or (rule.counted and self._shared):
                 # The shared store decides from here on, in config order (settle).
                 (pending := pending or []).append(rule)
                 continue

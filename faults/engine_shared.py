@@ -1,10 +1,13 @@
 """The fault engine's side of a shared schedule store (a fleet on Redis): one await per exchange.
 
-`plan()` leaves the rules a shared store must decide `pending`; `settle(plan)` asks the store once
-for all of them (config order kept) and turns the answers into decisions and faults exactly as a
-local decision would. A response-stage rule on a buffered body is decided by
-`resolve_deferred_shared` (awaited before the body is edited). Releases (in-flight leases, quota
-tokens) go to the store from a task: the exchange has ended, nobody waits for them.
+From the first matching rule that needs counters on, `plan()` leaves the rules `pending` (config order
+is kept) and the proxy awaits `settle(plan)`: one call to the store for all of them, whose answers
+become decisions and faults exactly as a local decision would. Rules whose schedule is only a
+probability are decided in the process, with no round trip. A counted response-stage rule on a
+buffered body is decided by `resolve_deferred_shared` (the proxy awaits it before editing the body);
+inside a stream (a synchronous callback that cannot await) it is skipped as `skipped_state_unavailable`.
+Releases (in-flight leases, quota tokens) go to the store from a task: the exchange has ended, nobody
+waits for them.
 """
 
 from __future__ import annotations

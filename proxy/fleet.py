@@ -85,11 +85,12 @@ class Fleet:
         self.engine = engine
         self.state = config.state
         self.replica = replica or _replica_id()
-        self.config_hash = config_hash(config)
+        self.config_hash = ""  # only a fleet compares configs (hashing thousands of rules takes a while)
         self.link: RedisLink | None = None
         self.schedules: ScheduleStore = MemorySchedules()
         self.switches: RedisSwitches | None = None
         if config.state.backend == "redis":
+            self.config_hash = config_hash(config)
             self.link = RedisLink(config.state, on_error=on_error, on_up=on_up)
             self.schedules = self._redis = RedisSchedules(
                 self.link, lease_ttl_s=config.state.lease_ttl_s, replica=self.replica
@@ -148,14 +149,18 @@ class Fleet:
             await self.link.close()
 
     def on_config(self, config: BrownoutConfig) -> None:
-        """A reload: a new config hash joins the roll call at the next poll (the origin carries over)."""
+        """A reload: a new config hash joins the roll call at the next poll (the origin carries over), and
+        the fleet's rule toggles apply again over the file's `enabled`."""
+        if config.state != self.state:
+            kept = "the memory backend" if self.link is None else self.link.where
+            log.warning("state: a change to the state section takes a restart; this process keeps %s", kept)
+        if self.link is None:
+            return
         new = config_hash(config)
         if new != self.config_hash:
             self.config_hash = new
             self._next_heartbeat = 0.0
-        if config.state != self.state and self.link is not None:
-            log.warning("state: changes to the state section take a restart; this replica keeps %s", self.link.where)
-        self.version = ""  # the file set the rules' `enabled` again: the fleet's toggles apply again at the next poll
+        self.version = ""  # the next poll reads every switch again
 
     async def _poll(self) -> None:
         interval = self.state.poll_interval_ms / 1000

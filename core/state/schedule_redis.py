@@ -117,7 +117,11 @@ class RedisSchedules:
             else:
                 code, n, index, detail = (int(v) for v in replies[j : j + 4])
                 j += 4
-                tickets.append(self._ticket(a, code, n, index, detail))
+                ticket = self._ticket(a, code, n, index, detail)
+                # This replica's share, for its /status (the fleet's totals are the store's).
+                a.local.total.matches += 1
+                a.local.total.injections += ticket.outcome == FIRED
+                tickets.append(ticket)
         return tickets
 
     def _args(self, a: Ask) -> list[bytes | str | float]:

@@ -73,3 +73,9 @@ def test_counters_are_shared_by_the_fleet(redis_server: RedisServer, tmp_path: P
         status = fleet.replicas[2].control("GET", "/status")["state"]
         assert status["up"] is True and len(status["replicas"]) == 3 and status["config_mismatch"] == []
         assert status["rules"]["cap-10"] == {"matches": 300, "injections": 10, "leases": 0}
+        # each replica's own share of it, in its rules[]
+        shares = [
+            next(r for r in replica.control("GET", "/status")["rules"] if r["name"] == "cap-10")
+            for replica in fleet.replicas
+        ]
+        assert [s["matches"] for s in shares] == [100, 100, 100] and sum(s["injections"] for s in shares) == 10

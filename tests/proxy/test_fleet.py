@@ -219,3 +219,23 @@ def test_ctl_says_when_the_fleet_was_not_reached() -> None:
     assert result.exit_code == 0
     assert "faults paused on this replica only" in result.stdout
     assert "warning: the state store redis://cache:6379/0 could not be reached" in result.stderr
+
+
+def test_after_a_reload_the_fleets_toggles_apply_again(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        config = config_for(redis_server)
+        async with replica(config, "a") as a, replica(config, "b") as b:
+            await a.publish({"rule:slow": "0"})
+            await b.sync()
+            assert not b.engine.rules[0].enabled
+            b.engine.reload(config.ruleset)  # the file says enabled: true
+            assert b.engine.rules[0].enabled
+            with caplog.at_level(logging.WARNING, logger="brownout.proxy.fleet"):
+                b.on_config(config_for(redis_server, key_prefix="other:"))
+            assert "takes a restart" in caplog.text
+            await b.sync()
+            assert not b.engine.rules[0].enabled  # every replica agrees with the fleet again
+
+    asyncio.run(main())
