@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -239,3 +241,22 @@ def test_after_a_reload_the_fleets_toggles_apply_again(
             assert not b.engine.rules[0].enabled  # every replica agrees with the fleet again
 
     asyncio.run(main())
+
+
+def test_a_switch_from_the_control_thread_never_waits_on_a_stuck_loop(redis_server: RedisServer) -> None:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    config = config_for(redis_server)
+    fleet = Fleet(config, FaultEngine(config.ruleset), replica="a")
+    try:
+        asyncio.run_coroutine_threadsafe(fleet.start(), loop).result(10)
+        assert fleet.publish_from_thread({"paused": "1"}) == {"fleet": True}
+        loop.call_soon_threadsafe(time.sleep, 1.0)  # the proxy's loop, busy
+        answer = fleet.publish_from_thread({"paused": "0"}, timeout_s=0.2)
+        assert answer["fleet"] is False and "did not finish within 0.2 s" in answer["warning"]
+    finally:
+        asyncio.run_coroutine_threadsafe(fleet.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
