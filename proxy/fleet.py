@@ -105,6 +105,7 @@ class Fleet:
         self._pending: dict[str, str] = {}  # switches set while the store was away: written when it is back
         self._restore: dict[str, str] = {}  # the switches a store that restarted empty lost
         self._writes = 0  # publishes started: a read that overlapped one is dropped
+        self._reload_script = True  # load the schedule script into the server at the next good read
         self._next_heartbeat = 0.0
         self._next_renew = 0.0
         self._task: asyncio.Task[None] | None = None
@@ -134,7 +135,6 @@ class Fleet:
 
     async def _join(self) -> None:
         await self.sync(heartbeat=True)
-        await self._redis.load()
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -201,7 +201,12 @@ class Fleet:
             args = (self.replica, self.config_hash, self.engine.paused, ROLL_CALL_TTL_S, candidate)
         view = await self.switches.read(self.version, heartbeat=args)
         if view is None:
+            self._reload_script = True
             return  # fail-safe: keep the last known switches
+        if self._reload_script:
+            # Back after an outage (maybe a restarted, empty server): the schedule script is loaded again
+            # here, so that the first exchange does not pay the round trips of loading it.
+            self._reload_script = not await self._redis.load()
         if beat:
             self._next_heartbeat = now + HEARTBEAT_S
             self._roll_call(view)

@@ -133,6 +133,8 @@ def test_a_store_restarted_empty_gets_the_fleets_pause_back(redis_server: RedisS
             await wait_up(a)
             await a.sync()
             assert a.engine.paused
+            # the schedule script is in the new server before any exchange needs it
+            assert redis_server.command("SCRIPT", "EXISTS", a._redis._script.sha) == b"*1\r\n:1\r\n"
             async with replica(config, "late") as late:
                 assert late.engine.paused  # a replica started after the restart joins a paused fleet
 
