@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from brownout.core.guard import Guard
 from brownout.core.state import RedisLink
 from brownout.core.state.schedule import ScheduleStore
 from brownout.core.state.schedule_memory import MemorySchedules
@@ -79,10 +80,11 @@ class Fleet:
         engine: FaultEngine,
         *,
         on_error: Callable[[str], None] | None = None,
-        on_up: Callable[[bool], None] | None = None,
         replica: str | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.engine = engine
+        self.guard = guard if guard is not None else Guard()
         self.state = config.state
         self.replica = replica or _replica_id()
         self.config_hash = ""  # only a fleet compares configs (hashing thousands of rules takes a while)
@@ -91,7 +93,7 @@ class Fleet:
         self.switches: RedisSwitches | None = None
         if config.state.backend == "redis":
             self.config_hash = config_hash(config)
-            self.link = RedisLink(config.state, on_error=on_error, on_up=on_up)
+            self.link = RedisLink(config.state, on_error=on_error)
             self.schedules = self._redis = RedisSchedules(
                 self.link, lease_ttl_s=config.state.lease_ttl_s, replica=self.replica
             )
@@ -123,7 +125,7 @@ class Fleet:
         self.loop = asyncio.get_running_loop()
         self.engine.use_store(self.schedules)
         try:
-            await asyncio.wait_for(self._join(), FIRST_SYNC_TIMEOUT_S)
+            await asyncio.wait_for(self.sync(heartbeat=True), FIRST_SYNC_TIMEOUT_S)
         except TimeoutError:
             pass
         if self.origin_ms is None:
@@ -132,9 +134,6 @@ class Fleet:
                 self.link.where,
             )
         self._task = self.loop.create_task(self._poll())
-
-    async def _join(self) -> None:
-        await self.sync(heartbeat=True)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -166,10 +165,8 @@ class Fleet:
         interval = self.state.poll_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            try:
-                await self.sync()
-            except Exception:  # a bug here must not end the polling: the kill switch depends on it
-                log.exception("state store poll failed; polling goes on")
+            # A bug here must not end the polling (the kill switch depends on it): counted, logged once.
+            await self.guard.acall("state", self.sync, context="polling the fleet's switches")
 
     # --- reading the fleet -------------------------------------------------------------
 
@@ -339,6 +336,7 @@ async def start_fleet(addon: Any) -> Fleet:
         addon.config,
         addon.engine,
         on_error=lambda op: addon.pipeline.exporters.on_state_error(op),
+        guard=addon.guard,
     )
     await fleet.start()
     if fleet.shared:
