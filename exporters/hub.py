@@ -287,6 +287,21 @@ class Exporters:
         self._contain("prometheus", self.metrics.recorded.inc, written)
         self._contain("prometheus", self.metrics.export_dropped, "cassette", dropped)
 
+    def on_state_error(self, op: str) -> None:
+        """A call to the shared state store failed or outlasted its budget (`op`: named in code)."""
+        self._contain("prometheus", self.metrics.state.error, op)
+
+    def watch_state(
+        self,
+        *,
+        up: Callable[[], bool | None] | None = None,
+        config_mismatch: Callable[[], int] | None = None,
+        replicas: Callable[[], int] | None = None,
+    ) -> None:
+        """Read brownout_state_store_up, brownout_state_config_mismatch and brownout_state_replicas from
+        these callables at scrape time (a fleet on Redis; absent with the memory backend)."""
+        self.metrics.state.watch(up=up, config_mismatch=config_mismatch, replicas=replicas)
+
     def on_decision(self, decision: DecisionLike) -> None:
         """A DecisionLog sink: per-rule outcome counter and the decision log file."""
         self._contain("prometheus", self.metrics.observe_decision, decision)

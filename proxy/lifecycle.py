@@ -22,6 +22,7 @@ from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configdiff import describe_reload
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.control_link import start_control
+from brownout.proxy.fleet import Fleet, start_fleet
 from brownout.proxy.ignore import HostGlobs
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
@@ -65,6 +66,7 @@ class Lifecycle:
     started: asyncio.Event
     start_error: str | None
     control: Any
+    fleet: Fleet | None  # the shared state (config.state), built at start: see proxy/fleet.py
     relay: Relay | None
     watcher: ConfigWatcher | None
     _fixed: bool
@@ -126,6 +128,7 @@ class Lifecycle:
             self.relay = Relay(self.guard, verify=self._upstream_verify(), on_unreachable=self.unreachable.relay_failed)
             await self.relay.start()
             await self.tape.start()
+            self.fleet = await start_fleet(self)
             self.pipeline.start(rules=self.engine.active_rules)
             self.pipeline.exporters.watch(
                 client_connections=lambda: self.limits.open, client_connections_waiting=lambda: self.admission.waiting
@@ -153,6 +156,8 @@ class Lifecycle:
             self.guard.call("control", self.control.stop)
         if self.relay is not None:
             await self.relay.stop()
+        if self.fleet is not None:
+            await self.guard.acall("engine", self.fleet.stop, context="leaving the fleet")
         await self.tape.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
@@ -188,6 +193,8 @@ class Lifecycle:
         retired = self.tape.swap(prepared.tape)
         self.config = config
         self.engine.reload(config.ruleset, prepared.rules)
+        if self.fleet is not None:
+            self.fleet.on_config(config)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0
