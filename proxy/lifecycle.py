@@ -154,6 +154,7 @@ class Lifecycle:
         if self.relay is not None:
             await self.relay.stop()
         await self.tape.stop()
+        await self.pipeline.stop(3.0)  # shared-session checks still queued (a fleet's store)
         await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
