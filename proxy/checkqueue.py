@@ -48,16 +48,18 @@ class OrderedJobs:
         """Queue `job` after the key's earlier ones; False (not queued) when max_queued jobs are waiting."""
         if self.queued >= self.max_queued:
             return False
-        jobs = self._jobs.get(key)
-        if jobs is None:
-            jobs = self._jobs[key] = deque()
-            if len(self._running) < self.max_running:
-                self._start(key)
-            else:
-                self._ready.append(key)
-        jobs.append(job)
         self.queued += 1
         self._idle.clear()
+        jobs = self._jobs.get(key)
+        if jobs is not None:
+            jobs.append(job)
+            return True
+        # Queued before the task starts: an eager task factory runs it up to its first wait right here.
+        self._jobs[key] = deque((job,))
+        if len(self._running) < self.max_running:
+            self._start(key)
+        else:
+            self._ready.append(key)
         return True
 
     def _start(self, key: str) -> None:
