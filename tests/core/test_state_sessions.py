@@ -3,61 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from brownout.core.state import RedisLink, StateConfig
 from brownout.core.state.redis_sessions import RedisSessions
-from brownout.core.state.sessions import Committed, MemorySessions, SessionChange, SessionRecord, SessionStates, Status
-from tests.redisserver import REDIS_SERVER, RedisServer, running_redis
+from brownout.core.state.sessions import Committed, MemorySessions, SessionChange, SessionRecord, Status
+from tests.redisserver import running_redis
+from tests.statestores import Factory, Runner, stores
+
+__all__ = ["stores"]
 
 T = 1_750_000_000.0
 
-Scenario = Callable[[Callable[..., Any]], Awaitable[None]]
 
-
-@pytest.fixture(params=["memory", "redis"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A factory of stores that share one backing store (as replicas share one Redis)."""
-    if request.param == "memory":
-        yield "memory", None
-        return
-    if not Path(REDIS_SERVER).exists():
-        pytest.fail("redis-server absent: `make test` installs the Debian package redis-server")
-    with running_redis(tmp_path) as server:
-        yield "redis", server
-
-
-def run(backend: tuple[str, RedisServer | None], scenario: Scenario) -> None:
-    kind, server = backend
-
-    async def main() -> None:
-        shared: dict[tuple[Any, ...], MemorySessions] = {}
-        links: list[RedisLink] = []
-
-        def states(**kw: Any) -> SessionStates:
-            if kind == "memory":
-                key = tuple(sorted(kw.items()))
-                return shared.setdefault(key, MemorySessions(**kw))
-            assert server is not None
-            link = RedisLink(StateConfig(backend="redis", url=server.url, timeout_ms=2000))
-            links.append(link)
-            return RedisSessions(link, **kw)
-
-        try:
-            await scenario(states)
-        finally:
-            for link in links:
-                await link.close()
-
-    asyncio.run(main())
-
-
-def test_a_new_session_loads_empty_and_commits_fields_and_history(backend: Any) -> None:
-    async def scenario(states: Callable[..., SessionStates]) -> None:
+def test_a_new_session_loads_empty_and_commits_fields_and_history(stores: Runner) -> None:
+    async def scenario(states: Factory) -> None:
         store = states()
         record = await store.load("s1")
         assert record == SessionRecord("s1", 0, {}, [])
@@ -72,11 +34,11 @@ def test_a_new_session_loads_empty_and_commits_fields_and_history(backend: Any) 
         third = await store.load("s1", known=1)
         assert third == SessionRecord("s1", 2, {"totals": '{"calls": 2}'}, ['{"e": 1}', '{"e": 2}'])
 
-    run(backend, scenario)
+    stores(scenario)
 
 
-def test_history_keeps_the_latest_entries_in_order(backend: Any) -> None:
-    async def scenario(states: Callable[..., SessionStates]) -> None:
+def test_history_keeps_the_latest_entries_in_order(stores: Runner) -> None:
+    async def scenario(states: Factory) -> None:
         store = states(history_max=3)
         record = await store.load("s1")
         assert isinstance(record, SessionRecord)
@@ -87,13 +49,13 @@ def test_history_keeps_the_latest_entries_in_order(backend: Any) -> None:
         loaded = await store.load("s1")
         assert isinstance(loaded, SessionRecord) and loaded.history == ["5", "6a", "6b"]
 
-    run(backend, scenario)
+    stores(scenario)
 
 
-def test_a_commit_against_an_old_version_is_refused_with_the_current_record(backend: Any) -> None:
+def test_a_commit_against_an_old_version_is_refused_with_the_current_record(stores: Runner) -> None:
     """Two replicas read version 1; the first commit wins, the second gets what is there now and applies on top."""
 
-    async def scenario(states: Callable[..., SessionStates]) -> None:
+    async def scenario(states: Factory) -> None:
         a, b = states(), states()
         first = await a.load("s1")
         assert isinstance(first, SessionRecord)
@@ -108,11 +70,11 @@ def test_a_commit_against_an_old_version_is_refused_with_the_current_record(back
         final = await a.load("s1")
         assert final == SessionRecord("s1", 3, {"calls": "3"}, ["a", "b"])
 
-    run(backend, scenario)
+    stores(scenario)
 
 
-def test_idle_sessions_are_claimed_once_whoever_asks(backend: Any) -> None:
-    async def scenario(states: Callable[..., SessionStates]) -> None:
+def test_idle_sessions_are_claimed_once_whoever_asks(stores: Runner) -> None:
+    async def scenario(states: Factory) -> None:
         a, b = states(idle_s=10), states(idle_s=10)
         for sid, t in (("old", T), ("newer", T + 5)):
             record = await a.load(sid)
@@ -126,11 +88,11 @@ def test_idle_sessions_are_claimed_once_whoever_asks(backend: Any) -> None:
         assert await a.load("old") == SessionRecord("old")  # gone: its next exchange starts a new session
         assert [r.id for r in await b.claim_idle(T + 100)] == ["newer"]  # type: ignore[union-attr]
 
-    run(backend, scenario)
+    stores(scenario)
 
 
-def test_activity_keeps_a_session_open_and_a_claimed_one_refuses_a_late_commit(backend: Any) -> None:
-    async def scenario(states: Callable[..., SessionStates]) -> None:
+def test_activity_keeps_a_session_open_and_a_claimed_one_refuses_a_late_commit(stores: Runner) -> None:
+    async def scenario(states: Factory) -> None:
         store = states(idle_s=10)
         record = await store.load("s1")
         assert isinstance(record, SessionRecord)
@@ -149,11 +111,11 @@ def test_activity_keeps_a_session_open_and_a_claimed_one_refuses_a_late_commit(b
         refused = await store.commit(stale, SessionChange({"n": "4"}), T + 19)
         assert refused == Committed(None, SessionRecord("s1"))
 
-    run(backend, scenario)
+    stores(scenario)
 
 
-def test_over_max_sessions_the_least_recently_active_go_to_the_committer(backend: Any) -> None:
-    async def scenario(states: Callable[..., SessionStates]) -> None:
+def test_over_max_sessions_the_least_recently_active_go_to_the_committer(stores: Runner) -> None:
+    async def scenario(states: Factory) -> None:
         store = states(max_sessions=2)
         for i, sid in enumerate(("a", "b", "c")):
             record = await store.load(sid)
@@ -166,7 +128,7 @@ def test_over_max_sessions_the_least_recently_active_go_to_the_committer(backend
         loaded = await store.load("b")
         assert isinstance(loaded, SessionRecord) and loaded.version == 1
 
-    run(backend, scenario)
+    stores(scenario)
 
 
 def test_bounds_are_checked_when_the_store_is_built() -> None:

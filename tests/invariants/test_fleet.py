@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,10 @@ from brownout.invariants.fleet import RETRIES, FleetChecks
 from brownout.invariants.records import Violation
 from tests.invariants.builders import T0, Clock, Harness, llm, tool, weather_tool
 from tests.invariants.test_mcp_tools import listing
-from tests.redisserver import REDIS_SERVER, RedisServer, running_redis
+from tests.redisserver import running_redis
+from tests.statestores import Factory, Runner, stores
+
+__all__ = ["stores"]
 
 BUDGETS = [{"type": "call_budget", "max_calls": 3}, {"type": "no_loop", "max_repeats": 2}]
 
@@ -49,49 +51,12 @@ class Replica:
         return self.harness.emitted
 
 
-Factory = Callable[..., SessionStates]
-
-
-@pytest.fixture(params=["memory", "redis"])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """Runs a scenario with a factory of stores that share one backing store."""
-    server: RedisServer | None = None
-    if request.param == "redis":
-        if not Path(REDIS_SERVER).exists():
-            pytest.fail("redis-server absent: `make test` installs the Debian package redis-server")
-        server_cm = running_redis(tmp_path)
-        server = server_cm.__enter__()
-        request.addfinalizer(lambda: server_cm.__exit__(None, None, None))
-
-    def run(scenario: Callable[[Factory], Awaitable[None]]) -> None:
-        async def main() -> None:
-            memory: dict[tuple[Any, ...], MemorySessions] = {}
-            links: list[RedisLink] = []
-
-            def factory(**kw: Any) -> SessionStates:
-                if server is None:
-                    return memory.setdefault(tuple(sorted(kw.items())), MemorySessions(**kw))
-                link = RedisLink(StateConfig(backend="redis", url=server.url, timeout_ms=2000))
-                links.append(link)
-                return RedisSessions(link, **kw)
-
-            try:
-                await scenario(factory)
-            finally:
-                for link in links:
-                    await link.close()
-
-        asyncio.run(main())
-
-    return run
-
-
 def _agent_that_loops() -> list[Exchange]:
     """Six LLM calls, each asking for the same tool call: over call_budget (3) and no_loop (2 repeats)."""
     return [llm(i, calls=[("search", '{"q": "same"}')]) for i in range(6)]
 
 
-def test_one_session_spread_over_three_replicas_trips_each_budget_once(stores: Any) -> None:
+def test_one_session_spread_over_three_replicas_trips_each_budget_once(stores: Runner) -> None:
     async def scenario(states: Factory) -> None:
         clock = Clock()
         replicas = [Replica(BUDGETS, states(), clock) for _ in range(3)]
@@ -145,7 +110,7 @@ class Paused:
         return await self.states.claim_idle(now, limit)
 
 
-def test_two_replicas_judging_one_session_at_once_report_once(stores: Any) -> None:
+def test_two_replicas_judging_one_session_at_once_report_once(stores: Runner) -> None:
     """A judges exchange 4 while B commits exchange 5: A's commit is refused, A judges again on B's state."""
 
     async def scenario(states: Factory) -> None:
@@ -189,7 +154,7 @@ def test_a_session_that_keeps_changing_is_judged_here_after_the_retries(caplog: 
     asyncio.run(scenario())
 
 
-def test_idle_sessions_close_once_on_whichever_replica_sweeps(stores: Any) -> None:
+def test_idle_sessions_close_once_on_whichever_replica_sweeps(stores: Runner) -> None:
     async def scenario(states: Factory) -> None:
         clock = Clock()
         replicas = [Replica([{"type": "mcp_tools"}], states(idle_s=60), clock) for _ in range(3)]
@@ -206,7 +171,7 @@ def test_idle_sessions_close_once_on_whichever_replica_sweeps(stores: Any) -> No
     stores(scenario)
 
 
-def test_over_max_sessions_the_committer_closes_the_oldest(stores: Any) -> None:
+def test_over_max_sessions_the_committer_closes_the_oldest(stores: Runner) -> None:
     async def scenario(states: Factory) -> None:
         clock = Clock()
         a, b = (Replica([{"type": "mcp_tools"}], states(max_sessions=2), clock) for _ in range(2))
@@ -221,7 +186,7 @@ def test_over_max_sessions_the_committer_closes_the_oldest(stores: Any) -> None:
     stores(scenario)
 
 
-def test_shutdown_leaves_shared_sessions_to_the_fleet(stores: Any) -> None:
+def test_shutdown_leaves_shared_sessions_to_the_fleet(stores: Runner) -> None:
     async def scenario(states: Factory) -> None:
         clock = Clock()
         a, b = (Replica([{"type": "mcp_tools"}], states(idle_s=60), clock) for _ in range(2))
