@@ -1,8 +1,8 @@
 """Invariant checks on sessions a fleet shares: read the session, judge it here, commit it if nobody else did.
 
-Per exchange: load the session from the store (nothing but a version number when this process
-already holds the latest), observe the exchange, run the checks, then commit the change against
-the version read. If another replica committed in between, the commit is refused with the session
+Per exchange: read the session from the store (unless this process committed its latest version:
+a sidecar's sessions, sticky ones), observe the exchange, run the checks, then commit the change
+against the version read. If another replica committed in between, the commit is refused with the session
 as it is now: the exchange is judged again on that (at most `retries` times) and only the judgement
 that commits is reported. Each exchange is thus applied once and each violation reported once,
 fleet-wide. The caller runs one check per session at a time in this process (the pipeline's queue).
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+
+from opentelemetry import trace
 
 from brownout.core.exchange import Exchange
 from brownout.core.spans import ExchangeSpan
@@ -74,20 +76,25 @@ class FleetChecks:
         if summary is None:
             return []
         mirror = runner.sessions.get(summary.session_id)
-        known = mirror.shared.version if mirror is not None and mirror.shared is not None else -1
-        loaded = await self.states.load(summary.session_id, known)
+        # A copy this process committed last (a sidecar's, or a sticky session's) is judged at once: if another
+        # replica committed since, the commit is refused with the session as it is now. Else it is read first.
+        current = mirror is not None and mirror.shared is not None and mirror.shared.version > 0
+        loaded = None if current else await self.states.load(summary.session_id)
         for _ in range(self.retries):
             if loaded is Status.UNAVAILABLE:
                 return self._alone(span, summary, now, mirror)
-            session = mirror if loaded is Status.UNCHANGED and mirror is not None else self._session(loaded, now)
+            session = mirror if loaded is None and mirror is not None else self._session(loaded, now)
             tools_changed = tools_change(session, summary)
-            found = self._judge(span, summary, session, now)
+            scratch = _scratch(span)
+            found = self._judge(scratch, summary, session, now)
             assert session.shared is not None
             change = self.codec.change(session, tools_changed)
             done = await self.states.commit(session.shared, change, now)
             if not isinstance(done, Committed):  # the store went away since the load
+                _keep_events(span, scratch)
                 return self._kept_locally(session, now, found)
             if done.version is not None:
+                _keep_events(span, scratch)
                 applied(session.shared, change, done.version)
                 self._rejoined()
                 self._let_go(runner.sessions.put(session, now))
@@ -102,9 +109,10 @@ class FleetChecks:
             "judged on this process's own state",
             self.retries,
         )
+        _keep_events(span, scratch)
         return self._kept_locally(session, now, found)
 
-    def _session(self, loaded: SessionRecord | Status, now: float) -> Session:
+    def _session(self, loaded: SessionRecord | Status | None, now: float) -> Session:
         assert isinstance(loaded, SessionRecord)
         session = self.runner.guard.call("invariants", self.codec.session, loaded, now, context="session record")
         if session is None:  # unreadable (another brownout version?): judged afresh, and overwritten
@@ -194,6 +202,17 @@ class FleetChecks:
             closed = [_local(v) for v in closed]
         self.runner.emit(closed)
         return closed
+
+
+def _scratch(span: ExchangeSpan) -> ExchangeSpan:
+    """A copy of the span for one judgement: the events checks add go on it, not on the span they may be
+    judged again for (only the judgement that counts leaves them)."""
+    return dataclasses.replace(span, span=trace.INVALID_SPAN, events=list(span.events))
+
+
+def _keep_events(span: ExchangeSpan, scratch: ExchangeSpan) -> None:
+    for event in scratch.events[len(span.events) :]:
+        span.add_event(event.name, event.attributes)
 
 
 def _local(violation: Violation) -> Violation:

@@ -29,13 +29,6 @@ from brownout.core.state.sessions import Committed, SessionChange, SessionRecord
 
 __all__ = ["RedisSessions"]
 
-_LOAD = """
-local v = redis.call('HGET', KEYS[1], 'v')
-if not v then return {0, {}} end
-if v == ARGV[1] then return {tonumber(v)} end
-return {tonumber(v), redis.call('HGETALL', KEYS[1])}
-"""
-
 # ARGV: expected version, now, key ttl (ms), max_sessions, history_max, session id, session key prefix,
 # then: n fields, name/value pairs; n dropped, names; n appended, entries.
 _COMMIT = """
@@ -104,22 +97,18 @@ class RedisSessions:
         self._ttl_ms = max(1, round(2 * idle_s * 1000))
         self._session_prefix = link.key("session", "")
         self._index = link.key("sessions")
-        self._load = link.script(_LOAD)
         self._commit = link.script(_COMMIT)
         self._claim = link.script(_CLAIM)
 
     def _key(self, session_id: str) -> str:
         return self._session_prefix + session_id
 
-    async def load(self, session_id: str, known: int = -1) -> SessionRecord | Status:
-        reply = await self.link.call(
-            "session_load", lambda r: self._load(keys=[self._key(session_id)], args=[known]), None
-        )
+    async def load(self, session_id: str) -> SessionRecord | Status:
+        key = self._key(session_id)
+        reply = await self.link.call("session_load", lambda r: r.hgetall(key), None)  # one command: atomic
         if reply is None:
             return Status.UNAVAILABLE
-        if len(reply) == 1:
-            return Status.UNCHANGED
-        return self._record(session_id, reply[1], self.history_max)
+        return self._record(session_id, [item for pair in reply.items() for item in pair], self.history_max)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         args: list[Any] = [
@@ -148,7 +137,7 @@ class RedisSessions:
         return [self._record(_text(i), data, self.history_max) for i, data in zip(reply[::2], reply[1::2], strict=True)]
 
     @staticmethod
-    def _record(session_id: str, flat: Sequence[bytes], history_max: int) -> SessionRecord:
+    def _record(session_id: str, flat: Sequence[bytes | str], history_max: int) -> SessionRecord:
         """A record from a hash's HGETALL (empty: version 0)."""
         raw = {_text(k): _text(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
         record = SessionRecord(session_id, int(raw.get("v", 0)))

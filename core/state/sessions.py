@@ -29,9 +29,8 @@ __all__ = ["Committed", "MemorySessions", "SessionChange", "SessionRecord", "Ses
 
 
 class Status(enum.Enum):
-    """Answers that are not a record."""
+    """An answer that is not a record."""
 
-    UNCHANGED = "unchanged"  # load: the store holds the version the caller already has
     UNAVAILABLE = "unavailable"  # the store could not be reached (counted by the link); the caller falls back
 
 
@@ -70,8 +69,8 @@ class SessionStates(Protocol):
     max_sessions: int
     history_max: int
 
-    async def load(self, session_id: str, known: int = -1) -> SessionRecord | Status:
-        """The session's record (version 0 and empty when absent); UNCHANGED when it is at version `known`."""
+    async def load(self, session_id: str) -> SessionRecord | Status:
+        """The session's record (version 0 and empty when absent)."""
         ...
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
@@ -112,13 +111,9 @@ class MemorySessions:
     def __len__(self) -> int:
         return len(self._held)
 
-    async def load(self, session_id: str, known: int = -1) -> SessionRecord | Status:
+    async def load(self, session_id: str) -> SessionRecord | Status:
         held = self._held.get(session_id)
-        if held is None:
-            return SessionRecord(session_id)
-        if held.record.version == known:
-            return Status.UNCHANGED
-        return _copy(held.record)
+        return SessionRecord(session_id) if held is None else _copy(held.record)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         held = self._held.get(record.id)

@@ -96,8 +96,8 @@ class Paused:
         self.release = asyncio.Event()
         self.commits = 0
 
-    async def load(self, session_id: str, known: int = -1) -> SessionRecord | Status:
-        return await self.states.load(session_id, known)
+    async def load(self, session_id: str) -> SessionRecord | Status:
+        return await self.states.load(session_id)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         self.commits += 1
@@ -134,6 +134,43 @@ def test_two_replicas_judging_one_session_at_once_report_once(stores: Runner) ->
     stores(scenario)
 
 
+class Counting:
+    """A store that counts the calls made to it."""
+
+    def __init__(self, states: SessionStates) -> None:
+        self.states = states
+        self.idle_s, self.max_sessions, self.history_max = states.idle_s, states.max_sessions, states.history_max
+        self.calls: list[str] = []
+
+    async def load(self, session_id: str) -> SessionRecord | Status:
+        self.calls.append("load")
+        return await self.states.load(session_id)
+
+    async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
+        self.calls.append("commit")
+        return await self.states.commit(record, change, now)
+
+    async def claim_idle(self, now: float, limit: int = 100) -> list[SessionRecord] | Status:
+        return await self.states.claim_idle(now, limit)
+
+
+def test_a_replica_holding_the_latest_version_commits_in_one_round_trip(stores: Runner) -> None:
+    async def scenario(states: Factory) -> None:
+        clock = Clock()
+        seen_a, seen_b = Counting(states()), Counting(states())
+        a, b = Replica(BUDGETS, seen_a, clock), Replica(BUDGETS, seen_b, clock)
+        for t in range(2):
+            await a.run(llm(t))
+        assert seen_a.calls == ["load", "commit", "commit"]  # it wrote the latest: no read
+        await b.run(llm(2))
+        seen_a.calls.clear()
+        (v,) = await a.run(llm(3))  # its copy is one behind: refused, answered with b's, judged again
+        assert seen_a.calls == ["commit", "commit"] and a.fleet.conflicts == 1
+        assert v.message == "session made 4 LLM calls, budget 3" and b.emitted == []
+
+    stores(scenario)
+
+
 class AlwaysConflicting(MemorySessions):
     """Another replica commits before every commit of this one."""
 
@@ -150,6 +187,22 @@ def test_a_session_that_keeps_changing_is_judged_here_after_the_retries(caplog: 
         assert replica.fleet.conflicts == RETRIES and replica.fleet.exhausted == 1
         assert v.details["state"] == "local" and v.invariant == "token_budget"
         assert "still changing on other replicas" in caplog.text
+
+    asyncio.run(scenario())
+
+
+def test_a_check_judged_again_leaves_its_span_events_once() -> None:
+    async def scenario() -> None:
+        replica = Replica([{"type": "no_pii"}], AlwaysConflicting(), Clock())
+        exchange = llm(0)
+        exchange.request_bytes, exchange.capture_max_bytes = 2048, 1024  # scanned in part: said on the span
+        span = replica.harness.builder.start(exchange)
+        await replica.fleet.check(span, exchange)
+        assert replica.fleet.conflicts == RETRIES
+        assert [e.name for e in span.events if e.name == "brownout.no_pii.partial"] == ["brownout.no_pii.partial"]
+        replica.harness.builder.finish(span, [])
+        (finished,) = replica.harness.exporter.get_finished_spans()
+        assert [e.name for e in finished.events].count("brownout.no_pii.partial") == 1
 
     asyncio.run(scenario())
 

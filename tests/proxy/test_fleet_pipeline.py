@@ -30,9 +30,9 @@ class Held:
         self.idle_s, self.max_sessions, self.history_max = states.idle_s, states.max_sessions, states.history_max
         self.gate = asyncio.Event()
 
-    async def load(self, session_id: str, known: int = -1) -> SessionRecord | Status:
+    async def load(self, session_id: str) -> SessionRecord | Status:
         await self.gate.wait()
-        return await self.states.load(session_id, known)
+        return await self.states.load(session_id)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         return await self.states.commit(record, change, now)
