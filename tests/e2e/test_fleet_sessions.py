@@ -27,7 +27,7 @@ __all__ = ["redis_server"]
 
 CONFIG = """\
 version: 1
-state: {{backend: redis, url: "{url}", timeout_ms: 200}}
+state: {{backend: redis, url: "{url}", timeout_ms: {timeout_ms}}}
 invariants:
   - {{type: call_budget, max_calls: {max_calls}}}
   - {{type: no_loop, max_repeats: 3}}
@@ -80,8 +80,10 @@ class Replica:
 def fleet(tmp_path: Path, redis_server: RedisServer, upstream: Any) -> Iterator[Any]:
     started: list[Replica] = []
 
-    def start(n: int, *, max_calls: int = 4) -> list[Replica]:
-        text = CONFIG.format(url=redis_server.url, max_calls=max_calls)
+    def start(n: int, *, max_calls: int = 4, timeout_ms: int = 2000) -> list[Replica]:
+        # A generous budget by default: on a loaded test machine a 50 ms budget is sometimes missed, and a
+        # missed budget is the fallback (judged locally), which only the last test is about.
+        text = CONFIG.format(url=redis_server.url, max_calls=max_calls, timeout_ms=timeout_ms)
         for i in range(n):
             workdir = tmp_path / f"replica-{i}"
             workdir.mkdir()
@@ -180,7 +182,7 @@ def _hget(server: RedisServer, key: str, field: str) -> str:
 def test_redis_killed_mid_session_requests_go_on_and_the_shared_state_comes_back(
     fleet: Any, redis_server: RedisServer
 ) -> None:
-    a, b = fleet(2, max_calls=2)
+    a, b = fleet(2, max_calls=2, timeout_ms=200)
     assert a.chat("fleet-3") and b.chat("fleet-3")
     redis_server.stop()
     for replica in (a, b, a, b):  # every request served while the store is away
