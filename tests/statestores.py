@@ -15,10 +15,10 @@ import pytest
 
 from brownout.core.state import RedisLink, StateConfig
 from brownout.core.state.redis_sessions import RedisSessions
-from brownout.core.state.sessions import MemorySessions, SessionStates
+from brownout.core.state.sessions import Committed, MemorySessions, SessionChange, SessionRecord, SessionStates, Status
 from tests.redisserver import REDIS_SERVER, RedisServer, running_redis
 
-__all__ = ["Factory", "Runner", "stores"]
+__all__ = ["Factory", "Runner", "Wrapped", "stores"]
 
 Factory = Callable[..., SessionStates]
 Runner = Callable[[Callable[[Factory], Awaitable[None]]], None]
@@ -57,3 +57,20 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runner]:
         pytest.fail("redis-server absent: `make test` installs the Debian package redis-server")
     with running_redis(tmp_path) as server:
         yield _runner(server)
+
+
+class Wrapped:
+    """A store that hands every call to another: subclasses step in where a test needs to (hold, count)."""
+
+    def __init__(self, states: SessionStates) -> None:
+        self.states = states
+        self.idle_s, self.max_sessions, self.history_max = states.idle_s, states.max_sessions, states.history_max
+
+    async def load(self, session_id: str) -> SessionRecord | Status:
+        return await self.states.load(session_id)
+
+    async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
+        return await self.states.commit(record, change, now)
+
+    async def claim_idle(self, now: float, limit: int = 100) -> list[SessionRecord] | Status:
+        return await self.states.claim_idle(now, limit)

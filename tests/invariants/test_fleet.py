@@ -22,7 +22,7 @@ from brownout.invariants.records import Violation
 from tests.invariants.builders import T0, Clock, Harness, llm, tool, weather_tool
 from tests.invariants.test_mcp_tools import listing
 from tests.redisserver import running_redis
-from tests.statestores import Factory, Runner, stores
+from tests.statestores import Factory, Runner, Wrapped, stores
 
 __all__ = ["stores"]
 
@@ -86,28 +86,21 @@ def test_without_a_shared_store_each_replica_judges_its_own_part() -> None:
     asyncio.run(scenario())
 
 
-class Paused:
+class Paused(Wrapped):
     """A store whose first commit waits until released: another replica commits in between."""
 
     def __init__(self, states: SessionStates) -> None:
-        self.states = states
-        self.idle_s, self.max_sessions, self.history_max = states.idle_s, states.max_sessions, states.history_max
+        super().__init__(states)
         self.at_commit = asyncio.Event()
         self.release = asyncio.Event()
         self.commits = 0
-
-    async def load(self, session_id: str) -> SessionRecord | Status:
-        return await self.states.load(session_id)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         self.commits += 1
         if self.commits == 1:
             self.at_commit.set()
             await self.release.wait()
-        return await self.states.commit(record, change, now)
-
-    async def claim_idle(self, now: float, limit: int = 100) -> list[SessionRecord] | Status:
-        return await self.states.claim_idle(now, limit)
+        return await super().commit(record, change, now)
 
 
 def test_two_replicas_judging_one_session_at_once_report_once(stores: Runner) -> None:
@@ -134,24 +127,20 @@ def test_two_replicas_judging_one_session_at_once_report_once(stores: Runner) ->
     stores(scenario)
 
 
-class Counting:
-    """A store that counts the calls made to it."""
+class Counting(Wrapped):
+    """A store that counts the loads and commits made to it."""
 
     def __init__(self, states: SessionStates) -> None:
-        self.states = states
-        self.idle_s, self.max_sessions, self.history_max = states.idle_s, states.max_sessions, states.history_max
+        super().__init__(states)
         self.calls: list[str] = []
 
     async def load(self, session_id: str) -> SessionRecord | Status:
         self.calls.append("load")
-        return await self.states.load(session_id)
+        return await super().load(session_id)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         self.calls.append("commit")
-        return await self.states.commit(record, change, now)
-
-    async def claim_idle(self, now: float, limit: int = 100) -> list[SessionRecord] | Status:
-        return await self.states.claim_idle(now, limit)
+        return await super().commit(record, change, now)
 
 
 def test_a_replica_holding_the_latest_version_commits_in_one_round_trip(stores: Runner) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 import httpx
 
-from brownout.core.state.sessions import Committed, SessionChange, SessionRecord, SessionStates, Status
+from brownout.core.state.sessions import SessionRecord, SessionStates, Status
 from brownout.proxy.checkqueue import OrderedJobs
 from tests.redisserver import RedisServer, redis_server
+from tests.statestores import Wrapped
 
 __all__ = ["redis_server"]
 
@@ -22,23 +23,16 @@ invariants:
 """
 
 
-class Held:
+class Held(Wrapped):
     """A store whose loads wait until released (a slow store), on the proxy's loop."""
 
     def __init__(self, states: SessionStates) -> None:
-        self.states = states
-        self.idle_s, self.max_sessions, self.history_max = states.idle_s, states.max_sessions, states.history_max
+        super().__init__(states)
         self.gate = asyncio.Event()
 
     async def load(self, session_id: str) -> SessionRecord | Status:
         await self.gate.wait()
-        return await self.states.load(session_id)
-
-    async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
-        return await self.states.commit(record, change, now)
-
-    async def claim_idle(self, now: float, limit: int = 100) -> list[SessionRecord] | Status:
-        return await self.states.claim_idle(now, limit)
+        return await super().load(session_id)
 
 
 def _chat(url: str) -> int:
