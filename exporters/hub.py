@@ -258,6 +258,10 @@ class Exporters:
             with self._ring_lock:
                 self._ring.append(record)
 
+    def on_checks_dropped(self, n: int = 1) -> None:
+        """Exchanges exported without their invariant checks: the queue of shared-session checks was full."""
+        self._contain("prometheus", self.metrics.checks_dropped.inc, n)
+
     def on_client_cut(self, reason: str) -> None:
         """A client connection closed by a proxy bound, or answered 503 over the connection cap."""
         self._contain("prometheus", self.metrics.client_cut, reason)

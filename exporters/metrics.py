@@ -168,6 +168,11 @@ class Metrics:
         self.dropped = Counter(
             "brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r
         )
+        self.checks_dropped = Counter(
+            "brownout_invariant_checks_dropped",
+            "Exchanges not checked by invariants: the queue of checks on the shared session store was full.",
+            registry=r,
+        )
         self.ignored = Counter(
             "brownout_ignored_requests", "Requests to proxy.ignore_hosts, passed through untouched.", registry=r
         )

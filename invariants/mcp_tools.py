@@ -18,7 +18,7 @@ the session closes), and reported only if it is still wrong.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jsonschema import exceptions as schema_errors
@@ -30,6 +30,7 @@ from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["McpTools", "McpToolsConfig"]
 
@@ -137,6 +138,23 @@ class McpTools(Invariant[McpToolsConfig]):
             return []
         state: _Listing = session.state_for(self.name, _Listing)
         return self._report(state, session, list(state.suspects))
+
+    def dump_state(self, state: _Listing) -> dict[str, Any]:
+        # Validators are a cache, rebuilt from the listed schemas; a suspect call keeps its whole arguments.
+        return {
+            "offers": [[o.delivered, o.tools, o.listed_in] for o in state.offers],
+            "announcements": [[a.delivered, a.exchange_id] for a in state.announcements],
+            "stale_reported": sorted(map(list, state.stale_reported)),
+            "suspects": [dump_summary(replace(c.light(), executed_call=c.executed_call)) for c in state.suspects],
+        }
+
+    def load_state(self, data: dict[str, Any]) -> _Listing:
+        return _Listing(
+            offers=[_Offer(delivered, tools, listed_in) for delivered, tools, listed_in in data["offers"]],
+            announcements=[_Announcement(delivered, exchange_id) for delivered, exchange_id in data["announcements"]],
+            stale_reported={(exchange_id, tool) for exchange_id, tool in data["stale_reported"]},
+            suspects=[load_summary(c) for c in data["suspects"]],
+        )
 
     def _report(self, state: _Listing, session: Session, calls: list[ExchangeSummary]) -> list[Violation]:
         found: list[Violation] = []

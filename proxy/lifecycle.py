@@ -159,6 +159,7 @@ class Lifecycle:
         if self.fleet is not None:
             await self.guard.acall("engine", self.fleet.stop, context="leaving the fleet")
         await self.tape.stop()
+        await self.pipeline.stop(3.0)  # shared-session checks still queued (a fleet's store)
         await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
