@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import logging
 
-from brownout.core.state import RedisLink, StateConfig
+from brownout.core.state import RedisLink
 from brownout.core.state.redis_sessions import RedisSessions
 from brownout.invariants.fleet import FleetChecks
 from brownout.invariants.runner import InvariantRunner
 from brownout.invariants.session import HISTORY_MAX
 from brownout.proxy.checkqueue import OrderedJobs
 
-__all__ = ["MAX_QUEUED", "MAX_RUNNING", "FleetSessions", "link_for"]
+__all__ = ["MAX_QUEUED", "MAX_RUNNING", "FleetSessions"]
 
 log = logging.getLogger(__name__)
 
 MAX_RUNNING = 64  # sessions whose checks are in flight at once
 MAX_QUEUED = 10_000  # exchanges waiting for their checks; more are exported unchecked, and counted
-
-
-def link_for(state: StateConfig) -> RedisLink | None:
-    """A link to the store for the session checks, or None with the memory backend."""
-    return RedisLink(state) if state.backend == "redis" else None
 
 
 class FleetSessions:

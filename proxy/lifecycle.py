@@ -129,7 +129,7 @@ class Lifecycle:
             await self.relay.start()
             await self.tape.start()
             self.fleet = await start_fleet(self)
-            self.pipeline.start(rules=self.engine.active_rules)
+            self.pipeline.start(rules=self.engine.active_rules, link=self.fleet.link)
             self.pipeline.exporters.watch(
                 client_connections=lambda: self.limits.open, client_connections_waiting=lambda: self.admission.waiting
             )
@@ -156,10 +156,10 @@ class Lifecycle:
             self.guard.call("control", self.control.stop)
         if self.relay is not None:
             await self.relay.stop()
+        await self.tape.stop()
+        await self.pipeline.stop(3.0)  # shared-session checks still queued: before the fleet's link closes
         if self.fleet is not None:
             await self.guard.acall("engine", self.fleet.stop, context="leaving the fleet")
-        await self.tape.stop()
-        await self.pipeline.stop(3.0)  # shared-session checks still queued (a fleet's store)
         await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)

@@ -22,11 +22,12 @@ from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.spans import ExchangeSpan, SpanBuilder
+from brownout.core.state import RedisLink
 from brownout.exporters.hub import Exporters
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
 from brownout.proxy.config import BrownoutConfig
-from brownout.proxy.fleet_sessions import FleetSessions, link_for
+from brownout.proxy.fleet_sessions import FleetSessions
 
 __all__ = ["Pipeline"]
 
@@ -145,10 +146,10 @@ class Pipeline:
             for listener in self.violation_listeners:
                 self.guard.call("listener", listener, violation, context=f"violation {violation.invariant}")
 
-    def start(self, *, rules: Callable[[], Any]) -> None:
-        """On the proxy's loop: exporters, and the shared session store when state.backend is redis."""
+    def start(self, *, rules: Callable[[], Any], link: RedisLink | None = None) -> None:
+        """On the proxy's loop: exporters, and the shared session store on the proxy's own link to the
+        fleet's store (proxy/fleet.py) when state.backend is redis."""
         self._started = True
-        link = link_for(self._config.state)
         if link is not None:
             self.fleet = FleetSessions(self.invariants, link, idle_s=self._config.proxy.session_idle_s)
         # Off the loop: loading the price table takes a moment that traffic should not wait for.

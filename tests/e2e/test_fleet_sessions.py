@@ -72,6 +72,17 @@ class Replica:
             if s.name == "brownout_violations_total"
         }
 
+    def state_errors(self) -> dict[str, float]:
+        """brownout_state_errors_total by op: the proxy's one link to the store counts the session store's calls too."""
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", trust_env=False).text
+        return {
+            s.labels["op"]: s.value
+            for fam in text_string_to_metric_families(text)
+            if fam.name == "brownout_state_errors"
+            for s in fam.samples
+            if s.name == "brownout_state_errors_total"
+        }
+
     def output(self) -> str:
         return self.proc.log_path.read_text(errors="replace")
 
@@ -190,6 +201,10 @@ def test_redis_killed_mid_session_requests_go_on_and_the_shared_state_comes_back
     local = _settled([a, b], {"call_budget"})
     assert local and all(v["details"]["state"] == "local" for v in local)
     assert all("judged on this process's own state" in r.output() for r in (a, b) if r.violations())
+    # The session store's failed calls are the proxy's state errors, by op, like the schedule's.
+    assert all(any(op.startswith("session") for op in r.state_errors()) for r in (a, b)), [
+        r.state_errors() for r in (a, b)
+    ]
     redis_server.start()
     # Each link finds the store again with a probe that a call starts once its backoff (up to 4 s) is over;
     # meanwhile calls are still judged locally (already over budget there: nothing new is reported).
