@@ -33,6 +33,7 @@ from brownout.proxy.relay import Relay
 from brownout.proxy.tokenshield import TokenShield
 from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
+from brownout.proxy.workers.paths import with_worker_paths
 
 __all__ = ["Lifecycle", "PreparedConfig"]
 
@@ -101,6 +102,12 @@ class Lifecycle:
             "brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one)."
         )
         loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
+        loader.add_option(
+            "brownout_worker", str, "", "This process's index under `brownout run --workers`: its own JSONL files."
+        )
+        loader.add_option(
+            "brownout_paused", bool, False, "Fault injection paused (the kill switch), from before the first request."
+        )
         cassette_options.add_options(loader)
 
     def configure(self, updated: set[str]) -> None:
@@ -110,11 +117,19 @@ class Lifecycle:
                 self.apply_config(load_config(ctx.options.brownout_config))
             except (ConfigError, CassetteError, OSError, ValueError) as e:
                 raise exceptions.OptionsError(str(e)) from e
-        elif updated & {"brownout_metrics_listen", "brownout_control_listen", *cassette_options.OPTIONS}:
+        elif updated & {
+            "brownout_metrics_listen",
+            "brownout_control_listen",
+            "brownout_worker",
+            *cassette_options.OPTIONS,
+        }:
             try:
                 self.apply_config(self.config)
             except (CassetteError, OSError, ValueError) as e:
                 raise exceptions.OptionsError(str(e)) from e
+        if "brownout_paused" in updated and ctx.options.brownout_paused != self.engine.paused:
+            # Options are set before the proxy listens: a worker the fleet restarts while paused never injects.
+            (self.engine.pause if ctx.options.brownout_paused else self.engine.resume)()
         # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
         # request is still buffered, recognised and faulted; responses stream from our threshold.
         if updated & {"stream_large_bodies", "brownout_config"} and ctx.options.stream_large_bodies is None:
@@ -166,6 +181,7 @@ class Lifecycle:
             config, self._option("brownout_metrics_listen"), self._option("brownout_control_listen")
         )
         config = cassette_options.with_cassette_overrides(config, self._option)
+        config = with_worker_paths(config, self._option("brownout_worker"))
         rules = self.engine.prepare(config.ruleset) if compile_rules else None
         return PreparedConfig(config, self.tape.prepare(config.record, config.replay, config.catalogue.wire), rules)
 
