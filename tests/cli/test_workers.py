@@ -31,6 +31,8 @@ state: {{backend: redis, url: "{redis}"}}
 proxy: {{drain_timeout_s: 10}}
 exporters:
   jsonl: {{exchanges_path: logs/exchanges.jsonl}}
+invariants:
+  - {{type: latency_budget, total_ms: 0.001}}
 {rules}
 """
 SLOW_RULE = """
@@ -145,14 +147,16 @@ def test_two_workers_serve_one_port_and_metrics_sum_both(
         for worker, n in enumerate(served):
             records = [json.loads(line) for line in (logs / f"exchanges.w{worker}.jsonl").read_text().splitlines()]
             assert len(records) == n and {r["provider"] for r in records} == {"openai"}
-        exchanges = fleet.control("GET", "/exchanges", params={"limit": 5}).json()["exchanges"]
-        assert len(exchanges) == 5 and {
-            r["worker"] for r in fleet.control("GET", "/exchanges").json()["exchanges"]
-        } == {
-            0,
-            1,
-        }
+        # The control API's lists are every worker's, merged by time.
+        exchanges = fleet.control("GET", "/exchanges").json()["exchanges"]
+        assert len(exchanges) == k and {r["worker"] for r in exchanges} == {0, 1}
+        assert fleet.control("GET", "/exchanges", params={"limit": 5}).json()["exchanges"] == exchanges[-5:]
+        violations = fleet.control("GET", "/violations").json()["violations"]
+        assert len(violations) == k and {r["worker"] for r in violations} == {0, 1}  # every exchange breaks it
+        assert [r["timestamp"] for r in violations] == sorted(r["timestamp"] for r in violations)
         assert fleet.control("PUT", "/rules/nope", json={"enabled": False}).status_code == 404
+        reload = fleet.control("POST", "/reload").json()
+        assert reload["ok"] is True and all(f"worker {i}: reloaded" in reload["message"] for i in (0, 1))
         out, err = fleet.stop(signal.SIGTERM)
     assert fleet.proc.returncode == 0, err
     assert f"exchanges: {k} (openai chat {k})" in err  # one summary, of both workers
@@ -206,6 +210,7 @@ def test_a_dead_worker_is_restarted_paused_and_the_counts_never_go_down(
         _, err = fleet.stop()
     assert fleet.proc.returncode == 0, err
     assert "worker 0 (pid" in err and "exited with signal SIGKILL; restarting it" in err
+    assert "1 worker process(es) died during the run: what they served is in /metrics" in err
 
 
 def test_workers_stop_by_themselves_when_the_supervisor_is_killed(
