@@ -1,8 +1,8 @@
 """The worker processes of `brownout run --workers N`: start them, restart one that dies, stop them all.
 
-Each worker is `python -m brownout.proxy.workers.worker` (proxy/workers/worker.py) in its own
-process group, so a Ctrl-C at the terminal reaches the supervisor alone, which then stops every
-worker the way `brownout run` stops: SIGTERM drains, a second one cuts what is still in flight.
+Each worker is `python -m brownout.proxy.workers.worker` (proxy/workers/worker.py) in a session of
+its own, so a Ctrl-C at the terminal reaches the supervisor alone, which then stops every worker the
+way `brownout run` stops: SIGTERM drains, a second one cuts what is still in flight.
 
 A worker that dies on its own (a crash, the OOM killer) is restarted, after a short backoff that
 grows with each death; one that dies `max_restarts` times within `restart_window_s` is given up,
@@ -162,7 +162,9 @@ class Supervisor:
                 spec.to_json(),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
-                process_group=0,  # the terminal's Ctrl-C is the supervisor's to pass on, once
+                # Out of the terminal's session: its Ctrl-C is the supervisor's to pass on, once, and
+                # no job control (a `stty tostop` terminal stopping a background writer) applies to workers.
+                start_new_session=True,
             )
         finally:
             theirs.close()

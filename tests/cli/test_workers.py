@@ -82,7 +82,9 @@ def _start(tmp_path: Path, confdir: Path, config: Path, *extra: str) -> subproce
     args += ["--confdir", str(confdir), "--set", "brownout_metrics_listen=127.0.0.1:0"]
     args += ["--set", "brownout_control_listen=127.0.0.1:0", *extra]
     env = clean_env(BROWNOUT_TOKEN=TOKEN)
-    return subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A session of its own, as a shell's foreground job: killpg() then does what a terminal's Ctrl-C does.
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return subprocess.Popen(args, env=env, cwd=tmp_path, text=True, start_new_session=True, **pipes)
 
 
 @contextlib.contextmanager
@@ -165,7 +167,7 @@ def test_two_workers_serve_one_port_and_metrics_sum_both(
     assert summary["exchanges"]["total"] == k
 
 
-def test_sigterm_drains_what_every_worker_has_in_flight(
+def test_ctrl_c_drains_what_every_worker_has_in_flight(
     tmp_path: Path, confdir: Path, redis_server: RedisServer
 ) -> None:
     import concurrent.futures
@@ -178,7 +180,9 @@ def test_sigterm_drains_what_every_worker_has_in_flight(
             while sum(w["status"]["in_flight"] for w in fleet.status()["workers"]) < 8:  # each in its 1.5 s delay
                 assert time.monotonic() < deadline, fleet.status()
                 time.sleep(0.05)
-            fleet.proc.send_signal(signal.SIGTERM)
+            # Ctrl-C at a terminal: SIGINT to the whole foreground process group. Workers are not in it:
+            # they get the supervisor's one SIGTERM (drain), not a second signal (cut) on top.
+            os.killpg(fleet.proc.pid, signal.SIGINT)
             for call in calls:
                 call.result()  # answered, not cut
         _, err = fleet.proc.communicate(timeout=90)
