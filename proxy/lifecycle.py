@@ -49,12 +49,16 @@ class PreparedConfig:
     tape: TapeSetup
     rules: list[CompiledRule] | None = None  # compiled off the loop (a reload), or None: compiled at the switch
     retired: CassetteWriter | None = None  # set by apply_config: the writer replaced, to close off the loop
+    source: BrownoutConfig | None = None  # `config` before this proxy's overrides
 
 
 class Lifecycle:
     """Mixed into the addon: mitmproxy's load/configure/running/done hooks and config switching."""
 
     config: BrownoutConfig
+    # The config as loaded, before this proxy's overrides: they are applied to it again when an option
+    # changes (a worker's log paths are derived from the written ones, so applying twice would not do).
+    _source: BrownoutConfig | None = None
     guard: Guard
     engine: FaultEngine
     pipeline: Pipeline
@@ -124,7 +128,7 @@ class Lifecycle:
             *cassette_options.OPTIONS,
         }:
             try:
-                self.apply_config(self.config)
+                self.apply_config(self._source or self.config)
             except (CassetteError, OSError, ValueError) as e:
                 raise exceptions.OptionsError(str(e)) from e
         if "brownout_paused" in updated and ctx.options.brownout_paused != self.engine.paused:
@@ -177,13 +181,15 @@ class Lifecycle:
         """The slow part of switching to `config` (reading and indexing cassettes, opening a record
         directory; with `compile_rules`, compiling its rules too), done here: call it off the loop.
         Raises CassetteError, OSError or ValueError."""
+        source = config
         config = with_listen_overrides(
             config, self._option("brownout_metrics_listen"), self._option("brownout_control_listen")
         )
         config = cassette_options.with_cassette_overrides(config, self._option)
         config = with_worker_paths(config, self._option("brownout_worker"))
         rules = self.engine.prepare(config.ruleset) if compile_rules else None
-        return PreparedConfig(config, self.tape.prepare(config.record, config.replay, config.catalogue.wire), rules)
+        tape = self.tape.prepare(config.record, config.replay, config.catalogue.wire)
+        return PreparedConfig(config, tape, rules, source=source)
 
     def apply_config(self, config: BrownoutConfig | PreparedConfig) -> None:
         """Switch to a validated config; new exchanges use it. On the loop: a PreparedConfig switches at
@@ -202,7 +208,7 @@ class Lifecycle:
     def _switch(self, prepared: PreparedConfig) -> CassetteWriter | None:
         config = prepared.config
         retired = self.tape.swap(prepared.tape)
-        self.config = config
+        self.config, self._source = config, prepared.source
         self.engine.reload(config.ruleset, prepared.rules)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
