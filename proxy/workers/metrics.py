@@ -118,8 +118,7 @@ class FleetMetrics(Collector):
         with self._lock:
             live = [w for w in self.workers() if w.alive and w.metrics_url]
             for worker, families in zip(live, self._pool.map(self._scrape, live), strict=True):
-                if families is not None:
-                    self._last[_pid(worker)] = families
+                self._keep(worker, families)
             parts = [(str(w.index), self._last.get(_pid(w), [])) for w in live]
             parts.append(("retired", self._retired))
             combined = combine(parts)
@@ -142,9 +141,15 @@ class FleetMetrics(Collector):
             response.raise_for_status()
             return list(text_string_to_metric_families(response.text))
         except (httpx.HTTPError, ValueError) as e:
-            self.scrape_errors += 1
             log.warning("worker %d's /metrics did not answer (%s): its last answer is used", worker.index, e)
             return None
+
+    def _keep(self, worker: WorkerState, families: Families | None) -> None:
+        """Under the lock: a worker's answer becomes its last one; no answer is counted."""
+        if families is None:
+            self.scrape_errors += 1
+        else:
+            self._last[_pid(worker)] = families
 
     def exchanges_now(self, worker: WorkerState) -> int | None:
         """The exchanges `worker` has served, scraped now; None when it does not answer (or has no /metrics)."""
@@ -152,9 +157,9 @@ class FleetMetrics(Collector):
             return None
         with self._lock:
             families = self._scrape(worker)
-            if families is None:
-                return None
-            self._last[_pid(worker)] = families
+            self._keep(worker, families)
+        if families is None:
+            return None
         return int(sum(s.value for f in families if f.name == "brownout_requests" for s in f.samples))
 
     def retire(self, pid: int) -> None:
