@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from typing import Any
 
 from jsonschema import exceptions as schema_errors
@@ -21,17 +20,19 @@ __all__ = ["SCHEMAS_MAX", "ValidatorCache", "first_error"]
 
 logger = logging.getLogger(__name__)
 
-SCHEMAS_MAX = 1024  # distinct schemas kept compiled; the least recently used go first
+SCHEMAS_MAX = 1024  # distinct schemas kept compiled; the first compiled go first
+_MISSING = object()
 
 
 class ValidatorCache:
-    """Bounded LRU of schema text -> compiled validator (None for a schema that is not valid JSON Schema)."""
+    """Bounded map of schema text -> compiled validator (None for a schema that is not valid JSON Schema);
+    past the bound, the schema compiled longest ago goes first."""
 
     def __init__(self, max_entries: int = SCHEMAS_MAX) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self.max_entries = max_entries
-        self._validators: OrderedDict[str, Any] = OrderedDict()
+        self._validators: dict[str, Any] = {}
 
     def __len__(self) -> int:
         return len(self._validators)
@@ -42,12 +43,12 @@ class ValidatorCache:
             key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
         except (TypeError, ValueError):  # not JSON data (no wire schema is): compile it, keep nothing
             return _compile(schema)
-        if key in self._validators:
-            self._validators.move_to_end(key)
-            return self._validators[key]
+        validator = self._validators.get(key, _MISSING)
+        if validator is not _MISSING:
+            return validator
         validator = self._validators[key] = _compile(schema)
         if len(self._validators) > self.max_entries:
-            self._validators.popitem(last=False)
+            del self._validators[next(iter(self._validators))]
         return validator
 
 

@@ -47,17 +47,18 @@ def test_changed_content_gets_its_own_validator(compiles: list[dict[str, Any]]) 
     assert len(compiles) == 4
 
 
-def test_least_recently_used_schema_goes_first_past_the_bound(compiles: list[dict[str, Any]]) -> None:
+def test_the_schema_compiled_first_goes_first_past_the_bound(compiles: list[dict[str, Any]]) -> None:
     cache = ValidatorCache(max_entries=2)
     cache.get(CITY)
     cache.get(QUERY)
-    cache.get(CITY)  # used again: QUERY is now the oldest
-    cache.get({"type": "object"})
+    cache.get(CITY)  # a hit: compiled once
+    assert len(compiles) == 2
+    cache.get({"type": "object"})  # CITY, compiled first, makes room
     assert len(cache) == 2
-    cache.get(CITY)
-    assert len(compiles) == 3  # CITY still cached
     cache.get(QUERY)
-    assert len(compiles) == 4  # QUERY was evicted and compiled again
+    assert len(compiles) == 3  # QUERY still cached
+    cache.get(CITY)
+    assert len(compiles) == 4  # CITY was evicted and compiled again
     with pytest.raises(ValueError, match="max_entries"):
         ValidatorCache(max_entries=0)
 
