@@ -140,7 +140,7 @@ class McpTools(Invariant[McpToolsConfig]):
         return self._report(state, session, list(state.suspects))
 
     def dump_state(self, state: _Listing) -> dict[str, Any]:
-        # Validators are a cache, rebuilt from the listed schemas; a suspect call keeps its whole arguments.
+        # A suspect call keeps its whole arguments (validators are the invariant's, not the session's).
         return {
             "offers": [[o.delivered, o.tools, o.listed_in] for o in state.offers],
             "announcements": [[a.delivered, a.exchange_id] for a in state.announcements],

@@ -61,9 +61,6 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
                 )
         return found
 
-    def dump_state(self, state: dict[str, Any]) -> None:
-        return None  # a cache of compiled validators: each process builds its own
-
     def _problem(self, call: ToolCallView, session: Session) -> str | None:
         try:
             value = json.loads(call.arguments)
