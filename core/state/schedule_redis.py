@@ -1,10 +1,12 @@
 """The Redis schedule store: a fleet's rule counters, decided by one Lua script per exchange.
 
-Every counted rule that matched an exchange is decided in one round trip (schedule_redis.lua): the
-same checks, in the same order, as the memory store, and the same draw (`redis.sha1hex`), so a fleet
-takes the decisions one process would take for the same traffic in the same order. A rule whose
-schedule is only a probability needs no counter: it is decided in the process, on its own counters,
-and keeps working while the store is away.
+Every rule that matched an exchange is decided in one round trip (schedule_redis.lua): the same
+checks, in the same order, as the memory store, and the same draw (`redis.sha1hex`), so a fleet takes
+the decisions one process would take for the same traffic in the same order. That includes a rule
+whose schedule is only a probability: the session's match index that keys its draw (and its fault's
+RNG) is counted in the store, so a session gets the same faults whichever replica serves each of its
+requests. Such a rule needs no counter to decide, so while the store is away it is decided in the
+process, on the session index the process last had from the store (or counted itself).
 
 Keys (under `state.key_prefix`): `e:<epoch>:r:<rule key>` for the rule, `...:s:<session>` for one of
 its sessions, with `:n` (matches), `:i` (injections), `:l` (max_concurrent leases, a sorted set scored
@@ -14,7 +16,8 @@ expire after the session TTL, rule keys after a day without a match, leases afte
 unless the replica that holds them renews them (a dead replica frees its slots within the TTL).
 
 The store away (unreachable, slow, restarted, origin not known yet): counted rules are skipped with
-`skipped_state_unavailable`; each failed call is counted by the link.
+`skipped_state_unavailable`, probability-only ones decided in the process; each failed call is counted
+by the link.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class Hold:
 
 
 class RedisSchedules:
-    """The redis ScheduleStore: counted rules decided together in one Lua script per exchange."""
+    """The redis ScheduleStore: an exchange's matched rules decided together in one Lua script."""
 
     shared = True
 
@@ -99,29 +102,25 @@ class RedisSchedules:
         return f"{rule_base}:s:{sk}"
 
     async def decide(self, asks: Sequence[Ask]) -> list[Ticket]:
-        counted = [a for a in asks if a.spec.counted]
         replies: list[int] | None = None
-        if counted and self.epoch is not None:
+        if asks and self.epoch is not None:
             args: list[bytes | str | float] = [repr(asks[0].now), repr(float(self.lease_ttl_s)), RULE_TTL_S]
-            for a in counted:
+            for a in asks:
                 args.extend(self._args(a))
             replies = await self.link.call("schedule", lambda r: self._script(args=args), None)
         tickets: list[Ticket] = []
-        j = 0
-        for a in asks:
-            if not a.spec.counted:
-                tickets.append(a.local.decide(a.session, a.now, a.start))
-            elif replies is None:
-                why = "the fleet's origin is not known yet" if self.epoch is None else "the shared store is unreachable"
-                tickets.append(Ticket(SKIPPED_STATE_UNAVAILABLE, why, 0, 0))
-            else:
-                code, n, index, detail = (int(v) for v in replies[j : j + 4])
-                j += 4
+        for j, a in enumerate(asks):
+            if replies is not None:
+                code, n, index, detail = (int(v) for v in replies[4 * j : 4 * j + 4])
                 ticket = self._ticket(a, code, n, index, detail)
-                # This replica's share, for its /status (the fleet's totals are the store's).
-                a.local.total.matches += 1
-                a.local.total.injections += ticket.outcome == FIRED
-                tickets.append(ticket)
+                a.local.follow(a.session, a.now, index, ticket.outcome == FIRED)
+            elif not a.spec.counted:
+                # Probability-only: the draw needs no counter, so it goes on, on this process's session index.
+                ticket = a.local.decide(a.session, a.now, a.start)
+            else:
+                why = "the fleet's origin is not known yet" if self.epoch is None else "the shared store is unreachable"
+                ticket = Ticket(SKIPPED_STATE_UNAVAILABLE, why, 0, 0)
+            tickets.append(ticket)
         return tickets
 
     def _args(self, a: Ask) -> list[bytes | str | float]:
