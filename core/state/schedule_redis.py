@@ -23,6 +23,7 @@ by the link.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = ["RULE_TTL_S", "RedisSchedules"]
 RULE_TTL_S = 86_400  # a rule-wide key no replica touched for a day is gone
 QUOTA_TTL_S = 120
 _SESSION_KEY_MAX = 64  # longer session ids are keyed by their sha1 (the draw still uses the id itself)
+_RULE_ARGS_MAX = 4096
 _SCRIPT = resources.files("brownout.core.state").joinpath("schedule_redis.lua").read_text()
 _DRAW_SCALE = float(1 << 52)
 
@@ -54,10 +56,6 @@ _DRAW_SCALE = float(1 << 52)
 def _bytes(text: str) -> bytes:
     # Session ids come from the client: encoded as the draw encodes them, never failing on odd text.
     return text.encode("utf-8", "surrogatepass")
-
-
-def _opt(value: int | None) -> bytes:
-    return b"" if value is None else str(value).encode()
 
 
 def quota_window(base: float, now: float) -> float:
@@ -87,6 +85,7 @@ class RedisSchedules:
         self.epoch: str | None = None  # the fleet's origin: set once known (proxy/fleet.py)
         self._script = link.script(_SCRIPT)
         self._held: dict[str, set[bytes]] = {}  # leases this replica holds: renewed until released
+        self._rule_args: dict[tuple[Any, ...], bytes] = {}
 
     async def load(self) -> bool:
         """Load the script into the server ahead of the first exchange (which then costs one round trip)."""
@@ -125,29 +124,27 @@ class RedisSchedules:
 
     def _args(self, a: Ask) -> list[bytes | str | float]:
         s = a.spec
-        rbase = self.base_key(a)
-        bucket = quota_window(a.quota_base, a.now) if s.has_quota else 0.0
-        p = 1.0 if a.start is None else ramped(s, a.now, a.start)
-        return [
-            rbase,
-            self.session_key(rbase, a.session),
-            max(1, math.ceil(a.session_ttl_s)),
-            a.rule,
-            _bytes(a.session),
-            str(a.seed),
-            b"1" if s.per_session else b"0",
-            b"0" if a.start is None else b"1",
-            str(s.after),
-            _opt(s.first),
-            _opt(s.every),
-            _opt(s.max_injections),
-            _opt(s.max_concurrent),
-            _opt(s.requests_per_min),
-            _opt(s.tokens_per_min),
-            repr(bucket),
-            repr(p),
-            self._lease_id(a),
-        ]
+        p = b"" if a.start is None else repr(ramped(s, a.now, a.start))
+        bucket = repr(quota_window(a.quota_base, a.now)) if s.has_quota else b""
+        lease = self._lease_id(a) if s.max_concurrent is not None else b""
+        return [self._rule_arg(a), _bytes(a.session), p, bucket, lease]
+
+    def _rule_arg(self, a: Ask) -> bytes:
+        """What the script needs of the rule, encoded once per rule (and epoch): an exchange sends few arguments."""
+        cache_key = (self.epoch, a.key, a.rule, a.seed, a.spec, a.session_ttl_s)
+        arg = self._rule_args.get(cache_key)
+        if arg is None:
+            if len(self._rule_args) >= _RULE_ARGS_MAX:  # hot reloads leave old ones behind
+                self._rule_args.clear()
+            s = a.spec
+            fields = [
+                self.base_key(a), max(1, math.ceil(a.session_ttl_s)), a.rule, str(a.seed), s.per_session, s.after,
+                s.first, s.every, s.max_injections, s.max_concurrent, s.requests_per_min, s.tokens_per_min,
+            ]  # fmt: skip
+            # Lua's cjson reads null as a value that is true: a missing field is false.
+            text = json.dumps([False if f is None else f for f in fields], ensure_ascii=False)
+            arg = self._rule_args[cache_key] = text.encode("utf-8", "surrogatepass")
+        return arg
 
     def _lease_id(self, a: Ask) -> bytes:
         return _bytes(f"{self.replica}\x1f{a.lease}")

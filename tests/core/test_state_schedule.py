@@ -167,6 +167,29 @@ def test_max_concurrent_counts_in_flight_until_release(backend: str, server: Red
     run(backend, server, body)
 
 
+def test_a_long_session_and_an_odd_rule_name_release_the_slot_they_took(
+    backend: str, server: RedisServer | None
+) -> None:
+    """The script keys a long session by its sha1 and reads the rule from JSON; the release, built in
+    Python, must name the same keys, or the slot stays taken."""
+
+    async def body(store: ScheduleStore) -> None:
+        name, session = 'règle ☃ "q" a|b:c', "séance-" + "y" * 120
+        rule = Rule(store, ScheduleSpec(max_concurrent=1, per_session=True), name=name)
+        held = await rule.decide(session)
+        assert (held.outcome, (await rule.decide(session)).outcome) == (FIRED, SKIPPED_BLAST_RADIUS)
+        await store.release([held], T0, 0)
+        assert (await rule.decide(session)).outcome == FIRED
+        quota = Rule(store, ScheduleSpec(tokens_per_min=10, per_session=True), name=name + "q", counts_tokens=True)
+        admitted = await quota.decide(session)
+        assert admitted.outcome == SKIPPED_SCHEDULE
+        await store.release([admitted], T0, 10)  # its tokens use the quota up
+        again = await quota.decide(session)
+        assert (again.outcome, again.reason) == (FIRED, "quota exceeded")
+
+    run(backend, server, body)
+
+
 def test_a_closed_window_skips_and_still_counts(backend: str, server: RedisServer | None) -> None:
     async def body(store: ScheduleStore) -> None:
         rule = Rule(store, ScheduleSpec(after=1))
