@@ -15,6 +15,7 @@ __all__ = [
     "P99_ADDED_MS",
     "RPS_FLOOR",
     "RSS_MB",
+    "info",
     "load_targets",
     "missed",
     "print_report",
@@ -55,6 +56,9 @@ def target(
 def _info(value: float | None, detail: str = "", unit: str = "ms") -> dict[str, Any]:
     value = None if value is None else round(value, 3)
     return {"value": value, "unit": unit, "target": "informational", "met": None, "kind": "info", "detail": detail}
+
+
+info = _info  # an informational row (no verdict), for the other benches' reports
 
 
 def _get(results: dict[str, Any], *keys: str) -> Any:
