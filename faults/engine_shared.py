@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.state.schedule import SKIPPED_PAUSED, Ask, ScheduleStore, Ticket
+from brownout.core.tasks import start_later
 from brownout.faults.config import RuleConfig
 from brownout.faults.plan import Fired, Plan
 
@@ -132,11 +133,12 @@ class SharedSchedules:
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` (a store release) on the loop without waiting for it; contained by the guard."""
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:  # no loop (a synchronous harness): nothing can await the store
             work.close()
             return
-        task = loop.create_task(self._contained(work))
+        # Lazily: the release's Redis command goes out after the agent's response, not before it.
+        task = start_later(self._contained(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

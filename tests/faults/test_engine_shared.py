@@ -204,6 +204,35 @@ def test_leases_are_released_when_the_exchange_ends(redis_server: RedisServer) -
     asyncio.run(main())
 
 
+def test_a_release_reaches_the_store_after_the_exchanges_turn_even_with_eager_tasks(
+    redis_server: RedisServer,
+) -> None:
+    """plan.finish() runs in the response hook: the release's Redis command must not go out before the
+    hook has returned (mitmproxy's loop starts tasks eagerly)."""
+    rule = {"name": "one", "match": {}, "fault": {"type": "tag"}, "schedule": {"max_concurrent": 1}}
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+        async with shared(redis_server, rule) as e:
+            assert isinstance(e.store, RedisSchedules)
+            calls: list[int] = []
+            release = e.store.release
+
+            async def counted(*args: Any) -> None:
+                calls.append(len(args[0]))
+                await release(*args)
+
+            e.store.release = counted  # type: ignore[method-assign]
+            held = await planned(e, 1)
+            held.finish()
+            assert calls == []  # not in the caller's turn
+            await e.drain()
+            assert calls == [1]
+            assert [f.rule for f in (await planned(e, 2)).fired] == ["one"]  # the slot was freed
+
+    asyncio.run(main())
+
+
 def test_paused_needs_no_round_trip(redis_server: RedisServer) -> None:
     async def main() -> None:
         async with shared(
