@@ -30,7 +30,6 @@ machine and the commit.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from bench.fleetload import Run, children, measure, median_runs
 from bench.fleetreport import print_fleet, targets
 from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_redis, start_upstream
-from bench.report import missed
+from bench.report import write_and_judge
 from bench.run import ensure_wrk
 
 __all__ = ["CONNECTIONS", "main", "run_fleet_bench", "state_config"]
@@ -173,14 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     data["meta"]["sessions"] = SESSIONS if use_wrk else 1
     data["targets"] = targets(data)
     print_fleet(data)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"results written to {args.output}")
-    misses = missed(data["targets"])
-    if args.check and misses:
-        print("targets missed:\n  " + "\n  ".join(misses))
-        return 1
-    return 0
+    return write_and_judge(data, args.output, check=args.check)
 
 
 if __name__ == "__main__":
