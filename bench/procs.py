@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ __all__ = [
     "start_brownout",
     "start_mitmdump",
     "start_module",
+    "start_redis",
     "start_upstream",
     "wait_http",
 ]
@@ -191,4 +193,30 @@ def start_brownout(
     if not wait_http(port, proc=proc):
         proc.stop()
         return f"brownout did not start (is proxy.cli ready?):\n{proc.log_tail()}"
+    return proc
+
+
+def _redis_answers(port: int) -> bool:
+    with contextlib.suppress(OSError):  # not listening yet
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    return False
+
+
+def start_redis(workdir: Path, server: str | None = None) -> Proc:
+    """A redis-server on a free loopback port, no persistence (Debian's package: `make system-deps`)."""
+    path = server or shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not Path(path).exists():
+        raise RuntimeError(f"{path} not found: install redis-server (`make system-deps`) or pass --redis-server")
+    port = free_port()
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = _spawn("redis", [path, *args, "--dir", str(workdir), "--loglevel", "warning"], port, workdir)
+    deadline = time.monotonic() + 10
+    while not _redis_answers(port):
+        if proc.popen.poll() is not None or time.monotonic() > deadline:
+            proc.stop()
+            raise RuntimeError(f"redis-server did not start:\n{proc.log_tail()}")
+        time.sleep(0.02)
+    proc.extra["url"] = f"redis://127.0.0.1:{port}/0"
     return proc

@@ -1,6 +1,7 @@
 """Write docs/benchmark.md's results from the committed run in bench/results/published/.
 
     .venv/bin/python bench/run.py --streams-case --output bench/results/published/run.json
+    .venv/bin/python bench/fleet.py --output bench/results/published/fleet.json    # the fleet's block
     .venv/bin/python bench/publish.py            # rewrites the results blocks of docs/benchmark.md
     .venv/bin/python bench/publish.py --check    # exit 1 when the page and the committed run disagree
 
@@ -20,14 +21,17 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fleetreport import render_fleet
 from bench.llm import render_llm_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "bench" / "results" / "published" / "run.json"
+PUBLISHED_FLEET = ROOT / "bench" / "results" / "published" / "fleet.json"  # bench/fleet.py's, when committed
 PAGE = ROOT / "docs" / "benchmark.md"
 BEGIN, END = "<!-- RESULTS:BEGIN (bench/publish.py) -->", "<!-- RESULTS:END -->"
 STREAMS_BEGIN, STREAMS_END = "<!-- STREAMS:BEGIN (bench/publish.py) -->", "<!-- STREAMS:END -->"
 LLM_BEGIN, LLM_END = "<!-- LLM:BEGIN (bench/publish.py) -->", "<!-- LLM:END -->"
+FLEET_BEGIN, FLEET_END = "<!-- FLEET:BEGIN (bench/publish.py) -->", "<!-- FLEET:END -->"
 NO_LLM_RUN = "No committed run has the LLM-shaped cases yet."
 
 PATHS = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
@@ -128,9 +132,15 @@ def _replace(page: str, begin: str, end: str, body: str) -> str:
     return head + begin + "\n" + body + "\n" + end + rest.partition(end)[2]
 
 
-def rendered(page: str, data: dict[str, Any]) -> str:
+def fleet_run(path: Path = PUBLISHED_FLEET) -> dict[str, Any] | None:
+    """The committed run of bench/fleet.py, None when there is none."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def rendered(page: str, data: dict[str, Any], fleet: dict[str, Any] | None = None) -> str:
     page = _replace(page, BEGIN, END, render_results(data))
     page = _replace(page, LLM_BEGIN, LLM_END, render_llm(data))
+    page = _replace(page, FLEET_BEGIN, FLEET_END, render_fleet(fleet if fleet is not None else fleet_run()))
     return _replace(page, STREAMS_BEGIN, STREAMS_END, render_streams(data))
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -15,12 +17,14 @@ __all__ = [
     "P99_ADDED_MS",
     "RPS_FLOOR",
     "RSS_MB",
+    "info",
     "load_targets",
     "missed",
     "print_report",
     "print_verdicts",
     "streams_targets",
     "target",
+    "write_and_judge",
 ]
 
 LATE_MS = 250.0  # no event of the 1,000-stream case may arrive later than this past its upstream send
@@ -55,6 +59,9 @@ def target(
 def _info(value: float | None, detail: str = "", unit: str = "ms") -> dict[str, Any]:
     value = None if value is None else round(value, 3)
     return {"value": value, "unit": unit, "target": "informational", "met": None, "kind": "info", "detail": detail}
+
+
+info = _info  # an informational row (no verdict), for the other benches' reports
 
 
 def _get(results: dict[str, Any], *keys: str) -> Any:
@@ -289,3 +296,15 @@ def print_report(data: dict[str, Any], console: Console | None = None) -> None:
     print_verdicts(data["targets"], console)
     for note in data.get("notes", []):
         console.print(f"[yellow]note: {escape(note)}[/]")
+
+
+def write_and_judge(data: dict[str, Any], output: Path, *, check: bool) -> int:
+    """Write a bench's results to `output`; the exit code: 1 with `check` when a target was missed."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"results written to {output}")
+    misses = missed(data["targets"])
+    if check and misses:
+        print("targets missed:\n  " + "\n  ".join(misses))
+        return 1
+    return 0

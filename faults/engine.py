@@ -23,7 +23,7 @@ Pause (`pause()`): matching rules are logged as `skipped_paused` and their count
 not advance, so resuming continues the same decision sequence.
 
 Schedule store (`store=`): memory by default, decided inside `plan` as it always was; a shared one
-(a fleet on Redis) decides counted rules in one awaited round trip: see faults/engine_shared.py.
+(a fleet on Redis) decides the matched rules in one awaited round trip: see faults/engine_shared.py.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class CompiledRule:
     counts_tokens: bool = False
     # Its fault can act on a WebSocket handshake (see Fault.acts_on_handshake); quota rules answer 429.
     acts_on_handshake: bool = True
-    # Bound by a counter beyond the session's match index: a shared store decides it.
+    # Bound by a counter beyond the session's match index: skipped while a shared store is away.
     counted: bool = False
     key: str = ""  # keys its counters in a shared store (name and counter shape)
 
@@ -260,8 +260,8 @@ class FaultEngine(SharedSchedules):
                 if rule.config.schedule.quota is None:
                     (deferred := deferred or []).append(rule)
                 continue
-            if pending is not None or (rule.counted and self._shared):
-                # The shared store decides from here on, in config order (settle).
+            if self._shared:
+                # The shared store decides every matched rule, in config order, in one round trip (settle).
                 (pending := pending or []).append(rule)
                 continue
             f, release = self._decide(rule, exchange, wire, now, None)

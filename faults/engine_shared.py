@@ -1,13 +1,14 @@
 """The fault engine's side of a shared schedule store (a fleet on Redis): one await per exchange.
 
-From the first matching rule that needs counters on, `plan()` leaves the rules `pending` (config order
-is kept) and the proxy awaits `settle(plan)`: one call to the store for all of them, whose answers
-become decisions and faults exactly as a local decision would. Rules whose schedule is only a
-probability are decided in the process, with no round trip. A counted response-stage rule on a
-buffered body is decided by `resolve_deferred_shared` (the proxy awaits it before editing the body);
-inside a stream (a synchronous callback that cannot await) it is skipped as `skipped_state_unavailable`.
-Releases (in-flight leases, quota tokens) go to the store from a task: the exchange has ended, nobody
-waits for them.
+`plan()` leaves the matched rules `pending` (config order is kept) and the proxy awaits
+`settle(plan)`: one call to the store for all of them, whose answers become decisions and faults
+exactly as a local decision would. Probability-only rules go too: the store counts the session's
+match index that keys their draw, so the fleet draws as one process would; while it is away they are
+decided in the process. A response-stage rule on a buffered body is decided by
+`resolve_deferred_shared` (the proxy awaits it before editing the body); inside a stream (a
+synchronous callback that cannot await) a counted one is skipped as `skipped_state_unavailable` and
+a probability-only one decided in the process. Releases (in-flight leases, quota tokens) go to the
+store from a task: the exchange has ended, nobody waits for them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.state.schedule import SKIPPED_PAUSED, Ask, ScheduleStore, Ticket
+from brownout.core.tasks import start_later
 from brownout.faults.config import RuleConfig
 from brownout.faults.plan import Fired, Plan
 
@@ -61,11 +63,11 @@ class SharedSchedules:
 
     @property
     def shared(self) -> bool:
-        """Rules that need counters are decided by a shared store (await `settle` for a pending plan)."""
+        """Matched rules are decided by a shared store (await `settle` for a pending plan)."""
         return self._shared
 
     def use_store(self, store: ScheduleStore) -> None:
-        """Decide counted rules with `store` from the next exchange on (the proxy's, once it runs)."""
+        """Decide matched rules with `store` from the next exchange on (the proxy's, once it runs)."""
         self.store = store
         self._shared = store.shared
 
@@ -131,11 +133,12 @@ class SharedSchedules:
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` (a store release) on the loop without waiting for it; contained by the guard."""
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:  # no loop (a synchronous harness): nothing can await the store
             work.close()
             return
-        task = loop.create_task(self._contained(work))
+        # Lazily: the release's Redis command goes out after the agent's response, not before it.
+        task = start_later(self._contained(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -10,9 +10,9 @@ are known: in `edit_body` (the proxy parses the body first) or inside the chaine
 editor (the proxy feeds the wire parser each event before the editor). Only `edit_body`
 and `stream_editor` of such faults are ever called; their other phases are already past.
 
-With a shared schedule store (a fleet on Redis), rules that need its counters are `pending` after
-`plan()` until the proxy awaits `engine.settle(plan)` (one round trip for all of them); a buffered
-body's response-stage rules are settled by `settle_deferred` before the body is edited.
+With a shared schedule store (a fleet on Redis), the matched rules are `pending` after `plan()` until
+the proxy awaits `engine.settle(plan)` (one round trip for all of them); a buffered body's
+response-stage rules are settled by `settle_deferred` before the body is edited.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ so both take the same decisions for the same traffic.
 The counting itself (scopes, `after`, `first`, `every`, `max_injections`, `max_concurrent`, quotas,
 session bounds) is `brownout.core.state.schedule_memory.MemoryCounters`: this process's counters,
 what `decide` uses. With a shared store the fault engine asks the store instead (see
-faults/engine.py) for the rules that need counters.
+faults/engine.py), which also counts the session's match index.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ class Brownout(Lifecycle, ResponseHooks):
         self._states[flow.id] = state
         plan = state.plan
         if plan is not None and plan.pending:
-            # A fleet's shared counters decide these rules: one round trip, within the store's budget.
+            # A fleet's shared store decides these rules: one round trip, within the store's budget.
             await self.guard.acall("engine", self.engine.settle, plan, context=f"exchange {state.exchange.id}")
             if plan.empty:
                 state.plan = plan = None

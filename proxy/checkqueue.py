@@ -15,6 +15,8 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from brownout.core.tasks import start_later
+
 __all__ = ["OrderedJobs"]
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,6 @@ class OrderedJobs:
         if jobs is not None:
             jobs.append(job)
             return True
-        # Queued before the task starts: an eager task factory runs it up to its first wait right here.
         self._jobs[key] = deque((job,))
         if len(self._running) < self.max_running:
             self._start(key)
@@ -64,7 +65,8 @@ class OrderedJobs:
 
     def _start(self, key: str) -> None:
         self._running.add(key)
-        task = asyncio.get_running_loop().create_task(self._drain(key), name=f"brownout-checks-{len(self._tasks)}")
+        # Never eagerly: the job would write its Redis command before the agent has its response.
+        task = start_later(self._drain(key), name=f"brownout-checks-{len(self._tasks)}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

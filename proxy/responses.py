@@ -139,7 +139,7 @@ class ResponseHooks:
         bodiless = resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD"
         if state.plan is not None and not bodiless and self.guard.call("engine", state.plan.wants_body):
             headers = dict(ex.response_headers)
-            if state.plan.deferred and self.engine.shared:  # tool rules a fleet's counters decide: awaited here
+            if state.plan.deferred and self.engine.shared:  # tool rules a fleet's store decides: awaited here
                 plan, whole, large = state.plan, body, bodies.off_loop(body)
                 await self.guard.acall("engine", lambda: plan.settle_deferred(whole, off_loop=large))
             if bodies.off_loop(body):

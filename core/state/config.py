@@ -33,6 +33,9 @@ class StateConfig(Model):
     connect_timeout_ms: float = Field(
         500.0, gt=0, le=60_000, description="Budget of opening a connection (off the request path where it can be)."
     )
+    max_connections: int = Field(
+        32, ge=1, le=1_000, description="Connections a process opens to Redis at most; a call waits for a free one."
+    )
     poll_interval_ms: float = Field(
         250.0, ge=10, le=1_000, description="How often a process reads the fleet's switches (pause, rule toggles)."
     )

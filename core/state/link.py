@@ -7,6 +7,9 @@ fallback at once (and are counted) instead of each waiting out the budget on a d
 one background probe (`PING`) tries again after a backoff (0.25 s doubling to 4 s). The first
 probe that succeeds brings the link back up; redis-py opens a fresh connection by itself.
 
+Connections come from a bounded pool (`state.max_connections`): a call that finds them all busy
+waits for one, and that wait is part of its budget.
+
 Every call runs on the event loop of the proxy that owns the link (redis-py's asyncio client ties
 its connections to one loop): one link per proxy, never shared between two.
 """
@@ -60,13 +63,19 @@ class RedisLink:
         self._on_up = on_up
         self._clock = clock
         # No retries inside redis-py: the budget is the caller's, and the breaker decides when to try again.
-        self.client: aioredis.Redis = aioredis.Redis.from_url(
+        # A bounded pool: a burst of exchanges shares a few connections (waiting for one within the call's
+        # budget) instead of opening one each, every new one paying a connect and a handshake on the
+        # request path, and a fleet of processes cannot run Redis out of clients or itself out of sockets.
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=config.max_connections,
+            timeout=self.timeout_s,
             socket_timeout=max(self.timeout_s, config.connect_timeout_ms / 1000),
             socket_connect_timeout=config.connect_timeout_ms / 1000,
             retry=Retry(NoBackoff(), 0),
             decode_responses=False,
         )
+        self.client: aioredis.Redis = aioredis.Redis.from_pool(pool)
         self.up: bool | None = None  # unknown until the first call
         self.errors = 0
         self._backoff_s = BACKOFF_FIRST_S

@@ -4,8 +4,8 @@ A rule's schedule is decided in two parts. Time (window, periodic outage, ramp) 
 caller from its clock and the window origin. Counting (`after`, `first`, `every`, `max_injections`,
 `max_concurrent`, quota windows, and the session's match index that keys the draw) lives in a
 `ScheduleStore`: `memory` (schedule_memory.py: this process's counters, as one brownout always had)
-or `redis` (schedule_redis.py: one Lua script per exchange decides every matched rule of the exchange
-that needs counters, so replicas share them).
+or `redis` (schedule_redis.py: one Lua script per exchange decides every matched rule of the exchange,
+so replicas share the counters and the session's match index).
 
 Both backends take the same decisions for the same traffic: the checks run in the same order (window,
 quota, after/first/every, max_injections, max_concurrent, probability) and the probability draw is one
@@ -93,7 +93,7 @@ class ScheduleSpec:
 
     @property
     def counted(self) -> bool:
-        """Bound by a counter beyond the session's match index: with a shared store, decided there."""
+        """Bound by a counter beyond the session's match index: skipped while a shared store is away."""
         return (
             self.after > 0
             or self.first is not None

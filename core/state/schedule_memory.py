@@ -151,6 +151,15 @@ class MemoryCounters:
         """The session's FaultContext.session_state, without counting a match (a shared store decided it)."""
         return self._session(session, now).state
 
+    def follow(self, session: str, now: float, index: int, fired: bool) -> None:
+        """A shared store decided a match: count this process's share (its /status), and take the store's
+        session index, so that a decision made here while the store is away continues the fleet's sequence."""
+        sess = self._session(session, now)
+        sess.matches = index
+        total = self.total
+        total.matches += 1
+        total.injections += fired
+
     def decide(self, session: str, now: float, start: float | None) -> Ticket:
         """Count one match and decide whether the fault fires; `start`: the open window's start, or None."""
         c = self.spec

@@ -1,13 +1,16 @@
--- Decide every counted rule that matched one exchange, atomically: brownout's Redis schedule store.
+-- Decide every rule that matched one exchange, atomically: brownout's Redis schedule store.
 --
 -- The same checks, in the same order, as brownout.core.state.schedule_memory.MemoryCounters.decide:
 -- window, quota, after/first/every, max_injections, max_concurrent, probability. Keys are built by the
 -- caller (one Redis, not a cluster: the script touches keys it is not handed in KEYS).
 --
--- ARGV[1] now (unix seconds), ARGV[2] lease TTL (s), ARGV[3] TTL of rule-wide keys (s); then per ask, 18 fields:
---   rule base key, session base key, session TTL (s), rule name, session, seed, per_session (1/0), open (1/0),
---   after, first, every, max_injections, max_concurrent, requests_per_min, tokens_per_min (empty: none),
---   quota window start (part of its key), probability, lease id.
+-- ARGV[1] now (unix seconds), ARGV[2] lease TTL (s), ARGV[3] TTL of rule-wide keys (s); then per ask, 5 fields:
+--   the rule: a JSON array the caller builds once per rule, [rule base key, session TTL (s), rule name, seed,
+--     per_session, after, first, every, max_injections, max_concurrent, requests_per_min, tokens_per_min]
+--     (false: none);
+--   the session; the probability (empty: the window is closed); the quota window start (part of its key;
+--   empty: no quota); the lease id (empty: no max_concurrent).
+-- A session id longer than 64 bytes is keyed by its sha1 (the draw still uses the id itself).
 -- Returns per ask 4 integers: code, the match number in the scope, the session's match index, and detail:
 --   0 fired (detail 1: over the quota) | 1 window closed | 2 under the quota (detail: requests this minute)
 --   3 after | 4 first (detail: k) | 5 every (detail: k) | 6 max_injections | 7 max_concurrent
@@ -18,11 +21,7 @@ local lease_ttl = tonumber(ARGV[2])
 local rule_ttl = tonumber(ARGV[3])
 local QUOTA_TTL = 120
 local TWO52 = 4503599627370496
-
-local function opt(s)
-  if s == '' then return nil end
-  return tonumber(s)
-end
+local SESSION_KEY_MAX = 64
 
 local function admit(qkey)
   local r = redis.call('HINCRBY', qkey, 'r', 1)
@@ -33,14 +32,15 @@ end
 local out = {}
 local i = 4
 while i <= #ARGV do
-  local rbase, sbase, session_ttl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local rule, session, seed = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  local per_session, open = ARGV[i + 6] == '1', ARGV[i + 7] == '1'
-  local after, first, every = tonumber(ARGV[i + 8]), opt(ARGV[i + 9]), opt(ARGV[i + 10])
-  local max_injections, max_concurrent = opt(ARGV[i + 11]), opt(ARGV[i + 12])
-  local rpm, tpm = opt(ARGV[i + 13]), opt(ARGV[i + 14])
-  local bucket, p, lease = ARGV[i + 15], tonumber(ARGV[i + 16]), ARGV[i + 17]
-  i = i + 18
+  local rbase, session_ttl, rule, seed, per_session, after, first, every, max_injections, max_concurrent, rpm, tpm =
+    unpack(cjson.decode(ARGV[i]))
+  local session, p, bucket, lease = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  i = i + 5
+  local open = p ~= ''
+  p = tonumber(p)
+  local sk = session
+  if #session > SESSION_KEY_MAX then sk = redis.sha1hex(session) end
+  local sbase = rbase .. ':s:' .. sk
 
   local index = redis.call('INCR', sbase .. ':n')
   redis.call('EXPIRE', sbase .. ':n', session_ttl)
@@ -59,7 +59,7 @@ while i <= #ARGV do
       qkey = base .. ':q:' .. bucket
       local q = redis.call('HMGET', qkey, 'r', 't')
       local requests, tokens = tonumber(q[1]) or 0, tonumber(q[2]) or 0
-      over = (rpm ~= nil and requests >= rpm) or (tpm ~= nil and tokens >= tpm)
+      over = (rpm and requests >= rpm) or (tpm and tokens >= tpm) or false
       if not over then
         code, detail = 2, admit(qkey)
       end

@@ -1,10 +1,12 @@
 """The Redis schedule store: a fleet's rule counters, decided by one Lua script per exchange.
 
-Every counted rule that matched an exchange is decided in one round trip (schedule_redis.lua): the
-same checks, in the same order, as the memory store, and the same draw (`redis.sha1hex`), so a fleet
-takes the decisions one process would take for the same traffic in the same order. A rule whose
-schedule is only a probability needs no counter: it is decided in the process, on its own counters,
-and keeps working while the store is away.
+Every rule that matched an exchange is decided in one round trip (schedule_redis.lua): the same
+checks, in the same order, as the memory store, and the same draw (`redis.sha1hex`), so a fleet takes
+the decisions one process would take for the same traffic in the same order. That includes a rule
+whose schedule is only a probability: the session's match index that keys its draw (and its fault's
+RNG) is counted in the store, so a session gets the same faults whichever replica serves each of its
+requests. Such a rule needs no counter to decide, so while the store is away it is decided in the
+process, on the session index the process last had from the store (or counted itself).
 
 Keys (under `state.key_prefix`): `e:<epoch>:r:<rule key>` for the rule, `...:s:<session>` for one of
 its sessions, with `:n` (matches), `:i` (injections), `:l` (max_concurrent leases, a sorted set scored
@@ -14,12 +16,14 @@ expire after the session TTL, rule keys after a day without a match, leases afte
 unless the replica that holds them renews them (a dead replica frees its slots within the TTL).
 
 The store away (unreachable, slow, restarted, origin not known yet): counted rules are skipped with
-`skipped_state_unavailable`; each failed call is counted by the link.
+`skipped_state_unavailable`, probability-only ones decided in the process; each failed call is counted
+by the link.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +48,7 @@ __all__ = ["RULE_TTL_S", "RedisSchedules"]
 RULE_TTL_S = 86_400  # a rule-wide key no replica touched for a day is gone
 QUOTA_TTL_S = 120
 _SESSION_KEY_MAX = 64  # longer session ids are keyed by their sha1 (the draw still uses the id itself)
+_RULE_ARGS_MAX = 4096
 _SCRIPT = resources.files("brownout.core.state").joinpath("schedule_redis.lua").read_text()
 _DRAW_SCALE = float(1 << 52)
 
@@ -51,10 +56,6 @@ _DRAW_SCALE = float(1 << 52)
 def _bytes(text: str) -> bytes:
     # Session ids come from the client: encoded as the draw encodes them, never failing on odd text.
     return text.encode("utf-8", "surrogatepass")
-
-
-def _opt(value: int | None) -> bytes:
-    return b"" if value is None else str(value).encode()
 
 
 def quota_window(base: float, now: float) -> float:
@@ -73,7 +74,7 @@ class Hold:
 
 
 class RedisSchedules:
-    """The redis ScheduleStore: counted rules decided together in one Lua script per exchange."""
+    """The redis ScheduleStore: an exchange's matched rules decided together in one Lua script."""
 
     shared = True
 
@@ -84,6 +85,7 @@ class RedisSchedules:
         self.epoch: str | None = None  # the fleet's origin: set once known (proxy/fleet.py)
         self._script = link.script(_SCRIPT)
         self._held: dict[str, set[bytes]] = {}  # leases this replica holds: renewed until released
+        self._rule_args: dict[tuple[Any, ...], bytes] = {}
 
     async def load(self) -> bool:
         """Load the script into the server ahead of the first exchange (which then costs one round trip)."""
@@ -99,56 +101,50 @@ class RedisSchedules:
         return f"{rule_base}:s:{sk}"
 
     async def decide(self, asks: Sequence[Ask]) -> list[Ticket]:
-        counted = [a for a in asks if a.spec.counted]
         replies: list[int] | None = None
-        if counted and self.epoch is not None:
+        if asks and self.epoch is not None:
             args: list[bytes | str | float] = [repr(asks[0].now), repr(float(self.lease_ttl_s)), RULE_TTL_S]
-            for a in counted:
+            for a in asks:
                 args.extend(self._args(a))
             replies = await self.link.call("schedule", lambda r: self._script(args=args), None)
         tickets: list[Ticket] = []
-        j = 0
-        for a in asks:
-            if not a.spec.counted:
-                tickets.append(a.local.decide(a.session, a.now, a.start))
-            elif replies is None:
-                why = "the fleet's origin is not known yet" if self.epoch is None else "the shared store is unreachable"
-                tickets.append(Ticket(SKIPPED_STATE_UNAVAILABLE, why, 0, 0))
-            else:
-                code, n, index, detail = (int(v) for v in replies[j : j + 4])
-                j += 4
+        for j, a in enumerate(asks):
+            if replies is not None:
+                code, n, index, detail = (int(v) for v in replies[4 * j : 4 * j + 4])
                 ticket = self._ticket(a, code, n, index, detail)
-                # This replica's share, for its /status (the fleet's totals are the store's).
-                a.local.total.matches += 1
-                a.local.total.injections += ticket.outcome == FIRED
-                tickets.append(ticket)
+                a.local.follow(a.session, a.now, index, ticket.outcome == FIRED)
+            elif not a.spec.counted:
+                # Probability-only: the draw needs no counter, so it goes on, on this process's session index.
+                ticket = a.local.decide(a.session, a.now, a.start)
+            else:
+                why = "the fleet's origin is not known yet" if self.epoch is None else "the shared store is unreachable"
+                ticket = Ticket(SKIPPED_STATE_UNAVAILABLE, why, 0, 0)
+            tickets.append(ticket)
         return tickets
 
     def _args(self, a: Ask) -> list[bytes | str | float]:
         s = a.spec
-        rbase = self.base_key(a)
-        bucket = quota_window(a.quota_base, a.now) if s.has_quota else 0.0
-        p = 1.0 if a.start is None else ramped(s, a.now, a.start)
-        return [
-            rbase,
-            self.session_key(rbase, a.session),
-            max(1, math.ceil(a.session_ttl_s)),
-            a.rule,
-            _bytes(a.session),
-            str(a.seed),
-            b"1" if s.per_session else b"0",
-            b"0" if a.start is None else b"1",
-            str(s.after),
-            _opt(s.first),
-            _opt(s.every),
-            _opt(s.max_injections),
-            _opt(s.max_concurrent),
-            _opt(s.requests_per_min),
-            _opt(s.tokens_per_min),
-            repr(bucket),
-            repr(p),
-            self._lease_id(a),
-        ]
+        p = b"" if a.start is None else repr(ramped(s, a.now, a.start))
+        bucket = repr(quota_window(a.quota_base, a.now)) if s.has_quota else b""
+        lease = self._lease_id(a) if s.max_concurrent is not None else b""
+        return [self._rule_arg(a), _bytes(a.session), p, bucket, lease]
+
+    def _rule_arg(self, a: Ask) -> bytes:
+        """What the script needs of the rule, encoded once per rule (and epoch): an exchange sends few arguments."""
+        cache_key = (self.epoch, a.key, a.rule, a.seed, a.spec, a.session_ttl_s)
+        arg = self._rule_args.get(cache_key)
+        if arg is None:
+            if len(self._rule_args) >= _RULE_ARGS_MAX:  # hot reloads leave old ones behind
+                self._rule_args.clear()
+            s = a.spec
+            fields = [
+                self.base_key(a), max(1, math.ceil(a.session_ttl_s)), a.rule, str(a.seed), s.per_session, s.after,
+                s.first, s.every, s.max_injections, s.max_concurrent, s.requests_per_min, s.tokens_per_min,
+            ]  # fmt: skip
+            # Lua's cjson reads null as a value that is true: a missing field is false.
+            text = json.dumps([False if f is None else f for f in fields], ensure_ascii=False)
+            arg = self._rule_args[cache_key] = text.encode("utf-8", "surrogatepass")
+        return arg
 
     def _lease_id(self, a: Ask) -> bytes:
         return _bytes(f"{self.replica}\x1f{a.lease}")

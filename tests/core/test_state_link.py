@@ -107,3 +107,24 @@ def test_a_store_that_never_answers_costs_one_budget_not_one_per_call() -> None:
         assert elapsed < 0.5, f"40 calls took {elapsed:.2f} s: each waited out its budget"  # 40 x 50 ms = 2 s
 
     asyncio.run(main())
+
+
+def _clients(server: RedisServer) -> int:
+    """Client connections the server has now, the one asking left out."""
+    info = server.command("INFO", "clients").decode()
+    return int(info.split("connected_clients:")[1].split()[0]) - 1
+
+
+def test_a_burst_shares_a_bounded_pool_of_connections_within_the_budget(redis_server: RedisServer) -> None:
+    async def main() -> None:
+        link = link_for(redis_server, errors := [], max_connections=3, timeout_ms=2000)
+        # Each call holds its connection a while (BLPOP on an empty list waits without blocking the server).
+        answers = await asyncio.gather(
+            *(link.call("wait", lambda r: r.blpop(["empty"], timeout=0.02), "fallback") for _ in range(30))
+        )
+        opened = _clients(redis_server)  # the pool keeps what it opened
+        assert answers == [None] * 30 and errors == []  # every call waited for a connection and went through
+        assert opened <= 3, opened
+        await link.close()
+
+    asyncio.run(main())

@@ -167,6 +167,29 @@ def test_max_concurrent_counts_in_flight_until_release(backend: str, server: Red
     run(backend, server, body)
 
 
+def test_a_long_session_and_an_odd_rule_name_release_the_slot_they_took(
+    backend: str, server: RedisServer | None
+) -> None:
+    """The script keys a long session by its sha1 and reads the rule from JSON; the release, built in
+    Python, must name the same keys, or the slot stays taken."""
+
+    async def body(store: ScheduleStore) -> None:
+        name, session = 'règle ☃ "q" a|b:c', "séance-" + "y" * 120
+        rule = Rule(store, ScheduleSpec(max_concurrent=1, per_session=True), name=name)
+        held = await rule.decide(session)
+        assert (held.outcome, (await rule.decide(session)).outcome) == (FIRED, SKIPPED_BLAST_RADIUS)
+        await store.release([held], T0, 0)
+        assert (await rule.decide(session)).outcome == FIRED
+        quota = Rule(store, ScheduleSpec(tokens_per_min=10, per_session=True), name=name + "q", counts_tokens=True)
+        admitted = await quota.decide(session)
+        assert admitted.outcome == SKIPPED_SCHEDULE
+        await store.release([admitted], T0, 10)  # its tokens use the quota up
+        again = await quota.decide(session)
+        assert (again.outcome, again.reason) == (FIRED, "quota exceeded")
+
+    run(backend, server, body)
+
+
 def test_a_closed_window_skips_and_still_counts(backend: str, server: RedisServer | None) -> None:
     async def body(store: ScheduleStore) -> None:
         rule = Rule(store, ScheduleSpec(after=1))
@@ -270,12 +293,14 @@ def test_quota_per_session(backend: str, server: RedisServer | None) -> None:
     run(backend, server, body)
 
 
-def test_probability_only_rules_decide_in_the_process(backend: str, server: RedisServer | None) -> None:
+def test_probability_only_rules_draw_on_the_session_index(backend: str, server: RedisServer | None) -> None:
     async def body(store: ScheduleStore) -> None:
         rule = Rule(store, ScheduleSpec(probability=0.5))
         tickets = [await rule.decide() for _ in range(20)]
-        assert rule.local.total.matches == 20  # counted by the process's own counters, on both backends
+        assert rule.local.total.matches == 20  # this process's share, for its /status, on both backends
         assert [t.index for t in tickets] == list(range(1, 21))
+        expected = [FIRED if draw(7, "r", "s", i) < 0.5 else SKIPPED_PROBABILITY for i in range(1, 21)]
+        assert [t.outcome for t in tickets] == expected
 
     run(backend, server, body)
 
@@ -343,6 +368,41 @@ def test_counted_rules_skip_while_the_store_is_away_and_others_go_on(redis_serve
             store.epoch = None
             [t] = await store.decide([counted.ask()])
             assert (t.outcome, t.reason) == (SKIPPED_STATE_UNAVAILABLE, "the fleet's origin is not known yet")
+
+    asyncio.run(main())
+
+
+def test_replicas_share_the_session_index_of_probability_only_rules(redis_server: RedisServer) -> None:
+    """One session spread over two replicas draws as one process would: index 1, 2, 3, ... fleet-wide."""
+
+    async def main() -> None:
+        async with store_for("redis", redis_server) as one, store_for("redis", redis_server) as two:
+            spec = ScheduleSpec(probability=0.5)
+            rules = [Rule(one, spec), Rule(two, spec)]  # each replica its own process-local counters
+            tickets = [await rules[i % 2].decide("s") for i in range(30)]
+            assert [t.index for t in tickets] == list(range(1, 31))
+            expected = [FIRED if draw(7, "r", "s", i) < 0.5 else SKIPPED_PROBABILITY for i in range(1, 31)]
+            assert [t.outcome for t in tickets] == expected
+            # a global counter (the decision log's `counter`) is the fleet's as well
+            assert [t.counter for t in tickets] == list(range(1, 31))
+
+    asyncio.run(main())
+
+
+def test_probability_only_rules_go_on_from_the_last_shared_index_while_the_store_is_away(
+    redis_server: RedisServer,
+) -> None:
+    async def main() -> None:
+        async with store_for("redis", redis_server) as store:
+            rule = Rule(store, ScheduleSpec(probability=0.5))
+            for _ in range(5):
+                await rule.decide("s")
+            redis_server.stop()
+            tickets = [await rule.decide("s") for _ in range(3)]
+            assert [t.index for t in tickets] == [6, 7, 8]  # the sequence one process would have gone on with
+            expected = [FIRED if draw(7, "r", "s", i) < 0.5 else SKIPPED_PROBABILITY for i in (6, 7, 8)]
+            assert [t.outcome for t in tickets] == expected
+            assert isinstance(store, RedisSchedules) and store.link.errors == 3
 
     asyncio.run(main())
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from bench import publish
+from bench.fleetreport import NO_FLEET_RUN, render_fleet
 from bench.llm import CASES, LLM_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,18 +20,31 @@ def test_the_page_is_rendered_from_the_committed_run() -> None:
     assert publish.rendered(page, data) == page, "docs/benchmark.md is stale: run bench/publish.py"
 
 
-def test_the_committed_run_names_its_machine_command_and_a_clean_commit_of_this_history() -> None:
-    data = json.loads(publish.PUBLISHED.read_text())
+def _check_provenance(data: dict[str, Any], command: str) -> None:
     machine = data["meta"]["machine"]
     for key in ("cpu_model", "cores", "memory_gib", "os", "python", "mitmproxy", "load_tool", "date"):
         assert machine.get(key), key
-    assert data["meta"]["command"].startswith("bench/run.py")
+    assert data["meta"]["command"].startswith(command)
     assert machine["brownout_dirty"] is False, "published runs come from a committed tree"
     if (ROOT / ".git").exists():
         ancestor = subprocess.run(
             ["git", "merge-base", "--is-ancestor", machine["brownout_commit"], "HEAD"], cwd=ROOT, check=False
         )
         assert ancestor.returncode == 0, f"commit {machine['brownout_commit']} is not in this history"
+
+
+def test_the_committed_run_names_its_machine_command_and_a_clean_commit_of_this_history() -> None:
+    _check_provenance(json.loads(publish.PUBLISHED.read_text()), "bench/run.py")
+
+
+def test_a_committed_fleet_run_is_on_the_page_with_its_provenance() -> None:
+    fleet = publish.fleet_run()
+    page = publish.PAGE.read_text()
+    if fleet is None:  # none committed yet: the page says so
+        assert f"{publish.FLEET_BEGIN}\n{NO_FLEET_RUN}\n{publish.FLEET_END}" in page
+        return
+    _check_provenance(fleet, "bench/fleet.py")
+    assert render_fleet(fleet) in page
 
 
 def test_rendering_shows_every_path_and_target_verdict() -> None:

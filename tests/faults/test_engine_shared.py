@@ -16,6 +16,7 @@ from brownout.core.wire.openai import OpenAIFormat
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
 from tests.faults.engine_support import WIRE, Clock, engine, ex
+from tests.redismonitor import Monitor
 from tests.redisserver import RedisServer, redis_server
 
 __all__ = ["redis_server"]
@@ -64,6 +65,11 @@ def decisions(e: FaultEngine) -> list[tuple[str, str, str, int, int]]:
     return [(d.rule, d.outcome, d.reason, d.counter, d.index) for d in e.decisions.recent()]
 
 
+def by_session(e: FaultEngine) -> list[tuple[str, str, int, str, str, int]]:
+    """The decisions per session and rule in match order (index), as a fleet's replicas can be merged."""
+    return [(d.session, d.rule, d.index, d.outcome, d.reason, d.counter) for d in e.decisions.recent()]
+
+
 def test_memory_and_redis_take_the_same_decisions(redis_server: RedisServer) -> None:
     async def main() -> None:
         clock_m, clock_r = Clock(), Clock()
@@ -82,7 +88,7 @@ def test_memory_and_redis_take_the_same_decisions(redis_server: RedisServer) -> 
     asyncio.run(main())
 
 
-def test_counted_rules_wait_for_one_settle_and_keep_config_order(redis_server: RedisServer) -> None:
+def test_matched_rules_wait_for_one_settle_and_keep_config_order(redis_server: RedisServer) -> None:
     rules = (
         {"name": "first", "match": {}, "fault": {"type": "tag", "text": "1"}, "schedule": {"probability": 1.0}},
         {"name": "counted", "match": {}, "fault": {"type": "tag", "text": "2"}, "schedule": {"max_injections": 5}},
@@ -92,11 +98,8 @@ def test_counted_rules_wait_for_one_settle_and_keep_config_order(redis_server: R
     async def main() -> None:
         async with shared(redis_server, *rules) as e:
             plan = e.plan(ex(1), WIRE)
-            assert [f.rule for f in plan.fired] == ["first"] and [r.name for r in plan.pending or []] == [
-                "counted",
-                "last",
-            ]
-            assert [d.rule for d in e.decisions.recent()] == ["first"]  # the rest waits for the store
+            assert plan.fired == [] and [r.name for r in plan.pending or []] == ["first", "counted", "last"]
+            assert list(e.decisions.recent()) == []  # every decision waits for the store
             await e.settle(plan)
             assert plan.pending is None
             assert [f.rule for f in plan.fired] == ["first", "counted", "last"]
@@ -105,13 +108,59 @@ def test_counted_rules_wait_for_one_settle_and_keep_config_order(redis_server: R
     asyncio.run(main())
 
 
-def test_probability_only_rules_need_no_round_trip(redis_server: RedisServer) -> None:
+def test_an_exchange_costs_one_script_call_whatever_its_rules(redis_server: RedisServer) -> None:
+    async def main() -> None:
+        async with shared(redis_server, *MIXED) as e:
+            assert isinstance(e.store, RedisSchedules) and await e.store.load()
+            await planned(e, 0)  # the connection opens (redis-py says hello)
+            with Monitor(redis_server) as monitor:
+                for i in range(1, 11):
+                    await planned(e, i, session=f"s{i % 3}")
+                assert monitor.commands() == ["evalsha"] * 10
+
+    asyncio.run(main())
+
+
+def test_replicas_draw_a_sessions_probability_only_rules_as_one_process(redis_server: RedisServer) -> None:
+    """Two engines on one store, taking turns on each session: the decisions one memory engine takes."""
+    rules = (
+        {"name": "global", "match": {}, "fault": {"type": "tag", "text": "g"}, "schedule": {"probability": 0.4}},
+        {
+            "name": "session",
+            "match": {},
+            "fault": {"type": "tag", "text": "s"},
+            "schedule": {"probability": 0.6, "scope": "session", "ramp_s": 20},
+        },
+    )
+
+    async def main() -> None:
+        clock_m, clock_r = Clock(), Clock()
+        memory = engine(*rules, clock=clock_m)
+        async with (
+            shared(redis_server, *rules, clock=clock_r) as one,
+            shared(redis_server, *rules, clock=clock_r) as two,
+        ):
+            assert one.origin == two.origin == memory.origin  # windows and the ramp open together
+            for i in range(60):
+                clock_m.t = clock_r.t = memory.started_at + i * 0.5
+                await planned(memory, i, session=f"s{i % 2}")
+                await planned((one, two)[i // 2 % 2], i, session=f"s{i % 2}")  # each session on both in turn
+            fleet = sorted(by_session(one) + by_session(two))
+        assert fleet == sorted(by_session(memory))
+        assert {d[3] for d in fleet} == {"fired", "skipped_probability"}
+
+    asyncio.run(main())
+
+
+def test_probability_only_rules_go_on_while_the_store_is_away(redis_server: RedisServer) -> None:
     async def main() -> None:
         async with shared(redis_server, {"name": "p", "match": {}, "fault": {"type": "tag"}}) as e:
-            redis_server.stop()  # nothing to ask: it goes on while the store is away
-            plan = e.plan(ex(1), WIRE)
-            assert plan.pending is None and [f.rule for f in plan.fired] == ["p"]
-            assert isinstance(e.store, RedisSchedules) and e.store.link.errors == 0
+            redis_server.stop()
+            plan = await planned(e, 1)
+            assert [f.rule for f in plan.fired] == ["p"]
+            [d] = e.decisions.recent()
+            assert (d.outcome, d.index) == ("fired", 1)
+            assert isinstance(e.store, RedisSchedules) and e.store.link.errors == 1  # the call it could not make
 
     asyncio.run(main())
 
@@ -151,6 +200,35 @@ def test_leases_are_released_when_the_exchange_ends(redis_server: RedisServer) -
             held.finish()
             await e.drain()
             assert [f.rule for f in (await planned(e, 3)).fired] == ["one"]
+
+    asyncio.run(main())
+
+
+def test_a_release_reaches_the_store_after_the_exchanges_turn_even_with_eager_tasks(
+    redis_server: RedisServer,
+) -> None:
+    """plan.finish() runs in the response hook: the release's Redis command must not go out before the
+    hook has returned (mitmproxy's loop starts tasks eagerly)."""
+    rule = {"name": "one", "match": {}, "fault": {"type": "tag"}, "schedule": {"max_concurrent": 1}}
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+        async with shared(redis_server, rule) as e:
+            assert isinstance(e.store, RedisSchedules)
+            calls: list[int] = []
+            release = e.store.release
+
+            async def counted(*args: Any) -> None:
+                calls.append(len(args[0]))
+                await release(*args)
+
+            e.store.release = counted  # type: ignore[method-assign]
+            held = await planned(e, 1)
+            held.finish()
+            assert calls == []  # not in the caller's turn
+            await e.drain()
+            assert calls == [1]
+            assert [f.rule for f in (await planned(e, 2)).fired] == ["one"]  # the slot was freed
 
     asyncio.run(main())
 

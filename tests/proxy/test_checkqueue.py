@@ -81,14 +81,17 @@ def test_bounds_are_checked() -> None:
         OrderedJobs(max_queued=0)
 
 
-def test_jobs_run_under_an_eager_task_factory() -> None:
-    """mitmproxy's loop starts tasks eagerly: a task runs up to its first wait inside create_task."""
+def test_jobs_run_under_an_eager_task_factory_but_never_inside_submit() -> None:
+    """mitmproxy's loop starts tasks eagerly (a task runs up to its first wait inside create_task). A job
+    submitted from an exchange's hook must not: its first step (a Redis command) would come before the
+    agent's response."""
 
     async def main() -> list[str]:
         asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
         jobs, log = OrderedJobs(), []
         jobs.submit("s1", _job(log, "a1"))
         jobs.submit("s1", _job(log, "a2"))
+        assert log == []  # nothing ran in the caller's turn
         assert await jobs.join(1) == 0
         return log
 
