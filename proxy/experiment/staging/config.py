@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError
 from brownout.core.config import Model
 from brownout.core.state.config import REDIS_SCHEMES
 from brownout.proxy.configload import ConfigError, parse_config, problems_in
-from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig, ExperimentError, parse_experiment
+from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig, ExperimentError
 
 __all__ = [
     "FIGURES",
@@ -35,6 +35,7 @@ __all__ = [
     "StagingExperiment",
     "StagingPhase",
     "Target",
+    "parse_any_config",
     "parse_any_experiment",
 ]
 
@@ -285,20 +286,25 @@ def _shape_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], s
     return out
 
 
-def parse_any_experiment(text: str, source: str = "<experiment>") -> ExperimentConfig | StagingExperiment:
-    """Validate an experiment file of either shape (with `target:` a staging one); ExperimentError naming
-    each bad field and its line, a field of the other shape included."""
+def parse_any_config(text: str, source: str = "<experiment>") -> ExperimentConfig | StagingExperiment:
+    """Validate an experiment file of either shape (with `target:` a staging one); ConfigError naming each
+    bad field and its line, a field of the other shape included."""
     try:
         data = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError):
-        data = None  # parse_experiment reports it, with its line
+        data = None  # parse_config reports it, with its line
+    if isinstance(data, dict):
+        problems = _shape_problems(data)
+        if problems:
+            raise _misplaced(text, source, problems)
+        if "target" in data:
+            return parse_config(text, source, model=StagingExperiment)
+    return parse_config(text, source, model=ExperimentConfig)
+
+
+def parse_any_experiment(text: str, source: str = "<experiment>") -> ExperimentConfig | StagingExperiment:
+    """`parse_any_config`, raising ExperimentError as `parse_experiment` does."""
     try:
-        if isinstance(data, dict):
-            problems = _shape_problems(data)
-            if problems:
-                raise _misplaced(text, source, problems)
-            if "target" in data:
-                return parse_config(text, source, model=StagingExperiment)
+        return parse_any_config(text, source)
     except ConfigError as e:
         raise ExperimentError(str(e)) from e
-    return parse_experiment(text, source)

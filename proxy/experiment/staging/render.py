@@ -131,17 +131,21 @@ def junit_tree(report: dict[str, Any]) -> ET.ElementTree:
                 cases.append((f"gate: {c['check']}", c["ok"], f"value {num(c['value'], '.4g')} {c.get('note', '')}"))
         for name, ok, why in cases:
             case = ET.SubElement(
-                suite, "testcase", name=_safe(name), classname=f"brownout.{report['experiment']}.{p['name']}"
+                suite, "testcase", name=_safe(name), classname=f"brownout.{report['experiment']}.{p['name']}", time="0"
             )
             if ok is False:
                 ET.SubElement(case, "failure", message=_safe(why), type="deviated").text = _safe(why)
                 counts["failures"] += 1
         if p["status"] == "skipped":
-            case = ET.SubElement(suite, "testcase", name="phase", classname=f"brownout.{report['experiment']}")
+            case = ET.SubElement(
+                suite, "testcase", name="phase", classname=f"brownout.{report['experiment']}", time="0"
+            )
             ET.SubElement(case, "skipped", message=_safe(report.get("abort_reason") or "not run"))
             counts["skipped"] += 1
         if abort.get("phase") == p["name"] or (p["status"] == "aborted" and abort):
-            case = ET.SubElement(suite, "testcase", name="abort", classname=f"brownout.{report['experiment']}")
+            case = ET.SubElement(
+                suite, "testcase", name="abort", classname=f"brownout.{report['experiment']}", time="0"
+            )
             ET.SubElement(case, "error", message=_safe(abort.get("reason", "")), type="aborted").text = _safe(
                 abort.get("reason", "")
             )
