@@ -1,6 +1,7 @@
 """The control API's experiment endpoint: a staging experiment's phase, switched on and off by its runner.
 
-`POST /experiment/phase` applies a phase (or renews its lease: the same `id` again), `DELETE
+`POST /experiment/phase` applies a phase (the same `id` again renews its lease; with `?renew=1` only
+renews it, 410 when it is no longer applied: a phase someone removed stays removed), `DELETE
 /experiment/phase[?owner=RUN]` removes it, `GET /experiment/phase` says what is applied here and,
 with a fleet on Redis, which replicas acknowledged it. With a fleet on Redis a write reaches every
 replica through the store, as the kill switch does; without one it holds for this process only.
@@ -52,6 +53,10 @@ def experiment_route(overlay: Callable[[], PhaseOverlay | None]) -> Route:
                 if not isinstance(raw, dict):
                     return 400, {"error": "body must be a JSON object: a phase (owner, id, experiment, phase, ...)"}
                 try:
+                    if query.get("renew", [""])[0] in ("1", "true"):
+                        if _on_loop(holder, holder.renew(raw)):
+                            return 200, {"renewed": True}
+                        return 410, {"error": "the phase is not applied any more (removed, or its lease ran out)"}
                     return 200, _on_loop(holder, holder.put(raw))
                 except ValueError as e:
                     return 422, {"error": str(e)}

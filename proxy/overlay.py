@@ -223,6 +223,22 @@ class PhaseOverlay:
                 self._known, self._ack = body.id, f"{body.id} ok"
         return out
 
+    async def renew(self, raw: Mapping[str, Any]) -> bool:
+        """Extend the lease of the phase in `raw` if it is still applied (False: removed, or lapsed); never
+        applies it again, so a phase someone removed stays removed."""
+        try:
+            body = PhaseBody.model_validate(raw)
+        except ValidationError as e:
+            raise ValueError(validation_message(e)) from None
+        here = self.current is not None and self.current.body.id == body.id
+        if self.store is not None:
+            renewed = await self.store.renew(body.owner, int(body.lease_s * 1000))
+            if renewed is False:
+                return False
+        if here:
+            self._arm(body.id, body.lease_s)
+        return here or self.store is not None
+
     def _names(self, body: PhaseBody) -> list[str]:
         return [overlay_rule_name(body.experiment, body.phase, str(r.get("name"))) for r in body.rules]
 
@@ -233,7 +249,7 @@ class PhaseOverlay:
             cleared = await self.store.clear(owner)
             if cleared == -1:
                 raise Conflict("the phase applied belongs to another run of an experiment")
-            out["fleet"] = cleared is not None
+            out["fleet"], out["cleared"] = cleared is not None, cleared == 1
         current = self.current
         if current is not None and (not owner or current.body.owner == owner):
             self.drop("removed through the control API")

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,8 +106,8 @@ def test_a_gentle_phase_passes_and_the_report_matches_prometheus(fleet_ready: St
         {"control": [stage.fleet.replicas[0].control_url]},  # one replica's API reaches a fleet on Redis
         [
             {"name": "baseline", "duration_s": 2},
-            {"name": "gentle", "duration_s": 4, "rules": GENTLE},
-            {"name": "recovery", "warmup_s": 1, "duration_s": 2},
+            {"name": "gentle", "duration_s": 3, "rules": GENTLE},
+            {"name": "recovery", "warmup_s": 1, "duration_s": 1},
         ],
         gate=[{"metric": "faults", "op": ">", "threshold": 0, "scope": "during"}],
     )
@@ -174,7 +175,7 @@ def test_a_phase_that_breaks_the_slo_aborts_at_once_and_the_fleet_stops_injectin
     time.sleep(0.6)
     assert all(r.control("GET", "/status")["paused"] for r in stage.fleet.replicas)
     before = stage.faults_per_replica()
-    time.sleep(1.5)  # the load goes on
+    time.sleep(1.0)  # the load goes on
     assert stage.faults_per_replica() == before
     assert all(r.control("GET", "/status")["experiment"] is None for r in stage.fleet.replicas)
     junit = (tmp_path / "report" / "junit.xml").read_text()
@@ -209,7 +210,7 @@ def test_a_runner_killed_mid_phase_leaves_no_chaos_once_its_lease_expires(fleet_
     assert [rule["name"] for rule in status["rules"]] == ["own-latency"]
     # Each replica injected the phase's faults while it held it, and injects none from now on.
     before = [phase_faults(r.metrics()) for r in stage.fleet.replicas]
-    time.sleep(1.5)  # the load goes on
+    time.sleep(1.0)  # the load goes on
     assert [phase_faults(r.metrics()) for r in stage.fleet.replicas] == before
     assert all(n > 0 for n in before), before
     assert stage.redis_command("EXISTS", "brownout:experiment") == 0
@@ -221,3 +222,62 @@ def phase_faults(metrics: str, rule: str = "gameday/slow-llm/slow") -> float:
         for line in metrics.splitlines()
         if line.startswith("brownout_faults_injected_total{") and f'rule="{rule}"' in line
     )
+
+
+def test_sigterm_mid_phase_removes_the_phase_at_once_and_still_writes_the_report(
+    fleet_ready: Stage, tmp_path: Path
+) -> None:
+    stage = fleet_ready
+    data = experiment(
+        stage, {"state": stage.redis_url, "lease_s": 60}, [{"name": "slow", "duration_s": 60, "rules": GENTLE}]
+    )
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cmd = [*brownout_cmd(), "experiment", "run", str(path), "--out", str(tmp_path / "report")]
+    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not all(g.get(("gameday", "slow")) == 1 for g in stage.phase_gauges()):
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "the phase never reached every replica"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)  # a container's stop; Ctrl-C takes the same path
+        stopped = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, err
+    # Removed by the runner, long before its 60 s lease would have ended it.
+    while not all(g.get(("gameday", "slow")) == 0 for g in stage.phase_gauges()):
+        assert time.monotonic() - stopped < 5, stage.phase_gauges()
+        time.sleep(0.1)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["status"] == "aborted" and report["interrupted"] is True
+    assert report["abort_reason"] == "interrupted (Ctrl-C or SIGTERM)"
+    assert not any(r.control("GET", "/status")["paused"] for r in stage.fleet.replicas)  # no kill switch for a stop
+
+
+def test_a_phase_removed_by_an_operator_ends_the_experiment(fleet_ready: Stage, tmp_path: Path) -> None:
+    stage = fleet_ready
+    target = {"control": [stage.fleet.replicas[0].control_url]}
+    data = experiment(stage, target, [{"name": "slow", "duration_s": 20, "rules": GENTLE}])
+    config = parse_any_experiment(yaml.safe_dump(data), "exp.yaml")
+    assert isinstance(config, StagingExperiment)
+    outcome: dict[str, Any] = {}
+    runner = threading.Thread(
+        target=lambda: outcome.update(
+            run_staging(config, base_dir=tmp_path, out_dir=tmp_path / "report", environ={"BROWNOUT_TOKEN": TOKEN})
+        )
+    )
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not all(g.get(("gameday", "slow")) == 1 for g in stage.phase_gauges()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    stop = stage.fleet.replicas[2].control("DELETE", "/experiment/phase")  # another replica than the runner's
+    assert stop["fleet"] is True and stop["cleared"] is True
+    runner.join(30)
+    assert outcome["status"] == "aborted", outcome["events"]
+    assert "was removed from the fleet by someone else" in outcome["abort_reason"]
+    assert outcome["phases"][0]["finished_at"] - outcome["phases"][0]["started_at"] < 10

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import yaml
+from click.testing import CliRunner
 
+from brownout.proxy.cli import main
 from tests.redisserver import RedisServer, redis_server
 
 __all__ = ["redis_server"]
@@ -102,9 +105,26 @@ def test_delete_removes_a_phase_and_another_run_is_refused(upstream: Any, browno
     assert refused.status_code == 409 and "run-1" in refused.json()["error"]
     assert r.control.delete("/experiment/phase", params={"owner": "run-2"}).json()["removed"] is None
     assert r.chat()[0] == 503
+    assert r.control.post("/experiment/phase", params={"renew": "1"}, json=phase()).json() == {"renewed": True}
     removed = r.control.delete("/experiment/phase", params={"owner": "run-1"}).json()
     assert removed["removed"] == {"experiment": "gameday", "phase": "llm-503"}
     assert r.chat() == (200, None)
+    # A renewal never brings back a phase that was removed.
+    gone = r.control.post("/experiment/phase", params={"renew": "1"}, json=phase())
+    assert gone.status_code == 410 and r.chat() == (200, None)
+
+
+def test_ctl_shows_and_stops_the_phase(upstream: Any, brownout_proxy: Callable[..., Any]) -> None:
+    r = Replica(brownout_proxy(config(), upstream=upstream), upstream)
+    r.control.post("/experiment/phase", json=phase())
+    base = ["ctl", "--url", r.handle.addon.control.url, "--token", TOKEN, "experiment"]
+    shown = CliRunner().invoke(main, base)
+    assert shown.exit_code == 0 and json.loads(shown.output)["applied"]["rules"] == ["gameday/llm-503/503s"]
+    stopped = CliRunner().invoke(main, [*base, "--stop"])
+    assert stopped.exit_code == 0 and stopped.output.strip() == "experiment phase gameday/llm-503 removed"
+    assert r.chat() == (200, None)
+    again = CliRunner().invoke(main, [*base, "--stop"])
+    assert again.output.strip() == "no experiment phase was applied"
 
 
 def test_a_bad_phase_is_refused_naming_the_field_and_changes_nothing(

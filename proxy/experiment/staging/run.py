@@ -64,8 +64,9 @@ async def _run(
             runner = StagingRunner(config, target=target, prometheus=prom, base_dir=base_dir, run_id=run_id)
             result = await runner.run()
             try:
-                if result.phases and any(r.started_at is not None for r in result.phases):
-                    # Prometheus scrapes the end of the last phase before the report reads it.
+                if not result.interrupted and any(r.started_at is not None for r in result.phases):
+                    # Prometheus scrapes the end of the last phase before the report reads it (not when
+                    # someone is waiting for Ctrl-C to return).
                     await asyncio.sleep(config.prometheus.settle_s)
                 phase_figures, series = await collect(config, result, prom)
             except asyncio.CancelledError:

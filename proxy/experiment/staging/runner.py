@@ -73,6 +73,7 @@ class StagingRunner:
         self.selector = config.prometheus.selector
         self._applied: PhaseBody | None = None
         self._started: float | None = None
+        self._lost: str | None = None  # why the phase's lease is gone (the runner did not remove it)
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> StagingResult:
@@ -95,7 +96,7 @@ class StagingRunner:
             if task is not None:
                 task.uncancel()  # the cleanup below still awaits
             result.interrupted, result.status = True, "aborted"
-            result.abort = {"at": self.clock(), "reason": "interrupted (Ctrl-C or SIGTERM)"}
+            result.abort = {"at": self.clock(), "reason": "interrupted (Ctrl-C or SIGTERM)", "paused_at": None}
             result.event("interrupted: the phase is removed, the fleet goes back to its own rules")
         except (TargetError, PromError, ValueError, OSError) as e:
             result.status, result.error = "failed", f"{type(e).__name__}: {e}"
@@ -213,6 +214,9 @@ class StagingRunner:
                     )
 
     def _check_duration(self) -> None:
+        if self._lost is not None:
+            lost, self._lost = self._lost, None
+            raise _Abort(lost)
         limit = self.config.abort.max_duration_s
         if limit is not None and self._started is not None and self.clock() - self._started > limit:
             raise _Abort(f"wall-clock limit of {limit:g} s reached")
@@ -246,7 +250,7 @@ class StagingRunner:
             await asyncio.sleep(every)
             try:
                 if not await self.target.renew(body):
-                    log.error("the lease of phase %s was lost: someone removed the phase", body.phase)
+                    self._lost = f"phase {body.phase} was removed from the fleet by someone else, or its lease lapsed"
                     return
             except TargetError as e:  # the next renewal may get through before the lease ends
                 log.warning("renewing phase %s: %s", body.phase, e)

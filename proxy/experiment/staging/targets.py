@@ -183,7 +183,10 @@ class ControlTarget:
         self._check(answers, f"applying phase {body.phase}")
 
     async def renew(self, body: PhaseBody) -> bool:
-        await self.apply(body)  # the same phase again: a renewal
+        answers = await self._each("POST", PATH, params={"renew": "1"}, json=body.model_dump(mode="json"))
+        if any(status == 410 for _, status, _ in answers):
+            return False  # removed (brownout ctl experiment --stop), or lapsed: never applied again here
+        self._check(answers, f"renewing phase {body.phase}")
         return True
 
     async def remove(self, owner: str) -> None:
