@@ -65,7 +65,12 @@ def fleet_ready(stage: Stage) -> Stage:
     stage.fleet.replicas[0].control("POST", "/faults/resume")
     stage.fleet.replicas[0].control("DELETE", "/experiment/phase")
     deadline = time.monotonic() + 5
-    while any(r.control("GET", "/status")["paused"] for r in stage.fleet.replicas):
+
+    def paused() -> bool:  # each replica, and the roll call (its heartbeat follows within a second)
+        statuses = [r.control("GET", "/status") for r in stage.fleet.replicas]
+        return any(s["paused"] or any(x["paused"] for x in s["state"]["replicas"]) for s in statuses)
+
+    while paused():
         assert time.monotonic() < deadline
         time.sleep(0.1)
     return stage
@@ -97,55 +102,6 @@ def run(stage: Stage, tmp_path: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 OUTAGE = [{"name": "503s", "match": {"provider": "openai"}, "fault": {"type": "http_error", "status": 503}}]
 GENTLE = [{"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 20}}]
-
-
-def test_a_gentle_phase_passes_and_the_report_matches_prometheus(fleet_ready: Stage, tmp_path: Path) -> None:
-    stage = fleet_ready
-    data = experiment(
-        stage,
-        {"control": [stage.fleet.replicas[0].control_url]},  # one replica's API reaches a fleet on Redis
-        [
-            {"name": "baseline", "duration_s": 2},
-            {"name": "gentle", "duration_s": 3, "rules": GENTLE},
-            {"name": "recovery", "warmup_s": 1, "duration_s": 1},
-        ],
-        gate=[{"metric": "faults", "op": ">", "threshold": 0, "scope": "during"}],
-    )
-    report = run(stage, tmp_path, data)
-    assert (report["status"], report["exit_code"]) == ("completed", 0), report["events"]
-    baseline, gentle, _ = report["phases"]
-    assert [p["status"] for p in report["phases"]] == ["completed"] * 3
-    # Every replica took the phase within a second, and the faults it injected carry the phase's name.
-    assert len(gentle["acknowledged"]) == 3 and set(gentle["acknowledged"].values()) == {"ok"}
-    assert gentle["acknowledged_after_s"] < 1.0
-    assert gentle["rules"] == ["gameday/gentle/slow"]
-    rules = {r["rule"] for r in gentle["figures"]["faults_by_rule"]}
-    assert "gameday/gentle/slow" in rules
-    assert "gameday/gentle/slow" not in {r["rule"] for r in baseline["figures"]["faults_by_rule"]}
-    assert report["gate"]["passed"] and report["hypotheses"][0]["ok"] is True
-    # The phase's figure counts what every replica counted for it, series by series.
-    at_start = stage.prom.query('sum(brownout_faults_injected_total{rule="gameday/gentle/slow"})', gentle["started_at"])
-    at_end = stage.prom.query('sum(brownout_faults_injected_total{rule="gameday/gentle/slow"})', gentle["finished_at"])
-    expected = float(at_end[0]["value"][1]) - (float(at_start[0]["value"][1]) if at_start else 0.0)
-    counted = next(r["count"] for r in gentle["figures"]["faults_by_rule"] if r["rule"] == "gameday/gentle/slow")
-    assert counted == expected > 0
-    # Every time series in the report is what Prometheus answers to the same range query.
-    assert {s["name"] for s in report["series"]} >= {"agent answers", "faults/s", "replicas applying the phase"}
-    for s in report["series"]:
-        assert "error" not in s, s
-        again = stage.prom.query_range(s["query"], s["start"], s["end"], s["step_s"])
-        ours = {json.dumps(x["labels"], sort_keys=True): x["points"] for x in s["series"]}
-        theirs = {
-            json.dumps(x["metric"], sort_keys=True): [[float(t), float(v)] for t, v in x["values"]] for x in again
-        }
-        assert ours == {k: [[t, None if v != v else v] for t, v in pts] for k, pts in theirs.items()}, s["name"]
-    applying = next(s for s in report["series"] if s["name"] == "replicas applying the phase")
-    peak = max(v for x in applying["series"] if x["labels"] == {"phase": "gentle"} for _, v in x["points"] if v)
-    assert peak == 3
-    out = tmp_path / "report"
-    assert {"report.json", "junit.xml", "report.md", "report.html"} <= {p.name for p in out.iterdir()}
-    assert "gameday/gentle/slow" in (out / "report.md").read_text()
-    assert "<svg" in (out / "report.html").read_text()
 
 
 def test_a_phase_that_breaks_the_slo_aborts_at_once_and_the_fleet_stops_injecting(
@@ -281,3 +237,53 @@ def test_a_phase_removed_by_an_operator_ends_the_experiment(fleet_ready: Stage, 
     assert outcome["status"] == "aborted", outcome["events"]
     assert "was removed from the fleet by someone else" in outcome["abort_reason"]
     assert outcome["phases"][0]["finished_at"] - outcome["phases"][0]["started_at"] < 10
+
+
+def test_the_compose_example_passes_on_a_fleet_and_its_report_matches_prometheus(
+    fleet_ready: Stage, tmp_path: Path
+) -> None:
+    """examples/staging/gameday.yaml (a gentle outage: 503 on 30% of chat calls) with this fleet's addresses,
+    its phases shortened to seconds."""
+    stage = fleet_ready
+    data = yaml.safe_load((Path(__file__).parents[2] / "examples" / "staging" / "gameday.yaml").read_text())
+    # One replica's control API reaches a fleet on Redis.
+    data["target"].update(control=[stage.fleet.replicas[1].control_url], lease_s=2)
+    data["prometheus"].update(url=stage.prom.url, probe_interval_s=PROBE_S, window_s=3, settle_s=1.5)
+    for phase, (warmup, duration) in zip(data["phases"], [(0, 2), (1, 3), (1, 1)], strict=True):
+        phase.update(warmup_s=warmup, duration_s=duration)
+    report = run(stage, tmp_path, data)
+    assert (report["status"], report["exit_code"]) == ("completed", 0), (report["events"], report["gate"])
+    assert [p["status"] for p in report["phases"]] == ["completed"] * 3
+    assert [h["ok"] for h in report["hypotheses"]] == [True, True] and report["gate"]["passed"]
+    baseline, outage, _ = report["phases"]
+    # Every replica took the phase within a second, and the faults it injected carry the phase's name.
+    assert set(outage["acknowledged"].values()) == {"ok"} and len(outage["acknowledged"]) == 3
+    assert outage["acknowledged_after_s"] < 1.0
+    rule = "gameday/openai-outage/openai-503"
+    assert outage["rules"] == [rule, "gameday/openai-outage/slow-tools"]
+    assert rule not in {r["rule"] for r in baseline["figures"]["faults_by_rule"]}
+    # The phase's figure counts what every replica counted for it, series by series.
+    at_start = stage.prom.query(f'sum(brownout_faults_injected_total{{rule="{rule}"}})', outage["started_at"])
+    at_end = stage.prom.query(f'sum(brownout_faults_injected_total{{rule="{rule}"}})', outage["finished_at"])
+    expected = float(at_end[0]["value"][1]) - (float(at_start[0]["value"][1]) if at_start else 0.0)
+    counted = next(r["count"] for r in outage["figures"]["faults_by_rule"] if r["rule"] == rule)
+    assert counted == expected > 0
+    # Every time series in the report is what Prometheus answers to the same range query.
+    assert {s["name"] for s in report["series"]} >= {"LLM calls answered", "faults/s", "replicas applying the phase"}
+    for s in report["series"]:
+        assert "error" not in s, s
+        again = stage.prom.query_range(s["query"], s["start"], s["end"], s["step_s"])
+        ours = {json.dumps(x["labels"], sort_keys=True): x["points"] for x in s["series"]}
+        theirs = {
+            json.dumps(x["metric"], sort_keys=True): [
+                [float(t), None if v == "NaN" else float(v)] for t, v in x["values"]
+            ]
+            for x in again
+        }
+        assert ours == theirs, s["name"]
+    applying = next(s for s in report["series"] if s["name"] == "replicas applying the phase")
+    peak = max(v for x in applying["series"] if x["labels"] == {"phase": "openai-outage"} for _, v in x["points"] if v)
+    assert peak == 3
+    out = tmp_path / "report"
+    assert {"report.json", "junit.xml", "report.md", "report.html"} <= {p.name for p in out.iterdir()}
+    assert rule in (out / "report.md").read_text() and "<svg" in (out / "report.html").read_text()
