@@ -7,6 +7,7 @@ starts from a fleet that is not paused and holds no phase.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -100,6 +101,31 @@ def run(stage: Stage, tmp_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     return run_staging(config, base_dir=tmp_path, out_dir=tmp_path / "report", environ={"BROWNOUT_TOKEN": TOKEN})
 
 
+def wait_phase(stage: Stage, phase: str, value: float, within_s: float = 10, proc: Any = None) -> None:
+    """Until every replica's brownout_experiment_phase for `phase` reads `value`."""
+    start = time.monotonic()
+    while not all(g.get(("gameday", phase)) == value for g in stage.phase_gauges()):
+        assert proc is None or proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() - start < within_s, (phase, value, stage.phase_gauges())
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def runner_process(stage: Stage, tmp_path: Path, data: dict[str, Any], phase: str) -> Iterator[subprocess.Popen[str]]:
+    """`brownout experiment run` in a process of its own, once `phase` is on every replica."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cmd = [*brownout_cmd(), "experiment", "run", str(path), "--out", str(tmp_path / "report")]
+    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_phase(stage, phase, 1, within_s=30, proc=proc)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 OUTAGE = [{"name": "503s", "match": {"provider": "openai"}, "fault": {"type": "http_error", "status": 503}}]
 GENTLE = [{"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 20}}]
 
@@ -141,26 +167,13 @@ def test_a_phase_that_breaks_the_slo_aborts_at_once_and_the_fleet_stops_injectin
 def test_a_runner_killed_mid_phase_leaves_no_chaos_once_its_lease_expires(fleet_ready: Stage, tmp_path: Path) -> None:
     stage = fleet_ready
     data = experiment(stage, {"state": stage.redis_url}, [{"name": "slow-llm", "duration_s": 60, "rules": GENTLE}])
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data))
-    cmd = [*brownout_cmd(), "experiment", "run", str(path), "--out", str(tmp_path / "report")]
-    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not all(g.get(("gameday", "slow-llm")) == 1 for g in stage.phase_gauges()):
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "the phase never reached every replica"
-            time.sleep(0.1)
+    with runner_process(stage, tmp_path, data, "slow-llm") as proc:
         os.kill(proc.pid, signal.SIGKILL)  # no cleanup of any kind
         killed = time.monotonic()
         proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     # Every replica drops the phase within the lease (2 s) and a poll.
-    while not all(g.get(("gameday", "slow-llm")) == 0 for g in stage.phase_gauges()):
-        assert time.monotonic() - killed < 3.5, stage.phase_gauges()
-        time.sleep(0.1)
+    wait_phase(stage, "slow-llm", 0)
+    assert time.monotonic() - killed < 3.5
     assert all(r.control("GET", "/status")["experiment"] is None for r in stage.fleet.replicas)
     status = stage.fleet.replicas[0].control("GET", "/status")
     assert [rule["name"] for rule in status["rules"]] == ["own-latency"]
@@ -187,27 +200,14 @@ def test_sigterm_mid_phase_removes_the_phase_at_once_and_still_writes_the_report
     data = experiment(
         stage, {"state": stage.redis_url, "lease_s": 60}, [{"name": "slow", "duration_s": 60, "rules": GENTLE}]
     )
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data))
-    cmd = [*brownout_cmd(), "experiment", "run", str(path), "--out", str(tmp_path / "report")]
-    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not all(g.get(("gameday", "slow")) == 1 for g in stage.phase_gauges()):
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "the phase never reached every replica"
-            time.sleep(0.1)
+    with runner_process(stage, tmp_path, data, "slow") as proc:
         proc.send_signal(signal.SIGTERM)  # a container's stop; Ctrl-C takes the same path
         stopped = time.monotonic()
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 2, err
     # Removed by the runner, long before its 60 s lease would have ended it.
-    while not all(g.get(("gameday", "slow")) == 0 for g in stage.phase_gauges()):
-        assert time.monotonic() - stopped < 5, stage.phase_gauges()
-        time.sleep(0.1)
+    wait_phase(stage, "slow", 0)
+    assert time.monotonic() - stopped < 5
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["status"] == "aborted" and report["interrupted"] is True
     assert report["abort_reason"] == "interrupted (Ctrl-C or SIGTERM)"
@@ -227,10 +227,7 @@ def test_a_phase_removed_by_an_operator_ends_the_experiment(fleet_ready: Stage, 
         )
     )
     runner.start()
-    deadline = time.monotonic() + 30
-    while not all(g.get(("gameday", "slow")) == 1 for g in stage.phase_gauges()):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_phase(stage, "slow", 1, within_s=30)
     stop = stage.fleet.replicas[2].control("DELETE", "/experiment/phase")  # another replica than the runner's
     assert stop["fleet"] is True and stop["cleared"] is True
     runner.join(30)

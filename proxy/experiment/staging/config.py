@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError
 from brownout.core.config import Model
 from brownout.core.state.config import REDIS_SCHEMES
 from brownout.proxy.configload import ConfigError, parse_config, problems_in
-from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig, ExperimentError
+from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig, ExperimentError, PhaseRules
 
 __all__ = [
     "FIGURES",
@@ -148,24 +148,12 @@ class PrometheusSource(Model):
         return v.strip().strip(",")
 
 
-class StagingPhase(Model):
+class StagingPhase(PhaseRules):
     """One timed phase: rules laid over the fleet's (none: the fleet as it is) for warmup_s + duration_s."""
 
     name: str = Field(pattern=_NAME, description="Names the phase in metrics, rule names and reports.")
-    config: str | None = Field(None, description="A chaos config file whose rules the phase applies.")
-    rules: list[dict[str, Any]] | None = Field(None, description="Inline rules, as in a chaos config.")
     warmup_s: float = Field(0.0, ge=0, le=3_600, description="Seconds first, not judged (SLO windows settle).")
     duration_s: float = Field(gt=0, le=86_400, description="Seconds judged after the warm-up.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> StagingPhase:
-        if self.config is not None and self.rules is not None:
-            raise ValueError("give config or rules, not both")
-        return self
-
-    @property
-    def is_chaos(self) -> bool:
-        return self.config is not None or bool(self.rules)
 
 
 class Check(Model):

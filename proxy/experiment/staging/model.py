@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import logging
-import operator
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from brownout.proxy.experiment.staging.config import Check
+from brownout.proxy.experiment.verdict import OPS
 
 __all__ = ["OPS", "PhaseRecord", "Probe", "StagingResult", "judge"]
 
 log = logging.getLogger(__name__)
-
-OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
 
 
 @dataclass(slots=True)
