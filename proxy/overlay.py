@@ -190,8 +190,10 @@ class PhaseOverlay:
             self._ack = f"{record.id} rejected: {why}"
             self.drop("the fleet's store holds a phase this replica cannot apply")
             log.error("experiment phase %s rejected: %s", record.id, why)
-            return
-        self._ack = f"{record.id} ok"
+        else:
+            self._ack = f"{record.id} ok"
+        # Said at once, not at the next poll: the runner measures how fast the whole fleet has the phase.
+        await self.store.read(self._known, replica=self.replica, ack=self._ack)
 
     # --- from the control API --------------------------------------------------------------
 
@@ -263,7 +265,9 @@ class PhaseOverlay:
         out: dict[str, Any] = {"replica": self.replica, "applied": self.describe()}
         if self.store is not None:
             roll = await self.store.roll_call()
-            out["fleet"] = None if roll is None else {"seen_s_ago": roll.seen_s_ago, "acks": roll.acks}
+            out["fleet"] = (
+                None if roll is None else {"seen_s_ago": roll.seen_s_ago, "paused": roll.paused, "acks": roll.acks}
+            )
         return out
 
     # --- reading (any thread) ---------------------------------------------------------------

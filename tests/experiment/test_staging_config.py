@@ -106,6 +106,7 @@ def test_timed_fields_without_a_target_are_errors_naming_field_and_line(tmp_path
             ("redis://127.0.0.1:6379/0", "http://127.0.0.1:6379/0"),
             "target.state: Value error, state must start with redis://",
         ),
+        (("url: http://127.0.0.1:9090/", "url: http://admin:pw@127.0.0.1:9090/"), "no user or password in the URL"),
         (('job="brownout"', "'{job=\"brownout\"}'"), "prometheus.selector: Value error, label matchers without braces"),
         (
             ('    op: ">="\n    threshold: 0.95\n', '    op: ">="\n    threshold: 0.95\n    phase: nope\n'),
@@ -117,7 +118,18 @@ def test_timed_fields_without_a_target_are_errors_naming_field_and_line(tmp_path
         (("status: 503", "status: 99"), "exp.yaml:17: phases[1].rules[0].fault.status"),
         (("    duration_s: 120\n", ""), "exp.yaml:11: phases[1].duration_s: Field required"),
     ],
-    ids=["two-targets", "state-url", "selector", "check-phase", "figure-query", "typo", "metric", "rule", "duration"],
+    ids=[
+        "two-targets",
+        "state-url",
+        "credentials",
+        "selector",
+        "check-phase",
+        "figure-query",
+        "typo",
+        "metric",
+        "rule",
+        "duration",
+    ],
 )
 def test_bad_fields_are_named(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     assert change[0] in STAGING

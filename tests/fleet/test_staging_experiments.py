@@ -193,7 +193,7 @@ def phase_faults(metrics: str, rule: str = "gameday/slow-llm/slow") -> float:
     )
 
 
-def test_sigterm_mid_phase_removes_the_phase_at_once_and_still_writes_the_report(
+def test_ctrl_c_mid_phase_removes_the_phase_at_once_and_still_writes_the_report(
     fleet_ready: Stage, tmp_path: Path
 ) -> None:
     stage = fleet_ready
@@ -201,7 +201,7 @@ def test_sigterm_mid_phase_removes_the_phase_at_once_and_still_writes_the_report
         stage, {"state": stage.redis_url, "lease_s": 60}, [{"name": "slow", "duration_s": 60, "rules": GENTLE}]
     )
     with runner_process(stage, tmp_path, data, "slow") as proc:
-        proc.send_signal(signal.SIGTERM)  # a container's stop; Ctrl-C takes the same path
+        proc.send_signal(signal.SIGINT)  # Ctrl-C (SIGTERM takes the same path: tests/experiment/test_staging_runner.py)
         stopped = time.monotonic()
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2, err

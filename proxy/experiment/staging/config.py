@@ -71,8 +71,12 @@ _COMMAND_ONLY = {
 
 
 def _url(value: str, what: str, schemes: tuple[str, ...]) -> str:
-    if urlsplit(value).scheme not in schemes:
+    parts = urlsplit(value)
+    if parts.scheme not in schemes:
         raise ValueError(f"{what} must start with {' or '.join(s + '://' for s in schemes)}")
+    if parts.scheme.startswith("http") and (parts.username or parts.password):
+        # Reports and logs name these URLs: a credential goes in token_env (Redis': state_env, hidden).
+        raise ValueError(f"{what}: no user or password in the URL; give the token in token_env")
     return value
 
 

@@ -74,6 +74,7 @@ class StagingRunner:
         self._applied: PhaseBody | None = None
         self._started: float | None = None
         self._lost: str | None = None  # why the phase's lease is gone (the runner did not remove it)
+        self._failed: str | None = None  # why the phase cannot go on (a replica rejected it)
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> StagingResult:
@@ -157,8 +158,8 @@ class StagingRunner:
                     lease_s=self.config.target.lease_s,
                     started_at=start,
                 )
+                self._applied = body  # first: interrupted while the call is out, the phase is removed all the same
                 await self.target.apply(body)
-                self._applied = body
                 record.applied_at = self.clock()
                 record.rules = [overlay_rule_name(body.experiment, body.phase, str(r["name"])) for r in body.rules]
                 rules = f"{len(body.rules)} rule" + ("s" if len(body.rules) != 1 else "")
@@ -195,7 +196,7 @@ class StagingRunner:
         while (now := self.clock()) < end:
             await asyncio.sleep(max(0.0, min(start + n * interval, end) - now))
             n += 1
-            self._check_duration()
+            self._check_stops()
             at = self.clock()
             values = await asyncio.gather(*(self._evaluate(c, at) for _, c in checks))
             for (k, check), (value, ok) in zip(checks, values, strict=True):
@@ -213,7 +214,9 @@ class StagingRunner:
                         values=shown,
                     )
 
-    def _check_duration(self) -> None:
+    def _check_stops(self) -> None:
+        if self._failed is not None:
+            raise TargetError(self._failed)
         if self._lost is not None:
             lost, self._lost = self._lost, None
             raise _Abort(lost)
@@ -270,8 +273,9 @@ class StagingRunner:
                 }
                 rejected = {r: a for r, a in record.acknowledged.items() if a != "ok"}
                 if rejected:
-                    result.event(
-                        f"phase {body.phase}: rejected by {', '.join(f'{r} ({a})' for r, a in rejected.items())}"
+                    # Some replicas would run the phase and others not: not the experiment that was asked for.
+                    self._failed = f"phase {body.phase}: rejected by " + ", ".join(
+                        f"{r} ({a.removeprefix('rejected: ')})" for r, a in rejected.items()
                     )
                     return
                 if view.replicas and set(view.replicas) <= set(record.acknowledged):

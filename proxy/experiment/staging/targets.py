@@ -154,24 +154,29 @@ class ControlTarget:
                 raise TargetError(f"{url}: {what}: HTTP {status}: {error}")
 
     async def view(self, owner: str) -> FleetView:
+        """The replicas from the fleet's roll call where a URL has a store behind it (a workers' supervisor
+        or a Service reaches the whole fleet), else each URL as one replica, paused as its /status says."""
         out = FleetView()
-        statuses = await self._each("GET", "/status")
-        self._check(statuses, "status")
         phases = await self._each("GET", PATH)
         self._check(phases, "experiment phase")
-        for (url, _, status), (_, _, phase) in zip(statuses, phases, strict=True):
-            state = status.get("state") or {}
-            if state.get("backend") == "redis" and state.get("replicas"):
-                out.replicas.update({r["id"]: bool(r["paused"]) for r in state["replicas"]})
-            else:
-                out.replicas[url] = bool(status.get("paused"))
+        alone = [url for url, _, phase in phases if not phase.get("fleet")]
+        statuses = dict(
+            zip(alone, await asyncio.gather(*(self._call(u, "GET", "/status") for u in alone)), strict=True)
+        )
+        for url, _, phase in phases:
+            fleet = phase.get("fleet")
             applied = phase.get("applied")
             if applied and applied.get("owner") != owner:
                 out.held_by = f"{applied['experiment']}/{applied['phase']} (run {applied['owner']})"
-            fleet = phase.get("fleet")
             if fleet:
-                out.acks.update({r: a for r, a in fleet.get("acks", {}).items() if r in out.replicas})
-            elif applied:
+                live = {r for r, ago in fleet["seen_s_ago"].items() if ago <= ROLL_CALL_TTL_S}
+                out.replicas.update({r: bool(fleet["paused"].get(r)) for r in live})
+                out.acks.update({r: a for r, a in fleet["acks"].items() if r in live})
+                continue
+            status, body = statuses[url]
+            self._check([(url, status, body)], "status")
+            out.replicas[url] = bool(body.get("paused"))
+            if applied:
                 out.acks[url] = f"{applied['id']} ok"
         return out
 
