@@ -221,8 +221,9 @@ class PhaseOverlay:
             if self.current is not None and self.current.body.owner != body.owner and self.store is None:
                 raise Conflict(f"another run of an experiment holds this proxy: {self.current.body.owner}")
             self._apply(body, "store" if out.get("fleet") else "control", body.lease_s)
-            if out.get("fleet"):  # the next poll reads it as known, and acknowledges it
+            if out.get("fleet") and self.store is not None:  # acknowledged now; polls read it as known
                 self._known, self._ack = body.id, f"{body.id} ok"
+                await self.store.read(self._known, replica=self.replica, ack=self._ack)
         return out
 
     async def renew(self, raw: Mapping[str, Any]) -> bool:

@@ -92,7 +92,7 @@ def test_a_phase_through_the_control_api_holds_while_renewed_and_lapses_after(
     renewed = time.monotonic()
     assert r.chat()[0] == 503
     wait_for(lambda: r.chat()[0] == 200, within_s=3)  # no renewal: gone once the lease ran out
-    assert 0.9 < time.monotonic() - renewed < 2.5
+    assert 0.5 < time.monotonic() - renewed < 2.5
     assert r.gauge() == 'brownout_experiment_phase{experiment="gameday",phase="llm-503"} 0.0'
     assert r.control.get("/status").json()["experiment"] is None
     assert [x.name for x in r.handle.addon.engine.rules] == ["own"]
