@@ -34,9 +34,8 @@ _LENGTH = re.compile(r"[0-9]{1,19}")
 _RULE_PATH = re.compile(r"^/rules/(?P<name>[^/]+)$")
 _KNOWN = frozenset({"/status", "/faults/pause", "/faults/resume", "/reload", "/violations", "/exchanges"})
 
-# An endpoint kept in a module of its own (the experiment phase: proxy/control_experiment.py):
-# (method, path, query, read the JSON body) -> (status, answer), or None when the path is not its own.
-# Called once the token is checked; a ValueError it raises is a 400, as for the endpoints here.
+# An endpoint in a module of its own (proxy/control_experiment.py), called once the token is checked:
+# (method, path, query, read the JSON body) -> (status, answer), or None for a path not its own.
 Route = Callable[[str, str, Mapping[str, list[str]], Callable[[], Any]], tuple[int, Any] | None]
 
 
@@ -269,11 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": f"{type(e).__name__}: {e}"})
 
     def _routed(self, method: str, path: str, query: str) -> tuple[int, Any] | None:
-        for route in self.server.routes:
-            answer = route(method, path, parse_qs(query), self._body)
-            if answer is not None:
-                return answer
-        return None
+        answers = (route(method, path, parse_qs(query), self._body) for route in self.server.routes)
+        return next((a for a in answers if a is not None), None)
 
     def do_GET(self) -> None:
         self._dispatch("GET")

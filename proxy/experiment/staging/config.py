@@ -91,7 +91,7 @@ class Target(Model):
     )
     token_env: str = Field("BROWNOUT_TOKEN", pattern=_ENV, description="Variable holding the control API token.")
     lease_s: float = Field(10.0, ge=1, le=600, description="Chaos outlives a runner that dies by at most this long.")
-    timeout_s: float = Field(5.0, gt=0, le=60, description="Budget of each call to the store or a control API.")
+    timeout_s: float = Field(5.0, gt=0, le=10, description="Budget of each call to the store or a control API.")
     apply_timeout_s: float = Field(
         3.0, gt=0, le=60, description="How long the replicas have to acknowledge a phase before the report says so."
     )
