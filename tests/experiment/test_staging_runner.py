@@ -3,12 +3,14 @@ before the first phase (a paused fleet, another run's phase, Prometheus away) is
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +135,55 @@ def test_a_phase_a_replica_cannot_apply_stops_the_run(
     assert report["phases"][0]["finished_at"] - report["phases"][0]["started_at"] < 5
     assert knows.addon.overlay.current is None and lacks.addon.overlay.current is None
     assert report["phases"][0]["acknowledged"][knows.addon.fleet.replica] == "ok"
+
+
+class _Prometheus(ThreadingHTTPServer):
+    """Answers every instant query with one series at 1 (what `up` says of a healthy target)."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = {
+                    "status": "success",
+                    "data": {"resultType": "vector", "result": [{"metric": {}, "value": [time.time(), "1"]}]},
+                }
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+
+def test_prometheus_lost_mid_chaos_aborts_with_the_kill_switch(
+    brownout_proxy: Callable[..., Any], tmp_path: Path
+) -> None:
+    proxy = start(brownout_proxy)
+    prom = _Prometheus()
+    check = {"metric": "promql", "query": "up", "op": ">=", "threshold": 1}
+    config = staging(proxy, steady_state=[check], abort={"after_breaches": 2})
+    source = config.prometheus.model_copy(
+        update={"url": f"http://127.0.0.1:{prom.server_address[1]}", "probe_interval_s": 0.3}
+    )
+    config = config.model_copy(update={"prometheus": source})
+
+    def lose_it() -> None:
+        deadline = time.monotonic() + 20
+        while proxy.addon.overlay.current is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.7)  # a couple of good probes first
+        prom.shutdown()
+        prom.server_close()
+
+    threading.Thread(target=lose_it, daemon=True).start()
+    report = run(config, tmp_path)
+    assert (report["status"], report["exit_code"]) == ("aborted", 2), report["events"]
+    assert report["abort_reason"].startswith("Prometheus did not answer 2 probes in a row in phase slow")
+    assert proxy.addon.engine.paused is True and proxy.addon.overlay.current is None
+    assert any(p[2] is True for p in report["phases"][0]["probes"][0]["probes"])  # it had been answering

@@ -95,7 +95,13 @@ def staging_gate(config: StagingExperiment, result: StagingResult) -> dict[str, 
                 )
             else:
                 checks.append(
-                    {**entry, "value": got["value"], "threshold": check.threshold, "ok": got["ok"], "note": ""}
+                    {
+                        **entry,
+                        "value": got["value"],
+                        "threshold": check.threshold,
+                        "ok": got["ok"],
+                        "note": got.get("note", ""),
+                    }
                 )
     return {"passed": all(c["ok"] for c in checks), "checks": checks}
 

@@ -191,6 +191,7 @@ class StagingRunner:
         judged_from, end = start + phase.warmup_s, start + phase.warmup_s + phase.duration_s
         checks = [(k, c) for k, c in enumerate(self.config.steady_state) if self.config.in_scope(c, index)]
         streaks = dict.fromkeys(range(len(self.config.steady_state)), 0)
+        blind = 0  # probes in a row that Prometheus did not answer
         limit = self.config.abort.after_breaches
         n = 1
         while (now := self.clock()) < end:
@@ -199,7 +200,14 @@ class StagingRunner:
             self._check_stops()
             at = self.clock()
             values = await asyncio.gather(*(self._evaluate(c, at) for _, c in checks))
-            for (k, check), (value, ok) in zip(checks, values, strict=True):
+            errors = [e for _, _, e in values if e is not None]
+            blind = blind + 1 if errors else 0
+            if errors:
+                log.warning("probe at %.1f s: %s", at - start, errors[0])
+            if phase.is_chaos and limit is not None and blind >= limit:
+                # Chaos nobody can see is not an experiment: stopped as a breach would stop it.
+                raise _Abort(f"Prometheus did not answer {limit} probes in a row in phase {phase.name}: {errors[0]}")
+            for (k, check), (value, ok, _) in zip(checks, values, strict=True):
                 record.probes.setdefault(k, []).append(Probe(at, value, ok, at >= judged_from))
                 if ok is None:
                     continue
@@ -224,13 +232,17 @@ class StagingRunner:
         if limit is not None and self._started is not None and self.clock() - self._started > limit:
             raise _Abort(f"wall-clock limit of {limit:g} s reached")
 
-    async def _evaluate(self, check: Check, at: float) -> tuple[float | None, bool | None]:
+    async def _evaluate(self, check: Check, at: float) -> tuple[float | None, bool | None, str | None]:
+        """(worst value, held, why it could not be asked): a probe Prometheus did not answer holds nothing."""
         window_s = self.config.prometheus.window_s
-        if check.query is not None:
-            samples = await self.prom.query(figures.fill(check.query, window_s), at)
-            return judge(check, [s.value for s in samples])
-        value = await figures.figure(self.prom, check.metric, self.selector, at - window_s, at)
-        return judge(check, [value])
+        try:
+            if check.query is not None:
+                samples = await self.prom.query(figures.fill(check.query, window_s), at)
+                return (*judge(check, [s.value for s in samples]), None)
+            value = await figures.figure(self.prom, check.metric, self.selector, at - window_s, at)
+        except PromError as e:
+            return None, None, str(e)
+        return (*judge(check, [value]), None)
 
     async def _judge_gate(self, index: int, record: PhaseRecord, start: float, end: float) -> None:
         if record.status != "completed" or end <= start:
@@ -238,12 +250,16 @@ class StagingRunner:
         for check in self.config.gate:
             if not self.config.in_scope(check, index):
                 continue
-            if check.query is not None:
-                samples = await self.prom.query(figures.fill(check.query, end - start), end)
-                value, ok = judge(check, [s.value for s in samples])
-            else:
-                value, ok = judge(check, [await figures.figure(self.prom, check.metric, self.selector, start, end)])
-            record.gate.append({"check": check.label, "value": value, "threshold": check.threshold, "ok": ok is True})
+            entry: dict[str, Any] = {"check": check.label, "threshold": check.threshold}
+            try:
+                if check.query is not None:
+                    samples = await self.prom.query(figures.fill(check.query, end - start), end)
+                    value, ok = judge(check, [s.value for s in samples])
+                else:
+                    value, ok = judge(check, [await figures.figure(self.prom, check.metric, self.selector, start, end)])
+            except PromError as e:  # not measured: the check fails, the experiment goes on
+                value, ok, entry["note"] = None, False, f"not measured: {e}"
+            record.gate.append({**entry, "value": value, "ok": ok is True})
 
     # --- the lease, the acknowledgements, the end ----------------------------------------------
 
