@@ -306,6 +306,10 @@ class Exporters:
         these callables at scrape time (a fleet on Redis; absent with the memory backend)."""
         self.metrics.state.watch(up=up, config_mismatch=config_mismatch, replicas=replicas)
 
+    def watch_experiment(self, phases: Callable[[], Mapping[tuple[str, str], float]]) -> None:
+        """Read brownout_experiment_phase{experiment, phase} from `phases` at scrape time."""
+        self.metrics.state.watch(experiment=phases)
+
     def on_decision(self, decision: DecisionLike) -> None:
         """A DecisionLog sink: per-rule outcome counter and the decision log file."""
         self._contain("prometheus", self.metrics.observe_decision, decision)

@@ -1,20 +1,21 @@
-"""Metrics of the shared state store (a fleet on Redis): failed calls, reachability, the roll call.
+"""Metrics of the shared state store (a fleet on Redis): failed calls, reachability, the roll call;
+and the experiment phase a staging experiment lays over the fleet's rules.
 
-With the memory backend none of the gauges has a series: a single process has no store to be down,
-so `BrownoutStateStoreDown` can never fire for it.
+With the memory backend none of the store's gauges has a series: a single process has no store to be
+down, so `BrownoutStateStoreDown` can never fire for it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["MAX_STATE_OPS", "StateMetrics"]
+__all__ = ["MAX_STATE_OPS", "ExperimentPhases", "StateMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,38 @@ class _OptionalGauge(Collector):
             yield GaugeMetricFamily(self.name, self.doc, value=float(value))
 
 
+class ExperimentPhases(Collector):
+    """brownout_experiment_phase{experiment, phase}: 1 while the phase's rules are applied here, else 0.
+
+    The source answers (experiment, phase) -> 0 or 1 for the phases this process applied lately (it
+    keeps a bounded number), so a graph shows each phase switching on and off; no series before one."""
+
+    NAME = "brownout_experiment_phase"
+    DOC = "1 while a staging experiment's phase is applied to this process's rules, 0 once it is removed."
+
+    def __init__(self, on_error: Callable[[str, Exception], None]) -> None:
+        self.source: Callable[[], Mapping[tuple[str, str], float]] | None = None
+        self.on_error = on_error
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.NAME, self.DOC, labels=["experiment", "phase"])]
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.NAME, self.DOC, labels=["experiment", "phase"])
+        if self.source is not None:
+            try:
+                values = dict(self.source())
+            except Exception as e:  # noqa: BLE001 - a scrape must not fail because a source failed
+                self.on_error(self.NAME, e)
+                values = {}
+            for (experiment, phase), value in sorted(values.items()):
+                family.add_metric([experiment, phase], float(value))
+        yield family
+
+
 class StateMetrics:
     """brownout_state_errors_total{op}, brownout_state_store_up, brownout_state_config_mismatch,
-    brownout_state_replicas; one per Metrics registry."""
+    brownout_state_replicas, brownout_experiment_phase; one per Metrics registry."""
 
     def __init__(self, registry: CollectorRegistry, *, on_error: Callable[[str, Exception], None]) -> None:
         self.errors = Counter(
@@ -68,7 +98,8 @@ class StateMetrics:
         self.replicas = _OptionalGauge(
             "brownout_state_replicas", "Live replicas in the fleet's roll call, this one included.", on_error
         )
-        for gauge in (self.up, self.config_mismatch, self.replicas):
+        self.experiment = ExperimentPhases(on_error)
+        for gauge in (self.up, self.config_mismatch, self.replicas, self.experiment):
             registry.register(gauge)
         self._ops: set[str] = set()
         self._lock = threading.Lock()
@@ -88,7 +119,10 @@ class StateMetrics:
         up: Callable[[], bool | None] | None = None,
         config_mismatch: Callable[[], int] | None = None,
         replicas: Callable[[], int] | None = None,
+        experiment: Callable[[], Mapping[tuple[str, str], float]] | None = None,
     ) -> None:
+        if experiment is not None:
+            self.experiment.source = experiment
         if up is not None:
             self.up.source = up
         if config_mismatch is not None:

@@ -22,6 +22,9 @@ only once the response calls a matching tool; quota rules are request-stage only
 Pause (`pause()`): matching rules are logged as `skipped_paused` and their counters do
 not advance, so resuming continues the same decision sequence.
 
+Overlay (`set_overlay`): an experiment phase's rules, run after the config's for a while; see
+faults/engine_overlay.py.
+
 Schedule store (`store=`): memory by default, decided inside `plan` as it always was; a shared one
 (a fleet on Redis) decides the matched rules in one awaited round trip: see faults/engine_shared.py.
 """
@@ -45,6 +48,7 @@ from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
+from brownout.faults.engine_overlay import OverlayRules
 from brownout.faults.engine_shared import SharedSchedules, counters_key
 from brownout.faults.match import ByHost, CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
@@ -92,7 +96,7 @@ class CompiledRule:
     key: str = ""  # keys its counters in a shared store (name and counter shape)
 
 
-class FaultEngine(SharedSchedules):
+class FaultEngine(SharedSchedules, OverlayRules):
     """Decides, per exchange, which rules fire, and hands the proxy a Plan of their faults."""
 
     def __init__(
@@ -118,6 +122,7 @@ class FaultEngine(SharedSchedules):
         self._shared = self.store.shared
         self._tasks: set[asyncio.Task[None]] = set()
         self.ruleset = ruleset if ruleset is not None else RuleSet()
+        self.overlay: tuple[CompiledRule, ...] = ()  # an experiment phase's rules (engine_overlay.py)
         self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
         self._by_host: ByHost[CompiledRule] = ByHost((), lambda r: r.match)
@@ -188,7 +193,7 @@ class FaultEngine(SharedSchedules):
         were `prepare`d already."""
         rules = prepared if prepared is not None else self.prepare(ruleset)  # raises before swapping
         self.ruleset = ruleset
-        self.rules = rules
+        self.rules = self._with_overlay(rules)
         self._refresh_active()
         log.info("fault engine: %d rules loaded (%d enabled)", len(rules), len(self._active))
 

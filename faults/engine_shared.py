@@ -54,6 +54,7 @@ class SharedSchedules:
     _tasks: set[asyncio.Task[None]]
     origin: float
     rules: list[CompiledRule]
+    overlay: tuple[CompiledRule, ...]
     ruleset: RuleSet
     clock: Callable[[], float]
     guard: Guard
@@ -74,8 +75,10 @@ class SharedSchedules:
     def set_origin(self, origin: float) -> None:
         """Time windows count from `origin` (the fleet's start) from now on."""
         self.origin = origin
+        overlay = {id(r) for r in self.overlay}  # an overlay's windows count from its phase's start
         for rule in self.rules:
-            rule.schedule.rebase(origin)
+            if id(rule) not in overlay:
+                rule.schedule.rebase(origin)
 
     def _ask(self, rule: CompiledRule, exchange: Exchange, now: float) -> Ask:
         schedule = rule.schedule

@@ -33,6 +33,7 @@ from brownout.proxy.flowstate import FlowState
 from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.lifecycle import Lifecycle
 from brownout.proxy.onloop import LoopRunner
+from brownout.proxy.overlay import PhaseOverlay
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.record.tape import Tape
 from brownout.proxy.relay import RELAY_HEADER, Relay
@@ -76,6 +77,7 @@ class Brownout(Lifecycle, ResponseHooks):
         self.start_error: str | None = None
         self.control: Any = None
         self.fleet: Fleet | None = None  # built from config.state when the proxy runs (proxy/fleet.py)
+        self.overlay: PhaseOverlay | None = None  # an experiment's phase, from start (proxy/overlay.py)
         self.relay: Relay | None = None
         self.watcher: ConfigWatcher | None = None
         self.heap_owned = False

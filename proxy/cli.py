@@ -317,7 +317,7 @@ def validate(file: str) -> None:
     import yaml
 
     from brownout.proxy.configload import ConfigError, load_config
-    from brownout.proxy.experiment.check import check_experiment, is_experiment
+    from brownout.proxy.experiment.check import check_experiment, describe_experiment, is_experiment
 
     try:
         text = Path(file).read_text(encoding="utf-8")
@@ -327,8 +327,7 @@ def validate(file: str) -> None:
     try:
         if is_experiment(data):
             exp = check_experiment(text, file, Path(file).resolve().parent)
-            rules = sum(len(p.rules or []) for p in exp.phases)
-            click.echo(f"{file}: ok (experiment, {len(exp.phases)} phases, {rules} inline rules, seed {exp.seed})")
+            click.echo(f"{file}: ok ({describe_experiment(exp)})")
             return
         config: BrownoutConfig = load_config(file)
     except ConfigError as e:
@@ -337,13 +336,14 @@ def validate(file: str) -> None:
 
 
 @main.command()
-@click.option("--kind", type=click.Choice(["config", "experiment"]), default="config", show_default=True)
+@click.option("--kind", type=click.Choice(["config", "experiment", "staging"]), default="config", show_default=True)
 def schema(kind: str) -> None:
-    """Print the JSON Schema of a chaos config or an experiment file (for editor completion)."""
+    """Print the JSON Schema of a chaos config, an experiment file, or a staging experiment (one with a target)."""
     from brownout.proxy.config import BrownoutConfig
     from brownout.proxy.experiment.config import ExperimentConfig
+    from brownout.proxy.experiment.staging.config import StagingExperiment
 
-    models: dict[str, Any] = {"config": BrownoutConfig, "experiment": ExperimentConfig}
+    models: dict[str, Any] = {"config": BrownoutConfig, "experiment": ExperimentConfig, "staging": StagingExperiment}
     click.echo(json.dumps(models[kind].model_json_schema(), indent=2))
 
 

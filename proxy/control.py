@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from brownout.core.config import parse_listen
 from brownout.proxy.config import ControlConfig
 
-__all__ = ["ControlServer", "ControlTarget", "EngineControl"]
+__all__ = ["ControlServer", "ControlTarget", "EngineControl", "Route"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -33,6 +33,10 @@ _MAX_BODY = 64 * 1024
 _LENGTH = re.compile(r"[0-9]{1,19}")
 _RULE_PATH = re.compile(r"^/rules/(?P<name>[^/]+)$")
 _KNOWN = frozenset({"/status", "/faults/pause", "/faults/resume", "/reload", "/violations", "/exchanges"})
+
+# An endpoint in a module of its own (proxy/control_experiment.py), called once the token is checked:
+# (method, path, query, read the JSON body) -> (status, answer), or None for a path not its own.
+Route = Callable[[str, str, Mapping[str, list[str]], Callable[[], Any]], tuple[int, Any] | None]
 
 
 class ControlTarget(Protocol):
@@ -245,6 +249,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(200, {"rule": name, "enabled": body["enabled"], **extra})
                 else:
                     self._send(404, {"error": f"no rule named {name!r}"})
+            elif (answer := self._routed(method, path, url.query)) is not None:
+                self._send(*answer)
             elif path in _KNOWN or _RULE_PATH.match(path):
                 self._send(405, {"error": f"{method} not allowed on {path}"})
             else:
@@ -260,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 log.exception("control %s %s failed", method, path)
             self._send(500, {"error": f"{type(e).__name__}: {e}"})
+
+    def _routed(self, method: str, path: str, query: str) -> tuple[int, Any] | None:
+        answers = (route(method, path, parse_qs(query), self._body) for route in self.server.routes)
+        return next((a for a in answers if a is not None), None)
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -280,6 +290,7 @@ class _Server(ThreadingHTTPServer):
     token: str | None
     token_env: str
     on_error: Callable[[BaseException], None] | None
+    routes: tuple[Route, ...] = ()
     idle_timeout_s: float = IDLE_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
 
@@ -338,6 +349,7 @@ class ControlServer:
         on_error: Callable[[BaseException], None] | None = None,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
+        routes: tuple[Route, ...] = (),
     ) -> None:
         if idle_timeout_s <= 0 or max_connections < 1:
             raise ValueError("idle_timeout_s must be > 0 and max_connections at least 1")
@@ -347,6 +359,7 @@ class ControlServer:
         self.token = token or None
         self.token_env = token_env
         self.on_error = on_error
+        self.routes = routes
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -362,7 +375,7 @@ class ControlServer:
             return self
         server = (_Server6 if ":" in self.host else _Server)((self.host, self.port), _Handler)
         server.target, server.token, server.on_error = self.target, self.token, self.on_error
-        server.token_env = self.token_env
+        server.token_env, server.routes = self.token_env, self.routes
         server.idle_timeout_s, server.max_connections = self.idle_timeout_s, self.max_connections
         self._server = server
         self.port = server.server_address[1]

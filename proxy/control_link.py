@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from brownout.proxy.control import ControlServer, EngineControl
+from brownout.proxy.control_experiment import experiment_route
 
 __all__ = ["start_control"]
 
@@ -44,11 +45,17 @@ def start_control(addon: Any) -> ControlServer | None:
             "client_connections": addon.limits.snapshot(),
             "tasks": _task_count(loop),
             "state": addon.fleet.status_from_thread() if addon.fleet is not None else {"backend": "memory"},
+            "experiment": addon.overlay.describe() if addon.overlay is not None else None,
         },
         run_on_loop=addon.on_loop.call,
         publish=lambda switches: addon.fleet.publish_from_thread(switches) if addon.fleet is not None else {},
     )
-    server = ControlServer.from_config(config, target, on_error=lambda e: addon.guard.failed("control", e))
+    server = ControlServer.from_config(
+        config,
+        target,
+        on_error=lambda e: addon.guard.failed("control", e),
+        routes=(experiment_route(lambda: addon.overlay),),
+    )
     try:
         return server.start()
     except OSError as e:

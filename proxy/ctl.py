@@ -1,4 +1,5 @@
-"""`brownout ctl ...`: the control API from the command line (status, pause, resume, reload, rules, violations)."""
+"""`brownout ctl ...`: the control API from the command line (status, pause, resume, reload, rules, violations,
+an experiment's phase)."""
 
 from __future__ import annotations
 
@@ -143,3 +144,20 @@ def violations(client: _Client, since: str | None, as_json: bool) -> None:
             )
     if not records and not as_json:
         click.echo("no violations", err=sys.stderr.isatty())
+
+
+@ctl.command()
+@click.option("--stop", is_flag=True, help="Remove the phase, whichever run applied it: back to the fleet's own rules.")
+@click.pass_obj
+def experiment(client: _Client, stop: bool) -> None:
+    """The staging experiment's phase applied (with a fleet: the replicas that acknowledged it)."""
+    if not stop:
+        _echo(client.call("GET", "/experiment/phase"))
+        return
+    body = client.call("DELETE", "/experiment/phase")
+    removed = body.get("removed")
+    if removed:
+        what = f"experiment phase {removed['experiment']}/{removed['phase']} removed"
+    else:
+        what = "experiment phase removed" if body.get("cleared") else "no experiment phase was applied"
+    _done(body, what)

@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brownout.core.guard import Guard
@@ -111,6 +111,8 @@ class Fleet:
         self._next_heartbeat = 0.0
         self._next_renew = 0.0
         self._task: asyncio.Task[None] | None = None
+        # Read with the switches at each poll that reached the store (an experiment's phase: proxy/overlay.py).
+        self.on_poll: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def shared(self) -> bool:
@@ -212,6 +214,8 @@ class Fleet:
         if self._redis.epoch is not None and now >= self._next_renew:
             self._next_renew = now + self.state.lease_ttl_s / 3
             await self._redis.renew(time.time())
+        for read in self.on_poll:
+            await read()
 
     def _roll_call(self, view: FleetView) -> None:
         if view.origin is not None and view.origin != self.origin_ms:

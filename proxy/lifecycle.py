@@ -25,6 +25,7 @@ from brownout.proxy.control_link import start_control
 from brownout.proxy.fleet import Fleet, start_fleet
 from brownout.proxy.ignore import HostGlobs
 from brownout.proxy.onloop import LoopRunner
+from brownout.proxy.overlay import PhaseOverlay, start_overlay
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.record import config as cassette_options
 from brownout.proxy.record.cassette import CassetteError
@@ -72,6 +73,7 @@ class Lifecycle:
     start_error: str | None
     control: Any
     fleet: Fleet | None  # the shared state (config.state), built at start: see proxy/fleet.py
+    overlay: PhaseOverlay | None  # a staging experiment's phase over the rules: see proxy/overlay.py
     relay: Relay | None
     watcher: ConfigWatcher | None
     _fixed: bool
@@ -149,6 +151,7 @@ class Lifecycle:
             await self.tape.start()
             self.fleet = await start_fleet(self)
             self.pipeline.start(rules=self.engine.active_rules, link=self.fleet.link)
+            self.overlay = start_overlay(self)
             self.pipeline.exporters.watch(
                 client_connections=lambda: self.limits.open, client_connections_waiting=lambda: self.admission.waiting
             )
@@ -173,6 +176,8 @@ class Lifecycle:
             self.watcher.stop()
         if self.control is not None:
             self.guard.call("control", self.control.stop)
+        if self.overlay is not None:
+            self.overlay.stop()
         if self.relay is not None:
             await self.relay.stop()
         await self.tape.stop()

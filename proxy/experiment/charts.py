@@ -13,7 +13,7 @@ from typing import Any
 from brownout.proxy.experiment.stats import percentile
 from brownout.proxy.experiment.textfit import fit, text_width
 
-__all__ = ["FONT_PX", "bars_with_intervals", "box_plots", "hbars", "timeline"]
+__all__ = ["FONT_PX", "bars_with_intervals", "box_plots", "hbars", "series", "timeline"]
 
 W, H, PAD_L, PAD_B, PAD_T = 560, 220, 44, 40, 14
 FONT_PX = 11  # charts.html.j2 sets font-size="11" on every chart
@@ -23,6 +23,7 @@ LABEL_MAX_PX = 220  # the widest label column; the plot keeps the rest of the wi
 GAP = 8  # between a label and the plot, and at the chart's edges
 AXIS_BAND = 20  # below the rows: the value axis' tick labels
 SEVERITY_COLORS = {"info": "#6b8fb3", "warning": "#d9a300", "error": "#d9534f", "critical": "#7b1fa2"}
+LINE_COLORS = ("#4a90d9", "#2e7d32", "#7b1fa2", "#d9a300", "#00838f", "#6d4c41")
 
 Chart = dict[str, Any]
 
@@ -208,4 +209,64 @@ def hbars(items: list[tuple[str, float | None, str]], title: str) -> Chart:
         bar_height=ROW - 10,
         empty_x=PAD_L,
         empty_y=PAD_T + 16,
+    )
+
+
+def series(
+    lines: list[tuple[str, list[tuple[float, float | None]]]],
+    phases: list[tuple[str, float, float, bool]],
+    end_s: float,
+    title: str,
+    *,
+    abort_s: float | None = None,
+    threshold: float | None = None,
+) -> Chart:
+    """Time series over an experiment (seconds since its start): a band per phase (chaos shaded), the
+    abort moment as a red line, a check's threshold dashed; a gap where a point has no value."""
+    end = max(end_s, 1e-9)
+    values = [v for _, pts in lines for _, v in pts if v is not None]
+    top = max([*values, threshold or 0.0, 0.0]) * 1.1 or 1.0
+    left, right = PAD_L, W - 8
+
+    def x(t: float) -> float:
+        return left + (right - left) * min(max(t, 0.0), end) / end
+
+    paths = []
+    for i, (name, pts) in enumerate(lines):
+        d, pen = [], "M"
+        for t, v in pts:
+            if v is None:
+                pen = "M"
+                continue
+            d.append(f"{pen}{x(t):.1f},{_y(v, 0.0, top):.1f}")
+            pen = "L"
+        paths.append({"d": " ".join(d), "color": LINE_COLORS[i % len(LINE_COLORS)], "tip": name, "name": name})
+    bands = [
+        {
+            "x": _f(x(a)),
+            "width": _f(max(0.5, x(b) - x(a))),
+            "fill": "#fbe3d3" if chaos else "#f2f2f2",
+            "label": name,
+            "text_x": _f(x(a) + 3),
+        }
+        for name, a, b, chaos in phases
+    ]
+    marks = {"y1": _f(PAD_T), "y2": _f(H - PAD_B), "text_y": _f(PAD_T + 10)}
+    return _chart(
+        "series",
+        title,
+        H + 16,
+        axis=_axis(0.0, top, fmt="{:.3g}"),
+        bands=bands,
+        band_top=_f(PAD_T),
+        band_height=_f(H - PAD_B - PAD_T),
+        lines=[p for p in paths if p["d"]],
+        abort=None if abort_s is None else {"x": _f(x(abort_s)), **marks},
+        threshold=None if threshold is None else {"y": _f(_y(threshold, 0.0, top)), "x1": left, "x2": right},
+        legend=[{"name": p["name"], "color": p["color"]} for p in paths],
+        legend_x=PAD_L,
+        legend_y=H + 8,
+        axis_label_y=_f(H - PAD_B + 14),
+        end=f"{end_s:.0f}",
+        empty=not any(p["d"] for p in paths),
     )

@@ -15,11 +15,12 @@ from typing import Any
 import pydantic
 
 from brownout.proxy.config import BrownoutConfig
-from brownout.proxy.configload import ConfigError, ConfigProblem, load_config, parse_config, problems_in
+from brownout.proxy.configload import ConfigError, ConfigProblem, load_config, problems_in
 from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError
 from brownout.proxy.experiment.manifest import resolve_phases
+from brownout.proxy.experiment.staging.config import StagingExperiment, parse_any_config
 
-__all__ = ["check_experiment", "is_experiment"]
+__all__ = ["check_experiment", "describe_experiment", "is_experiment"]
 
 
 def is_experiment(data: Any) -> bool:
@@ -35,9 +36,11 @@ def _part(text: str, source: str, data: dict[str, Any], prefix: tuple[str | int,
     return []
 
 
-def check_experiment(text: str, source: str, base_dir: Path) -> ExperimentConfig:
-    """The validated experiment; ConfigError naming every problem's field and line."""
-    config: ExperimentConfig = parse_config(text, source, model=ExperimentConfig)
+def check_experiment(text: str, source: str, base_dir: Path) -> ExperimentConfig | StagingExperiment:
+    """The validated experiment (either shape); ConfigError naming every problem's field and line."""
+    config = parse_any_config(text, source)
+    if isinstance(config, StagingExperiment):
+        return _check_staging(config, text, source, base_dir)
     problems = _part(text, source, {"invariants": config.invariants}, ())
     for j, phase in enumerate(config.phases):
         if phase.rules:
@@ -54,3 +57,31 @@ def check_experiment(text: str, source: str, base_dir: Path) -> ExperimentConfig
     except ExperimentError as e:
         raise ConfigError([ConfigProblem(source, None, "phases", str(e))]) from None
     return config
+
+
+def _check_staging(config: StagingExperiment, text: str, source: str, base_dir: Path) -> StagingExperiment:
+    """A staging file's phase rules as the config they become on the fleet (its own plugins aside)."""
+    problems: list[ConfigProblem] = []
+    for j, phase in enumerate(config.phases):
+        if phase.rules:
+            problems += _part(text, source, {"rules": phase.rules}, ("phases", j))
+        elif phase.config is not None:
+            try:
+                if not load_config(base_dir / phase.config).rules:
+                    problems.append(ConfigProblem(source, None, f"phases[{j}].config", "its config has no rules"))
+            except ConfigError as e:
+                problems += e.problems
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def describe_experiment(config: ExperimentConfig | StagingExperiment) -> str:
+    """What `brownout validate` says a valid experiment file is."""
+    rules = sum(len(p.rules or []) for p in config.phases)
+    if isinstance(config, StagingExperiment):
+        target = "its store" if config.target.control is None else "its control API"
+        return (
+            f"staging experiment, {len(config.phases)} timed phases, {rules} inline rules, the fleet through {target}"
+        )
+    return f"experiment, {len(config.phases)} phases, {rules} inline rules, seed {config.seed}"

@@ -151,6 +151,7 @@ def run_cmd(
     """Run EXP_FILE; exit 0 gate passed, 1 gate failed or steady state deviated, 2 errored or aborted.
 
     --replay DIR answers every phase from recorded cassettes: no upstream, no API key, no network.
+    A file with a `target:` switches timed phases on across a running fleet instead (a staging experiment).
     """
     from brownout.proxy.experiment.api import run_experiment
     from brownout.proxy.experiment.upstream import UpstreamConfig
@@ -164,6 +165,20 @@ def run_cmd(
     )
 
     console = Console(stderr=True)
+    from brownout.proxy.experiment.staging.summary import staging_file, staging_summary
+
+    staging = staging_file(console, exp_file)
+    if staging is not None:
+        given = {"--seed": seed, "--record": record_dir, "--replay": replay_dir, "--reproducibility": repeats}
+        refused = [flag for flag, value in given.items() if value is not None]
+        if refused:
+            console.print(f"[red]error:[/] {', '.join(refused)}: not for an experiment with a target (a running fleet)")
+            sys.exit(EXIT_ERROR)
+        from brownout.proxy.experiment.staging.run import run_staging
+
+        report = run_staging(staging, base_dir=exp_file.resolve().parent, out_dir=out_dir)
+        staging_summary(console, report, out_dir)
+        sys.exit(report["exit_code"])
     try:
         outcome = run_experiment(
             exp_file.read_text(encoding="utf-8"),

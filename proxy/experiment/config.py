@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -29,6 +29,7 @@ __all__ = [
     "GateConfig",
     "Hypothesis",
     "PhaseConfig",
+    "PhaseRules",
     "ReadyCheck",
     "ServiceConfig",
     "SuccessConfig",
@@ -206,12 +207,27 @@ class ServiceConfig(Model):
         return any("{port}" in t for t in texts)
 
 
-class PhaseConfig(Model):
+class PhaseRules(Model):
+    """What a phase applies: a chaos config file or inline rules (neither: the rules as they are)."""
+
+    config: str | None = Field(None, description="Path of a brownout chaos config, relative to the experiment file.")
+    rules: list[dict[str, Any]] | None = Field(None, description="Inline rules, as in a chaos config.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if self.config is not None and self.rules is not None:
+            raise ValueError("give config or rules, not both")
+        return self
+
+    @property
+    def is_chaos(self) -> bool:
+        return self.config is not None or bool(self.rules)
+
+
+class PhaseConfig(PhaseRules):
     """One phase: a chaos config file or inline rules (neither: a baseline with no faults)."""
 
     name: str
-    config: str | None = Field(None, description="Path of a brownout chaos config, relative to the experiment file.")
-    rules: list[dict[str, Any]] | None = Field(None, description="Inline rules, as in a chaos config.")
     repeat: int = Field(1, ge=1, le=100, description="Run the phase this many times (trend points).")
 
     @field_validator("name")
@@ -221,16 +237,6 @@ class PhaseConfig(Model):
         if not _NAME.match(v):
             raise ValueError("phase names use letters, digits, '_', '.', '-' (at most 64)")
         return v
-
-    @model_validator(mode="after")
-    def _one_source(self) -> PhaseConfig:
-        if self.config is not None and self.rules is not None:
-            raise ValueError("give config or rules, not both")
-        return self
-
-    @property
-    def is_chaos(self) -> bool:
-        return self.config is not None or bool(self.rules)
 
 
 class Hypothesis(Model):

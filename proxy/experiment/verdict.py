@@ -16,7 +16,16 @@ from typing import Any
 from brownout.proxy.experiment.config import BASELINE_PROXIED, ExperimentConfig, Hypothesis
 from brownout.proxy.summary import BYPASS_CAUSES
 
-__all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_PASSED", "check_hypotheses", "evaluate_gate", "metric_value", "verdict"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FAILED",
+    "EXIT_PASSED",
+    "OPS",
+    "check_hypotheses",
+    "evaluate_gate",
+    "metric_value",
+    "verdict",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +34,7 @@ EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 # What a failed implicit hypothesis means, for the summary and the JSON report.
 _NOTES = {BASELINE_PROXIED: f"no request of the agent reached brownout; {BYPASS_CAUSES}"}
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
+OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     "<=": operator.le,
     ">": operator.gt,
@@ -76,7 +85,7 @@ def check_hypotheses(
             if not p["runs"]:
                 continue
             value = metric_value(p, h.metric)
-            ok = value is not None and _OPS[h.op](value, h.threshold)
+            ok = value is not None and OPS[h.op](value, h.threshold)
             checks.append({"label": p["label"], "value": value, "ok": ok})
         held = all(c["ok"] for c in checks) if checks else None
         out.append(

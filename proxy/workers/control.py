@@ -4,7 +4,8 @@ Each worker keeps its control API (on a free loopback port, the same token); the
 the configured `control.listen` with this target behind the usual ControlServer (token, limits,
 errors), and forwards: pause, resume, reload and rule toggles go to every worker and succeed when
 each one did; /violations and /exchanges are every worker's, merged by time, each record naming its
-`worker`; /status lists the workers (pid, restarts, exchanges served, each one's own status).
+`worker`; /status lists the workers (pid, restarts, exchanges served, each one's own status); an
+experiment's phase (/experiment/phase) goes to every worker, and the first worker's answer is the API's.
 
 Forwarding, rather than writing switches into the shared store, acts on every local worker at once
 and needs nothing the workers do not already have. Where the store holds the fleet's switches too,
@@ -16,13 +17,15 @@ worker started after a pause (a restart) starts paused (the `brownout_paused` op
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from brownout.proxy.control import Route
+from brownout.proxy.control_experiment import PATH as EXPERIMENT_PATH
 from brownout.proxy.workers.supervisor import WorkerState
 
 __all__ = ["FleetControl", "FleetError"]
@@ -184,3 +187,26 @@ class FleetControl:
             records.extend({**r, "worker": w.index} for r in answer[1].get(key, []))
         records.sort(key=lambda r: float(r.get("timestamp") or 0.0))
         return records
+
+    def experiment_route(self) -> Route:
+        """/experiment/phase for every worker (they share the store, so the phase is one for all)."""
+
+        def route(
+            method: str, path: str, query: Mapping[str, list[str]], body: Callable[[], Any]
+        ) -> tuple[int, Any] | None:
+            if path != EXPERIMENT_PATH:
+                return None
+            payload = body() if method == "POST" else None
+            params = str(httpx.QueryParams({k: v[0] for k, v in query.items() if v}))
+            answers = self._each(method, f"{path}?{params}" if params else path, payload)
+            if not answers:
+                return 503, {"error": "no worker is running"}
+            for w, answer in answers:
+                if (why := _failure(answer)) is not None:
+                    status = answer[0] if not isinstance(answer, Exception) else 502
+                    return status, {"error": f"worker {w.index}: {why}"}
+            first = answers[0][1]
+            assert not isinstance(first, Exception)
+            return first
+
+        return route

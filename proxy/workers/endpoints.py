@@ -43,7 +43,13 @@ def serving(
         if config.control.enabled:
             listen = overrides.get("brownout_control_listen") or config.control.listen
             token = config.control.resolve_token()
-            api = ControlServer(control, listen=listen, token=token, token_env=config.control.token_env)
+            api = ControlServer(
+                control,
+                listen=listen,
+                token=token,
+                token_env=config.control.token_env,
+                routes=(control.experiment_route(),),
+            )
             try:
                 api.start()
             except OSError as e:

@@ -159,6 +159,15 @@ def test_two_workers_serve_one_port_and_metrics_sum_both(
         assert fleet.control("PUT", "/rules/nope", json={"enabled": False}).status_code == 404
         reload = fleet.control("POST", "/reload").json()
         assert reload["ok"] is True and all(f"worker {i}: reloaded" in reload["message"] for i in (0, 1))
+        # An experiment's phase through the supervisor's API reaches both workers, and leaves both.
+        rule = {"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 1}}
+        phase = {"owner": "run-1", "id": "run-1.0", "experiment": "exp", "phase": "p", "rules": [rule]}
+        put = fleet.control("POST", "/experiment/phase", json={**phase, "lease_s": 30, "started_at": time.time()})
+        assert put.status_code == 200 and put.json()["fleet"] is True, put.text
+        applied = [w["status"]["experiment"] for w in fleet.status()["workers"]]
+        assert [(a["phase"], a["rules"]) for a in applied] == [("p", ["exp/p/slow"])] * 2
+        assert fleet.control("DELETE", "/experiment/phase", params={"owner": "run-1"}).status_code == 200
+        assert [w["status"]["experiment"] for w in fleet.status()["workers"]] == [None, None]
         out, err = fleet.stop(signal.SIGTERM)
     assert fleet.proc.returncode == 0, err
     assert f"exchanges: {k} (openai chat {k})" in err  # one summary, of both workers

@@ -16,6 +16,7 @@ import yaml
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import parse_config
 from brownout.proxy.experiment.config import ExperimentConfig
+from brownout.proxy.experiment.staging.config import StagingExperiment
 from tests.docs.mdpages import MARKDOWN_FILES, ROOT, page
 
 BLOCKS = [
@@ -41,6 +42,7 @@ def test_there_are_examples() -> None:
 # Keys only an experiment file has: such a block is (a fragment of) an experiment file.
 EXPERIMENT_KEYS = frozenset(ExperimentConfig.model_fields) - frozenset(BrownoutConfig.model_fields)
 MINIMAL_EXPERIMENT = {"agent": {"command": ["true"], "tasks": ["t"]}, "phases": [{"name": "baseline"}]}
+MINIMAL_STAGING = {"prometheus": {"url": "http://127.0.0.1:9090"}, "phases": [{"name": "p", "duration_s": 1}]}
 
 
 @pytest.mark.parametrize(("path", "text"), BLOCKS)
@@ -49,7 +51,9 @@ def test_yaml_example_is_a_valid_config(path: Path, text: str) -> None:
     if "plugins" in config:
         pytest.skip("loads a plugin: run by test_plugin_example.py")
     source = f"{path.relative_to(ROOT)} example"
-    if config.keys() & EXPERIMENT_KEYS:
+    if "target" in config:  # a staging experiment (or a fragment of one)
+        parse_config(yaml.safe_dump({**MINIMAL_STAGING, **config}), source=source, model=StagingExperiment)
+    elif config.keys() & EXPERIMENT_KEYS:
         parse_config(yaml.safe_dump({**MINIMAL_EXPERIMENT, **config}), source=source, model=ExperimentConfig)
     else:
         parse_config(yaml.safe_dump(config), source=source)

@@ -30,6 +30,7 @@ from brownout.invariants import INVARIANTS
 from brownout.invariants.base import InvariantConfigBase
 from brownout.invariants.tool_policy import ArgumentRule, OrderRule
 from brownout.proxy.config import BrownoutConfig, ControlConfig, ProxySettings
+from brownout.proxy.experiment.staging.config import Check, PrometheusSource, StagingAbort, StagingPhase, Target
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 from tests.docs.mdpages import DOCS, Cell, Table, page
 
@@ -54,6 +55,11 @@ CONFIG_TABLES: list[tuple[str, str, type[BaseModel], frozenset[str]]] = [
     ("invariants.md", "Fields every invariant takes", InvariantConfigBase, frozenset({"severity"})),
     ("invariants.md", "Argument rules", ArgumentRule, frozenset()),
     ("invariants.md", "Order rules", OrderRule, frozenset()),
+    ("experiments.md", "Target", Target, frozenset()),
+    ("experiments.md", "Prometheus", PrometheusSource, frozenset()),
+    ("experiments.md", "Timed phases", StagingPhase, frozenset()),
+    ("experiments.md", "Checks", Check, frozenset()),
+    ("experiments.md", "Abort", StagingAbort, frozenset()),
 ]
 
 

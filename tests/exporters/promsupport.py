@@ -47,10 +47,11 @@ def _walk_targets(panels: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
 
 
 def dashboard_exprs() -> list[tuple[str, str]]:
-    """(panel title, PromQL with Grafana variables substituted) for every dashboard query."""
+    """(panel title, PromQL with Grafana variables substituted) for every dashboard query, annotations too."""
     dash = json.loads(DASHBOARD.read_text())
     out = []
-    for title, expr in _walk_targets(dash["panels"]):
+    annotations = [(f"annotation {a['name']}", a["expr"]) for a in dash["annotations"]["list"] if a.get("expr")]
+    for title, expr in [*_walk_targets(dash["panels"]), *annotations]:
         for var, value in GRAFANA_VARS.items():
             expr = expr.replace(var, value)
         assert "$" not in expr, f"unsubstituted Grafana variable in {title!r}: {expr}"
@@ -93,4 +94,6 @@ def feed(metrics: Metrics, rounds: int = 1) -> None:
     metrics.watch(sessions=lambda: 4, rules=lambda: {"slow-openai": True, "anthropic-overload": False})
     # A fleet on Redis: the store answers, three replicas, one config (absent with the memory backend).
     metrics.state.watch(up=lambda: True, config_mismatch=lambda: 0, replicas=lambda: 3)
+    # A staging experiment's phase applied now, and one applied before it.
+    metrics.state.watch(experiment=lambda: {("gameday", "llm-outage"): 1.0, ("gameday", "warm-up"): 0.0})
     metrics.state.error("schedule")

@@ -235,6 +235,18 @@ def test_grafana_dashboard_shows_the_cost() -> None:
     assert units == {"currencyUSD"}
 
 
+def test_the_dashboard_shows_when_an_experiments_phase_was_on() -> None:
+    """A panel of the phases over time, and an annotation marking them on every panel."""
+    dash = json.loads((DEPLOY / "grafana" / "dashboards" / "brownout.json").read_text())
+    panel = next(p for p in dash["panels"] if p["title"].startswith("Experiment phases"))
+    assert panel["type"] == "state-timeline"
+    assert panel["targets"][0]["expr"] == "max by (experiment, phase) (brownout_experiment_phase)"
+    [annotation] = [a for a in dash["annotations"]["list"] if "brownout_experiment_phase" in a.get("expr", "")]
+    assert annotation["enable"] and "{{phase}}" in annotation["titleFormat"]
+    bottom = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in dash["panels"] if p is not panel)
+    assert panel["gridPos"]["y"] == bottom  # its own row, below the rest
+
+
 def test_the_dashboard_reads_a_fleet_as_one_and_replica_by_replica() -> None:
     """Several replicas: each figure aggregates over them, and two panels draw one line per replica."""
     exprs = dashboard_exprs()

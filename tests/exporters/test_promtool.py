@@ -82,6 +82,7 @@ def test_dashboard_queries_use_only_brownout_metric_names() -> None:
         "brownout_internal_errors_total",
         "brownout_export_dropped_total",
         "brownout_build_info",
+        "brownout_experiment_phase",
         "gen_ai_client_operation_duration_seconds_bucket",
         "up",
     }
