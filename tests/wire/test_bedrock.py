@@ -241,3 +241,16 @@ def test_empty_answers_parse_as_empty_and_complete() -> None:
         assert headers["content-type"] == "application/vnd.amazon.eventstream"
         feed(ex, raw)
         assert ex.stream_complete is True and ex.output_text == "" and not ex.tool_calls and ex.parse_error is None
+
+
+def test_span_attributes_name_aws_bedrock() -> None:
+    from brownout.core.span_attributes import exchange_attributes, span_name
+
+    _, ex = request(f"/model/{MODEL}/converse-stream", REQ, host="bedrock-runtime.us-east-1.amazonaws.com")
+    feed(ex, converse_stream())
+    attrs = exchange_attributes(ex)
+    assert span_name(ex) == f"chat {MODEL}"
+    assert attrs["gen_ai.provider.name"] == "aws.bedrock" and attrs["brownout.provider"] == "bedrock"
+    assert (attrs["gen_ai.request.model"], attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"]) == (
+        MODEL, 25, 4)  # fmt: skip
+    assert attrs["gen_ai.response.finish_reasons"] == ("tool_use",) and attrs["brownout.stream.complete"] is True
