@@ -90,11 +90,13 @@ def test_boto3_bedrock_over_https_via_env_with_its_signatures_intact(
     upstream_tls: Any, brownout_proxy: Callable[..., Any], tmp_path: Path
 ) -> None:
     from tests.proxy.bedrock_support import signature_holds
+    from tests.proxy.test_passthrough import wait_for
 
     exchanges: list[Any] = []
     proxy = brownout_proxy(upstream=upstream_tls, on_exchange=exchanges.append)
     result = _run_with_brownout_env(proxy, BEDROCK_CLIENT, upstream_tls.url, tmp_path)
     assert result["text"] and result["events"] > 4 and result["stop"] == "end_turn"
+    wait_for(exchanges, 2)
     assert [e.provider for e in exchanges] == ["bedrock", "bedrock"] and exchanges[1].stream_complete is True
     for seen in upstream_tls.requests_seen:  # signed for the upstream's host, and not one byte changed
         assert signature_holds(seen.method, upstream_tls.url + seen.path, seen.headers, seen.body)

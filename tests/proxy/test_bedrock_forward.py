@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError, EventStreamError
 
 from tests.proxy.bedrock_support import client, converse, converse_stream, invoke_stream, model, signature_holds
+from tests.proxy.test_passthrough import wait_for
 
 CONFIG = """
 version: 1
@@ -64,6 +65,7 @@ def test_forward_mode_keeps_every_signature_faults_included(forward: Any) -> Non
     converse(c, model("mutate"), tools=True)  # a rule without a provider: fires, and is skipped
     assert len(up.requests_seen) == 5 and all(_signed_as_sent(up))
     assert b"PLANTED" not in up.requests_seen[-1].body
+    wait_for(seen, 5)
     mutated = next(ex for ex in seen if ex.model == model("mutate"))
     assert [f.fault for f in mutated.faults_skipped] == ["mutate"] and not mutated.faults
     assert {(ex.provider, ex.scheme) for ex in seen} == {("bedrock", "https")}
