@@ -3,6 +3,7 @@ tool loop completes, brownout reads both turns, and a mid-stream exception reach
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ rules:
 @tool
 def get_weather(city: str) -> str:
     """Current weather in a city."""
-    return '{"city": "%s", "temp_c": 18, "conditions": "cloudy"}' % city
+    return json.dumps({"city": city, "temp_c": 18, "conditions": "cloudy"})
 
 
 def _llm(proxy: Any, model_id: str) -> Any:
