@@ -59,7 +59,7 @@ class MatchConfig(Model):
     method: str | None = Field(None, description="HTTP method, exact (case-insensitive).")
     provider: str | None = Field(
         None,
-        description="A wire format: openai, anthropic, gemini, ollama, mcp, http (everything else), or a plugin's.",
+        description="A wire format: openai, anthropic, gemini, ollama, bedrock, mcp, http (everything else), or a plugin's.",
         json_schema_extra={"examples": list(wire.BUILTIN.providers)},
     )
     operation: str | None = Field(None, description="Operation, exact: chat, responses, embeddings, tools/call, ...")

@@ -7,6 +7,7 @@ with botocore's signer). Reverse mode re-addresses the request, so its signature
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -93,3 +94,15 @@ def test_reverse_mode_readdresses_the_request_so_its_signature_breaks(upstream: 
     assert r.headers["host"] == f"127.0.0.1:{upstream.port}"
     assert not signature_holds(r.method, upstream.url + r.path, r.headers, r.body)
     assert signature_holds(r.method, proxy.url + r.path, {**r.headers, "host": f"{proxy.host}:{proxy.port}"}, r.body)
+
+
+def test_a_session_name_needs_a_password_in_botocores_proxy_url(forward: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore sends Proxy-Authorization only for a user *and* a password; brownout reads the user.
+    up, seen = forward
+    url = os.environ["HTTPS_PROXY"]
+    monkeypatch.setenv("HTTPS_PROXY", url.replace("http://", "http://agent-7@"))
+    converse(client(up.url))
+    monkeypatch.setenv("HTTPS_PROXY", url.replace("http://", "http://agent-7:x@"))
+    converse(client(up.url))
+    wait_for(seen, 2)
+    assert [ex.session for ex in seen] == ["client:127.0.0.1", "agent-7"]
