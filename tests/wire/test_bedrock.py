@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from brownout.core.wire.bedrock_faults import exception_message
 from brownout.core.wire.framing import EventStreamFramer
 from brownout.proxy.demo import anthropic_mock, bedrock_mock
 from brownout.proxy.demo.mockdata import Knobs
-from tests.wire._wire_helpers import Tagging, request, tagged
+from tests.wire._wire_helpers import Tagging, request, stream_through, tagged
 
 WIRE = by_provider("bedrock")
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -37,19 +36,9 @@ CLAUDE = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 64,
           "messages": [{"role": "user", "content": "Weather?"}]}  # fmt: skip
 
 
-def feed(ex: Exchange, body: bytes, seed: int = 3) -> Exchange:
+def feed(ex: Exchange, body: bytes) -> Exchange:
     """Body bytes in random-sized chunks through the event-stream framer and the format's parser."""
-    framer, parser, rng = EventStreamFramer(), WIRE.stream_parser(ex), random.Random(seed)
-    i = 0
-    while i < len(body):
-        n = rng.randint(1, 60)
-        for ev in framer.feed(body[i : i + n]):
-            parser.feed(ev)
-        i += n
-    for ev in framer.flush():
-        parser.feed(ev)
-    parser.finish()
-    return ex
+    return stream_through(WIRE, ex, body, framer=EventStreamFramer())
 
 
 def converse_stream(tool: bool = True) -> bytes:
