@@ -153,6 +153,12 @@ def test_converse_stream_and_invoke_pass_through_with_their_telemetry(rig: Rig) 
     assert invoked.stream_complete is True and invoked.output_text.startswith("Hello!")
     assert whole.stream_complete is None and whole.output_text == answer["output"]["message"]["content"][0]["text"]
     assert _of(rig.violations, stream, "tool_arguments_json") == 0
+    metrics = rig.proxy.addon.pipeline.exporters.metrics.registry
+    sample = metrics.get_sample_value
+    assert (sample("brownout_requests_total", {"provider": "bedrock", "operation": "chat", "tool": "none",
+                                                "status_class": "2xx"}) or 0) >= 3  # fmt: skip
+    genai = {"gen_ai_operation_name": "chat", "gen_ai_provider_name": "aws.bedrock", "gen_ai_request_model": "other"}
+    assert (sample("gen_ai_client_token_usage_count", {**genai, "gen_ai_token_type": "input"}) or 0) >= 3
 
 
 @pytest.mark.parametrize(
