@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import zlib
 from collections.abc import Mapping
@@ -57,6 +58,9 @@ _U32 = struct.Struct(">I")
 _PRELUDE = struct.Struct(">II")
 _INTS: dict[int, struct.Struct] = {2: struct.Struct(">b"), 3: struct.Struct(">h"), 4: struct.Struct(">i"),
                                    5: struct.Struct(">q"), 8: struct.Struct(">q")}  # fmt: skip
+
+
+_PAYLOAD_PART = re.compile(rb'\s*\{\s*"bytes"\s*:')
 
 
 class FrameError(ValueError):
@@ -253,7 +257,7 @@ def event_of(message: Message) -> EventStreamEvent:
     )
     text = message.payload.decode("utf-8", "replace")
     envelope = None
-    if message.payload.startswith(b'{"bytes":'):
+    if _PAYLOAD_PART.match(message.payload):
         try:
             outer = json.loads(text)
             inner = base64.b64decode(outer["bytes"], validate=True).decode("utf-8")

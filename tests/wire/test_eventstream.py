@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import struct
 import zlib
 from typing import Any
@@ -148,8 +150,10 @@ def test_replace_payload_keeps_headers_and_fixes_crcs() -> None:
 
 def test_payload_parts_present_their_decoded_bytes_and_rewrap() -> None:
     inner = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}'
-    import base64
-
+    spaced = encode(
+        {":message-type": "event", ":event-type": "chunk"}, b'{ "bytes": "' + base64.b64encode(inner) + b'"}'
+    )
+    assert event_of(Decoder().feed(spaced)[0]).data == inner.decode()  # however the JSON is spaced
     payload = b'{"bytes":"' + base64.b64encode(inner) + b'","p":"abcdef"}'
     (message,) = Decoder().feed(encode({":message-type": "event", ":event-type": "chunk"}, payload))
     event = event_of(message)
@@ -157,7 +161,7 @@ def test_payload_parts_present_their_decoded_bytes_and_rewrap() -> None:
     edited = event.with_data(event.data.replace("Hi", "Bye"))
     ((_, new_payload),) = botocore_messages(edited)
     assert new_payload.startswith(b'{"bytes":"') and new_payload.endswith(b'"p":"abcdef"}')
-    assert b"Bye" in base64.b64decode(__import__("json").loads(new_payload)["bytes"])
+    assert b"Bye" in base64.b64decode(json.loads(new_payload)["bytes"])
 
 
 def test_exceptions_and_errors_are_named_by_their_type() -> None:
