@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 CURRENCY = "USD"  # every price in genai-prices is in US dollars
 # Wire format -> the table's provider id, for upstreams whose URL the table does not recognise.
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
+_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google", "bedrock": "aws"}
 _CACHE_MAX = 4096
 _UNSEEN = object()
 

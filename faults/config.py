@@ -59,7 +59,7 @@ class MatchConfig(Model):
     method: str | None = Field(None, description="HTTP method, exact (case-insensitive).")
     provider: str | None = Field(
         None,
-        description="A wire format: openai, anthropic, gemini, ollama, mcp, http (everything else), or a plugin's.",
+        description="A wire format: openai, anthropic, gemini, ollama, bedrock, mcp, http (everything else), or a plugin's.",
         json_schema_extra={"examples": list(wire.BUILTIN.providers)},
     )
     operation: str | None = Field(None, description="Operation, exact: chat, responses, embeddings, tools/call, ...")
@@ -166,7 +166,20 @@ class RuleConfig(Model):
             valid = ", ".join(sorted(fault_types(info))) or "(none registered)"
             raise ValueError(f"rule {self.name!r} needs a fault (valid types: {valid}) unless schedule.quota is set")
         self._check_response_stage(info)
+        self._check_signed(info)
         return self
+
+    def _check_signed(self, info: ValidationInfo) -> None:
+        # A provider whose requests are signed over their body (Bedrock: AWS SigV4) would reject an edited
+        # request as a forgery: the fault would test brownout, not the agent.
+        signed = context_value(info, "signed_providers", wire.BUILTIN.signed_providers)
+        cls = fault_types(info).get(self.fault_type)
+        if self.match.provider in signed and cls is not None and cls.edit_request is not Fault.edit_request:
+            raise ValueError(
+                f"rule {self.name!r}: {self.fault_type} rewrites the request, and {self.match.provider} requests are "
+                "signed (AWS SigV4): the provider would reject the altered request as a bad signature, so brownout "
+                "never alters a signed request"
+            )
 
     def _check_response_stage(self, info: ValidationInfo) -> None:
         # On an LLM provider a `tool` match is decided from the response (the tool the model

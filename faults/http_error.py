@@ -20,7 +20,12 @@ class HttpErrorParams(FaultParams):
     """Parameters of the http_error fault."""
 
     type: Literal["http_error"]
-    status: int = Field(500, ge=400, le=599, description="HTTP status (ignored mid-stream: the stream is a 200).")
+    status: int = Field(
+        500,
+        ge=400,
+        le=599,
+        description="HTTP status; mid-stream the stream stays a 200, and only Bedrock picks its exception by it.",
+    )
     error_type: str | None = Field(None, description="Overrides the provider error type, e.g. insufficient_quota.")
     retry_after_s: float | None = Field(None, ge=0, description="Sent as retry-after (and the provider's variants).")
     message: str | None = Field(None, description="Error message; absent: the provider's usual text.")
@@ -69,5 +74,9 @@ class HttpErrorFault(Fault):
         if not self._mid_stream(ctx):
             return None
         p = self.params
-        event = ctx.wire.stream_error_event(error_type=p.error_type, message=p.message, exchange=ctx.exchange)  # type: ignore[attr-defined]
+        by_status = getattr(ctx.wire, "status_error_event", None)  # ProviderFormat's; a bare WireFormat has none
+        if by_status is not None:
+            event = by_status(p.status, error_type=p.error_type, message=p.message, exchange=ctx.exchange)
+        else:
+            event = ctx.wire.stream_error_event(error_type=p.error_type, message=p.message, exchange=ctx.exchange)  # type: ignore[attr-defined]
         return _ErrorEventEditor(ctx.wire, p.after_events, event)

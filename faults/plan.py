@@ -148,7 +148,12 @@ class Plan:
                 self.skip(f, reason)
 
     def edit_request(self, body: bytes, headers: dict[str, str]) -> bytes:
-        """Apply request edits in rule order to the decoded body; the exchange is re-read from the result."""
+        """Apply request edits in rule order to the decoded body; the exchange is re-read from the result.
+
+        A signed request (its wire format's `signs_requests`) is never edited: its faults are skipped."""
+        if self.wire is not None and self.wire.signs_requests:
+            self.skip_request_faults(f"{self.wire.provider} requests are signed (AWS SigV4): never altered")
+            return body
         edited = body
         for f in self.fired:
             out = self.guard.call(

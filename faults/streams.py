@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brownout.core.wire.base import StreamEvent, WireFormat
+from brownout.core.wire.eventstream import EventStreamEvent
 from brownout.core.wire.framing import framer_for
 from brownout.faults.base import StreamEditor
 
@@ -33,7 +34,10 @@ def is_sse(event: StreamEvent) -> bool:
 
 
 def with_data(event: StreamEvent, data: str) -> bytes:
-    """The event's wire bytes with its data replaced; other fields and line endings kept."""
+    """The event's wire bytes with its data replaced; other fields and line endings kept (a binary
+    event-stream message is re-encoded with its headers kept and its CRCs recomputed)."""
+    if isinstance(event, EventStreamEvent):
+        return event.with_data(data)
     if not is_sse(event):
         body = event.raw.rstrip(b"\r\n")
         return data.encode() + event.raw[len(body) :]

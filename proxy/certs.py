@@ -126,6 +126,7 @@ def proxy_env(
         "SSL_CERT_FILE": bundle,  # OpenSSL, httpx, openai/anthropic SDKs
         "REQUESTS_CA_BUNDLE": bundle,  # requests
         "CURL_CA_BUNDLE": bundle,  # curl
+        "AWS_CA_BUNDLE": bundle,  # boto3 / botocore (Bedrock agents), the AWS CLI
         "NODE_EXTRA_CA_CERTS": ca,  # Node adds these to its built-in roots
         "NODE_USE_ENV_PROXY": "1",  # Node >= 24 ignores HTTP(S)_PROXY without it
     }

@@ -12,7 +12,7 @@ from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.base import RequestInfo
 from brownout.proxy.sessions import resolve_session
 
-__all__ = ["new_exchange", "request_info", "response_headers"]
+__all__ = ["new_exchange", "request_info", "response_headers", "retry_count"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,6 @@ def new_exchange(
     req = flow.request
     headers = _lower_headers(req.headers)
     client_ip = flow.client_conn.peername[0] if flow.client_conn.peername else "unknown"
-    retry = headers.get("x-stainless-retry-count")
     ex = Exchange(
         id=flow.id,
         session=resolve_session(headers, proxy_user, client_ip),
@@ -52,12 +51,25 @@ def new_exchange(
         request_headers=secret.without(headers),
         traceparent=headers.get("traceparent"),
         tracestate=headers.get("tracestate"),
-        retry_count=int(retry) if retry and retry.isdigit() else None,
+        retry_count=retry_count(headers),
         request_bytes=len(body),
         capture_max_bytes=capture_max_bytes,
     )
     ex.timings.start = req.timestamp_start
     return ex, body, headers
+
+
+def retry_count(headers: dict[str, str]) -> int | None:
+    """Which retry this request is: the openai and anthropic SDKs' `x-stainless-retry-count`, or the AWS
+    SDKs' `amz-sdk-request: attempt=N; max=M` (attempt 1 is the first try)."""
+    retry = headers.get("x-stainless-retry-count")
+    if retry is not None:
+        return int(retry) if retry.isdigit() else None
+    for part in headers.get("amz-sdk-request", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "attempt" and value.isdigit() and int(value) > 0:
+            return int(value) - 1
+    return None
 
 
 def response_headers(flow: http.HTTPFlow, secret: SecretHeaders) -> dict[str, str]:

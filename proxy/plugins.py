@@ -77,6 +77,7 @@ class Catalogue:
             "invariant_types": self.invariants,
             "providers": self.wire.providers,
             "llm_providers": self.wire.llm_providers,
+            "signed_providers": self.wire.signed_providers,
         }
 
     def with_plugin(self, spec: str, plugin: Any) -> Catalogue:

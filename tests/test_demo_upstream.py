@@ -276,3 +276,27 @@ def test_help_shows_the_module_path_a_pip_user_types(module: str) -> None:
     assert out.startswith(f"usage: python -m {module} ")
     # the docstring's "Run: python -m ..." names the same importable path (help wraps it, so unwrap first)
     assert re.findall(r"python -m ([\w.]+)", " ".join(out.split())) == [module, module]
+
+
+def test_bedrock_routes_for_boto3_and_a_tool_round_trip(up: MockUpstream) -> None:
+    from botocore.exceptions import ClientError
+
+    from tests.proxy.bedrock_support import TOOLS, client, invoke_stream
+
+    c = client(up.url)
+    ask = [{"role": "user", "content": [{"text": "What's the weather in Paris?"}]}]
+    first = c.converse(modelId="anthropic.claude-3-haiku-20240307-v1:0", messages=ask, toolConfig=TOOLS)
+    use = first["output"]["message"]["content"][1]["toolUse"]
+    assert first["stopReason"] == "tool_use" and use["input"] == {"city": "Paris"}
+    result = {"toolResult": {"toolUseId": use["toolUseId"], "content": [{"json": {"city": "Paris", "temp_c": 18,
+                                                                                  "conditions": "cloudy"}}]}}  # fmt: skip
+    history = [*ask, first["output"]["message"], {"role": "user", "content": [result]}]
+    events = list(c.converse_stream(modelId="m", messages=history, toolConfig=TOOLS)["stream"])
+    text = "".join(e["contentBlockDelta"]["delta"]["text"] for e in events if "contentBlockDelta" in e)
+    assert text == "It is 18°C and cloudy in Paris." and events[-2] == {"messageStop": {"stopReason": "end_turn"}}
+    assert invoke_stream(c)[-1]["amazon-bedrock-invocationMetrics"]["outputTokenCount"] > 0
+    c.meta.events.register("before-send.bedrock-runtime.*", lambda request, **_: request.headers.__setitem__(
+        "x-mock-status", "429"))  # fmt: skip
+    with pytest.raises(ClientError) as err:
+        c.converse(modelId="m", messages=ask)
+    assert err.value.response["Error"]["Code"] == "ThrottlingException"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from brownout.core.secret_paths import redact_target
 from brownout.core.wire.anthropic import AnthropicFormat
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
+from brownout.core.wire.bedrock import BedrockFormat
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.gemini import GeminiFormat
 from brownout.core.wire.generic import GenericFormat
@@ -57,13 +58,14 @@ _BUILTIN_FORMATS: tuple[WireFormat, ...] = (
     AnthropicFormat(),
     GeminiFormat(),
     OllamaFormat(),
+    BedrockFormat(),
 )
 
 
 class WireFormats:
     """The wire formats of one config, in detection order: built-ins, then `extra`, then generic."""
 
-    __slots__ = ("_by_provider", "formats", "llm_providers", "providers")
+    __slots__ = ("_by_provider", "formats", "llm_providers", "providers", "signed_providers")
 
     def __init__(self, extra: Iterable[WireFormat] = ()) -> None:
         extra = tuple(extra)
@@ -79,6 +81,7 @@ class WireFormats:
         self._by_provider = index
         self.providers: tuple[str, ...] = tuple(index)  # what `match.provider` may name
         self.llm_providers: frozenset[str] = frozenset(f.provider for f in self.formats if f.calls_tools)
+        self.signed_providers: frozenset[str] = frozenset(f.provider for f in self.formats if f.signs_requests)
 
     def with_extra(self, extra: Iterable[WireFormat]) -> WireFormats:
         """These formats plus `extra` (ValueError when a provider name would be ambiguous)."""

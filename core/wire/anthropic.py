@@ -108,6 +108,14 @@ class AnthropicFormat(ProviderFormat):
                         )
                     )
 
+    def read_request(self, exchange: Exchange, data: Any) -> None:
+        """Fill the exchange from a decoded Messages request (Bedrock's InvokeModel carries one)."""
+        self._request(exchange, data)
+
+    def read_response(self, exchange: Exchange, data: Any) -> None:
+        """Fill the exchange from a decoded Messages response (Bedrock's InvokeModel carries one)."""
+        self._response(exchange, data)
+
     def request_history(self, exchange: Exchange, doc: Any) -> RequestHistory | None:
         return AnthropicHistory(doc) if isinstance(doc, dict) else None
 
@@ -178,7 +186,11 @@ class AnthropicFormat(ProviderFormat):
 
 
 class AnthropicStreamParser(BaseStreamParser):
-    """message_start ... message_stop, with input_json_delta fragments joined per block index."""
+    """message_start ... message_stop, with input_json_delta fragments joined per block index.
+
+    `read` and `materialise` take one event and end the stream without the event counting and the
+    capture that `feed` and `finish` do: for a format that carries Anthropic's events inside its own
+    (Bedrock's InvokeModelWithResponseStream) and counts those itself."""
 
     def __init__(self, exchange: Exchange) -> None:
         super().__init__(exchange)
@@ -240,6 +252,12 @@ class AnthropicStreamParser(BaseStreamParser):
             self.exchange.stream_complete = True
         elif kind == "error":
             _set_error(self.exchange, ev.get("error"))
+
+    def read(self, event: StreamEvent) -> None:
+        self._feed(event)
+
+    def materialise(self) -> None:
+        self._finish()
 
     def _finish(self) -> None:
         for call, parts in self._blocks.values():

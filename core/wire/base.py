@@ -73,6 +73,9 @@ class WireFormat(ABC):
     provider: ClassVar[str]  # brownout's id: what `match.provider` names and exchanges record
     gen_ai_provider: ClassVar[str | None] = None  # gen_ai.provider.name on spans; None: not a GenAI provider
     calls_tools: ClassVar[bool] = False  # responses carry model tool calls (a `tool` match waits for them)
+    # Requests are signed over their body (AWS SigV4): a fault that rewrote one would break the signature,
+    # so brownout never does (rules that would are refused at load, and skipped if they fire anyway).
+    signs_requests: ClassVar[bool] = False
     # Body fields that decide the answer, for record/replay matching; None: all but the volatile ones.
     replay_fields: ClassVar[frozenset[str] | None] = None
 

@@ -195,6 +195,17 @@ class ProviderFormat(WireFormat):
             return b"data: " + dumps(err).encode() + b"\n\n"
         return dumps(err).encode() + b"\n"
 
+    def status_error_event(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        exchange: Exchange | None = None,
+    ) -> bytes:
+        """The provider's mid-stream error for the failure that outside a stream would have `status`. Most
+        providers have one error event whatever the failure (the stream is a 200): the one above."""
+        return self.stream_error_event(error_type=error_type, message=message, exchange=exchange)
+
     def empty_response(self, exchange: Exchange) -> tuple[dict[str, str], bytes]:
         """An empty but valid completion: streamed when the exchange is a stream."""
         return {}, b""

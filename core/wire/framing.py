@@ -1,4 +1,4 @@
-"""Incremental framing of streamed bodies into SSE events or NDJSON lines.
+"""Incremental framing of streamed bodies into SSE events, NDJSON lines or AWS event-stream messages.
 
 Framers only split bytes; they never change them: the concatenation of every event's
 `raw` plus `pending()` is exactly what was fed.
@@ -15,8 +15,12 @@ import re
 from abc import ABC, abstractmethod
 
 from brownout.core.wire.base import StreamEvent
+from brownout.core.wire.eventstream import PRELUDE_LENGTH, EventStreamEvent, FrameError, event_of, frame_length
+from brownout.core.wire.eventstream import Decoder as _MessageDecoder
 
-__all__ = ["DEFAULT_MAX_PENDING", "Framer", "NDJSONFramer", "SSEFramer", "framer_for"]
+__all__ = ["DEFAULT_MAX_PENDING", "EventStreamFramer", "Framer", "NDJSONFramer", "SSEFramer", "framer_for"]
+
+EVENTSTREAM = "application/vnd.amazon.eventstream"
 
 DEFAULT_MAX_PENDING = 4 << 20  # bytes of one unfinished event; real events are far smaller
 
@@ -127,6 +131,63 @@ class NDJSONFramer(Framer):
         return StreamEvent(raw=raw, data=raw.decode("utf-8", "replace").strip())
 
 
+class EventStreamFramer(Framer):
+    """AWS event streams: binary messages whose prelude gives their length (see core.wire.eventstream).
+
+    Bytes that are no valid message (a bad CRC, an impossible length) cannot be framed past: they and
+    everything after them pass on as raw events without data, each marked with the `problem`.
+    """
+
+    def __init__(self, max_pending: int | None = DEFAULT_MAX_PENDING) -> None:
+        super().__init__(max_pending)
+        self._broken: str | None = None
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        buf = self._buf
+        buf += chunk
+        if self._broken is not None:
+            return [self._raw_event(self.take_pending())] if buf else []
+        out: list[StreamEvent] = []
+        start = 0
+        while len(buf) - start >= PRELUDE_LENGTH:
+            try:
+                end = start + frame_length(bytes(buf[start : start + PRELUDE_LENGTH]))
+                if len(buf) < end:
+                    break
+                out.append(self._event(bytes(buf[start:end])))
+            except FrameError as e:
+                self._broken = str(e)
+                del buf[:start]
+                out.append(self._raw_event(self.take_pending()))
+                return out
+            start = end
+        if start:
+            del buf[:start]
+        if self.max_pending is not None and len(buf) > self.max_pending:
+            self.overflowed = True
+        return out
+
+    def flush(self) -> list[StreamEvent]:
+        rest = self.take_pending()
+        if not rest:
+            return []
+        # An unfinished message: the bytes go on (a client that reads them drops them, as botocore does).
+        return [EventStreamEvent(raw=rest, data="", problem=self._broken or "message cut short")]
+
+    def _raw_event(self, raw: bytes) -> EventStreamEvent:
+        return EventStreamEvent(raw=raw, data="", problem=self._broken)
+
+    def _boundary(self, buf: bytearray, pos: int) -> int:  # pragma: no cover - feed() does the framing
+        raise NotImplementedError
+
+    def _event(self, raw: bytes) -> StreamEvent:
+        try:
+            (message,) = _MessageDecoder().feed(raw)
+        except FrameError as e:  # a message CRC or header problem: this message alone is bad
+            return EventStreamEvent(raw=raw, data="", problem=str(e))
+        return event_of(message)
+
+
 def framer_for(content_type: str, max_pending: int | None = DEFAULT_MAX_PENDING) -> Framer | None:
     """The framer for a streaming content type, or None for bodies that are not event streams."""
     ct = content_type.split(";", 1)[0].strip().lower()
@@ -134,4 +195,6 @@ def framer_for(content_type: str, max_pending: int | None = DEFAULT_MAX_PENDING)
         return SSEFramer(max_pending)
     if ct in ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/json-seq"):
         return NDJSONFramer(max_pending)
+    if ct == EVENTSTREAM:
+        return EventStreamFramer(max_pending)
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from brownout.proxy.demo.httpserver import Responder
 from brownout.proxy.demo.mockdata import (
@@ -19,7 +19,7 @@ from brownout.proxy.demo.mockdata import (
 )
 from brownout.proxy.demo.sse import send_stream, sse_event
 
-__all__ = ["anthropic_error", "messages"]
+__all__ = ["Answer", "answer", "anthropic_error", "messages"]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -60,8 +60,16 @@ def _last_tool_result(messages: list[Any]) -> str | None:
     return None
 
 
-async def messages(body: bytes, resp: Responder, knobs: Knobs) -> None:
-    req = json.loads(body or b"{}")
+class Answer(NamedTuple):
+    """What the mock answers one Messages request with, whole or as a stream of events."""
+
+    message: dict[str, Any]  # the whole message
+    events: list[dict[str, Any]]  # the same message as stream events, message_start to message_stop
+    headers: dict[str, str]
+
+
+def answer(req: dict[str, Any], knobs: Knobs, prompt_bytes: int) -> Answer:
+    """The answer to a decoded Messages request (Bedrock's InvokeModel carries the same body)."""
     model = req.get("model", "claude-sonnet-4-5")
     result = _last_tool_result(req.get("messages") or [])
     tools = req.get("tools") or []
@@ -72,11 +80,10 @@ async def messages(body: bytes, resp: Responder, knobs: Knobs) -> None:
         "anthropic-ratelimit-requests-limit": "4000",
         "anthropic-ratelimit-requests-remaining": "3999",
     }
-    in_tokens = max(1, len(body) // 4)
+    in_tokens = max(1, prompt_bytes // 4)
     if tool:
         args = mock_arguments(tool.get("input_schema"))
-        args_text = json.dumps(args)
-        pieces = split_text(args_text, knobs.chunks or 4)
+        pieces = split_text(json.dumps(args), knobs.chunks or 4)
         preface = "I'll look that up."
     else:
         pieces = answer_pieces(tool_answer(result) if result is not None else None, knobs)
@@ -87,95 +94,56 @@ async def messages(body: bytes, resp: Responder, knobs: Knobs) -> None:
         "cache_read_input_tokens": 0,
     }
     stop = "tool_use" if tool else "end_turn"
+    if tool:
+        content: list[dict[str, Any]] = [
+            {"type": "text", "text": preface},
+            {"type": "tool_use", "id": tool_id, "name": tool.get("name"), "input": args},
+        ]
+    else:
+        content = [{"type": "text", "text": "".join(pieces)}]
+    message = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+    def block(index: int, kind: str, delta: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": {"type": kind, **delta}}
+
+    events: list[dict[str, Any]] = [
+        {"type": "message_start",
+         "message": {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "ping"},
+    ]  # fmt: skip
+    index = 0
+    if tool:
+        events += [block(0, "text_delta", {"text": preface}), {"type": "content_block_stop", "index": 0}]
+        index = 1
+        start: dict[str, Any] = {"type": "tool_use", "id": tool_id, "name": tool.get("name"), "input": {}}
+        events.append({"type": "content_block_start", "index": 1, "content_block": start})
+        events += [block(1, "input_json_delta", {"partial_json": p}) for p in pieces]
+    else:
+        events += [block(0, "text_delta", {"text": p}) for p in pieces]
+    events += [
+        {"type": "content_block_stop", "index": index},
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+         "usage": {"output_tokens": len(pieces)}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+    return Answer(message, events, headers)
+
+
+async def messages(body: bytes, resp: Responder, knobs: Knobs) -> None:
+    req = json.loads(body or b"{}")
+    out = answer(req, knobs, len(body))
     if not req.get("stream"):
-        if tool:
-            content: list[dict[str, Any]] = [
-                {"type": "text", "text": preface},
-                {"type": "tool_use", "id": tool_id, "name": tool.get("name"), "input": args},
-            ]
-        else:
-            content = [{"type": "text", "text": "".join(pieces)}]
-        out = {
-            "id": msg_id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": content,
-            "stop_reason": stop,
-            "stop_sequence": None,
-            "usage": usage,
-        }
-        resp.send(200, pad_json(out, knobs.body_bytes), headers=headers)
+        resp.send(200, pad_json(out.message, knobs.body_bytes), headers=out.headers)
         return
-
-    def frames() -> Iterator[bytes]:
-        start_usage = {**usage, "output_tokens": 1}
-        yield sse_event(
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": msg_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": start_usage,
-                },
-            },
-        )
-        index = 0
-        if tool:
-            yield sse_event(
-                "content_block_start",
-                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            )
-            yield sse_event("ping", {"type": "ping"})
-            yield sse_event(
-                "content_block_delta",
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": preface}},
-            )
-            yield sse_event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            index = 1
-            yield sse_event(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 1,
-                    "content_block": {"type": "tool_use", "id": tool_id, "name": tool.get("name"), "input": {}},
-                },
-            )
-            for p in pieces:
-                yield sse_event(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 1,
-                        "delta": {"type": "input_json_delta", "partial_json": p},
-                    },
-                )
-        else:
-            yield sse_event(
-                "content_block_start",
-                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            )
-            yield sse_event("ping", {"type": "ping"})
-            for p in pieces:
-                yield sse_event(
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
-                )
-        yield sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
-        yield sse_event(
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": len(pieces)},
-            },
-        )
-        yield sse_event("message_stop", {"type": "message_stop"})
-
-    await send_stream(resp, frames(), knobs, headers=headers)
+    frames: Iterator[bytes] = (sse_event(ev["type"], ev) for ev in out.events)
+    await send_stream(resp, frames, knobs, headers=out.headers)

@@ -1,4 +1,4 @@
-"""A fast in-process mock of LLM providers (OpenAI, Anthropic, Gemini, Ollama), MCP and a JSON tool API.
+"""A fast in-process mock of LLM providers (OpenAI, Anthropic, Gemini, Ollama, Bedrock), MCP and a JSON tool API.
 
 Run standalone: `python -m brownout.proxy.demo.upstream [--port N] [--tls] [--no-record]`; it prints
 `LISTENING <port>` (and `CA <path>` with --tls) once bound.
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from brownout.proxy.demo import anthropic_mock, gemini_ollama_mock, openai_mock, tools_mock
+from brownout.proxy.demo import anthropic_mock, bedrock_mock, gemini_ollama_mock, openai_mock, tools_mock
 from brownout.proxy.demo.httpserver import HttpServer, Request, Responder
 from brownout.proxy.demo.mockdata import Knobs, dumps
 from brownout.proxy.demo.tlsgen import make_tls_files, server_ssl_context
@@ -112,6 +112,10 @@ class MockUpstream:
             self._remember(req)
         knobs = Knobs.from_request(req)
         if knobs.status and knobs.status >= 400:
+            if bedrock_mock.PATH.match(path):
+                headers, body = bedrock_mock.bedrock_error(knobs.status)
+                resp.send(knobs.status, body, headers=headers)
+                return
             resp.send(knobs.status, _error_body(path, knobs.status), headers=_error_headers(knobs.status))
             return
         method = req.method
@@ -128,6 +132,8 @@ class MockUpstream:
                 and (path.endswith((":generateContent", ":streamGenerateContent")))
             ):
                 await gemini_ollama_mock.gemini(path, req.query, req.body, resp, knobs)
+            elif method == "POST" and bedrock_mock.PATH.match(path):
+                await bedrock_mock.bedrock(path, req.body, resp, knobs)
             elif method == "POST" and path == "/api/chat":
                 await gemini_ollama_mock.ollama_chat(req.body, resp, knobs)
             elif method == "POST" and path == "/mcp":

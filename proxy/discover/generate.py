@@ -129,6 +129,11 @@ def _llm_phases(inv: Inventory, p: float) -> list[dict[str, Any]]:
         label, match = _slug(provider, model), _match(provider, model)
         limited = {"type": "http_error", "status": 429, "retry_after_s": 1}
         families["rate-limit"].add(f"rate-limit-{label}", match, limited, p)
+        if provider == "bedrock" and stats.streamed:
+            # Bedrock also throttles inside a 200: an exception message that botocore raises while the
+            # agent iterates the stream, outside its retries.
+            thrown = {"type": "http_error", "status": 429, "mid_stream": True, "after_events": 1}
+            families["rate-limit"].add(f"stream-throttled-{label}", {**match, "stream": True}, thrown, p)
         overloaded = {"type": "http_error", "status": 529 if provider == "anthropic" else 503}  # each one's own
         families["server-error"].add(f"server-error-{label}", match, overloaded, p)
         if stats.streamed:

@@ -30,6 +30,7 @@ def clean_env(**extra: str) -> dict[str, str]:
         "ssl_cert_file",
         "requests_ca_bundle",
         "curl_ca_bundle",
+        "aws_ca_bundle",
         "node_extra_ca_certs",
         "brownout_confdir",
     }

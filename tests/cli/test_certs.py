@@ -67,7 +67,7 @@ def test_proxy_env(tmp_path: Path) -> None:
     url = "http://run%2017@127.0.0.1:8080"
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         assert env[name] == url
-    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "AWS_CA_BUNDLE"):
         assert env[name] == str(bundle)
     assert env["NODE_EXTRA_CA_CERTS"] == str(tmp_path / CA_CERT_NAME)
     assert env["NODE_USE_ENV_PROXY"] == "1"

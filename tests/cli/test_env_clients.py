@@ -40,6 +40,21 @@ print(json.dumps({"text": done.content[0].text, "streamed": streamed}))
 """
 
 
+BEDROCK_CLIENT = """
+import json, os, sys
+import boto3
+assert "HTTPS_PROXY" in os.environ and "AWS_CA_BUNDLE" in os.environ
+client = boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=sys.argv[1],
+                      aws_access_key_id="AKIDEXAMPLEBROWNOUT",
+                      aws_secret_access_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+model, messages = "anthropic.claude-3-haiku-20240307-v1:0", [{"role": "user", "content": [{"text": "Say hello"}]}]
+done = client.converse(modelId=model, messages=messages)
+streamed = [e for e in client.converse_stream(modelId=model, messages=messages)["stream"]]
+print(json.dumps({"text": done["output"]["message"]["content"][0]["text"], "events": len(streamed),
+                  "stop": streamed[-2]["messageStop"]["stopReason"]}))
+"""
+
+
 def _run_with_brownout_env(proxy: Any, script: str, target: str, tmp_path: Path) -> dict[str, Any]:
     client = tmp_path / "client.py"
     client.write_text(textwrap.dedent(script))
@@ -69,6 +84,22 @@ def test_anthropic_sdk_over_https_via_env(
     result = _run_with_brownout_env(proxy, ANTHROPIC_CLIENT, upstream_tls.url, tmp_path)
     assert result["text"] and result["streamed"]
     assert [r.path for r in upstream_tls.requests_seen] == ["/v1/messages"] * 2
+
+
+def test_boto3_bedrock_over_https_via_env_with_its_signatures_intact(
+    upstream_tls: Any, brownout_proxy: Callable[..., Any], tmp_path: Path
+) -> None:
+    from tests.proxy.bedrock_support import signature_holds
+    from tests.proxy.test_passthrough import wait_for
+
+    exchanges: list[Any] = []
+    proxy = brownout_proxy(upstream=upstream_tls, on_exchange=exchanges.append)
+    result = _run_with_brownout_env(proxy, BEDROCK_CLIENT, upstream_tls.url, tmp_path)
+    assert result["text"] and result["events"] > 4 and result["stop"] == "end_turn"
+    wait_for(exchanges, 2)
+    assert [e.provider for e in exchanges] == ["bedrock", "bedrock"] and exchanges[1].stream_complete is True
+    for seen in upstream_tls.requests_seen:  # signed for the upstream's host, and not one byte changed
+        assert signature_holds(seen.method, upstream_tls.url + seen.path, seen.headers, seen.body)
 
 
 def test_without_brownout_env_the_upstream_ca_is_not_trusted(upstream_tls: Any, tmp_path: Path) -> None:

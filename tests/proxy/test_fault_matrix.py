@@ -15,9 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from brownout.core.wire.framing import EventStreamFramer
 from tests.proxy.test_passthrough import collect, wait_for
 
-TERMINAL = {"openai": "[DONE]", "anthropic": "message_stop", "ollama": '"done":true', "gemini": '"finishReason"'}
+TERMINAL = {"openai": "[DONE]", "anthropic": "message_stop", "ollama": '"done":true', "gemini": '"finishReason"',
+            "bedrock": "messageStop"}  # fmt: skip
 FAULTS = {
     "latency": "{type: latency, delay_ms: 400}",
     "stall": "{type: stall, after_events: 1, pause_ms: 400}",
@@ -53,6 +55,10 @@ def _request(provider: str, stream: bool) -> tuple[str, str, dict[str, Any] | No
         )
     if provider == "ollama":
         return "POST", "/api/chat", {"model": "llama3.2", "messages": msgs, "stream": stream}
+    if provider == "bedrock":  # Converse; the model is in the path
+        api = "converse-stream" if stream else "converse"
+        return "POST", f"/model/anthropic.claude-3-haiku-20240307-v1%3A0/{api}", {
+            "messages": [{"role": "user", "content": [{"text": "hello there"}]}]}  # fmt: skip
     return (
         "POST",
         "/mcp",
@@ -67,7 +73,7 @@ def _request(provider: str, stream: bool) -> tuple[str, str, dict[str, Any] | No
 
 CASES = [
     (provider, fault, stream)
-    for provider in ("openai", "anthropic", "gemini", "ollama", "mcp")
+    for provider in ("openai", "anthropic", "gemini", "ollama", "bedrock", "mcp")
     for fault in FAULTS
     for stream in ((False, True) if provider != "mcp" else (False,))
     if not (fault in STREAM_ONLY and not stream)
@@ -113,7 +119,8 @@ def test_fault_acts_on_provider(matrix: Any, provider: str, fault: str, stream: 
     took = time.perf_counter() - t0
     wait_for(seen, before + 1)
     ex = seen[-1]
-    assert [f.fault for f in ex.faults] == [fault], ex.faults
+    fired = [f.fault for f in (ex.faults_skipped if (provider, fault) == ("bedrock", "mutate") else ex.faults)]
+    assert fired == [fault], (ex.faults, ex.faults_skipped)
 
     if fault == "latency":
         assert took >= 0.39 and status == 200
@@ -124,7 +131,10 @@ def test_fault_acts_on_provider(matrix: Any, provider: str, fault: str, stream: 
     elif fault == "truncate":
         assert status == 200 and TERMINAL[provider] not in text.replace(" ", "")
     elif fault == "malformed_json":
-        if stream:
+        if stream and provider == "bedrock":  # binary messages, each with valid CRCs and a payload that is no JSON
+            frames = [ev.data for ev in EventStreamFramer().feed(r.content)]
+            assert any(_unparseable(f) for f in frames if f)
+        elif stream:
             frames = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")] or text.splitlines()
             assert any(_unparseable(f) for f in frames if f and f != "[DONE]")
         else:
@@ -143,6 +153,10 @@ def test_fault_acts_on_provider(matrix: Any, provider: str, fault: str, stream: 
         assert ex.output_text == "" and not ex.tool_calls
     elif fault == "inject":
         assert status == 200 and "INJECTED-MARKER" in text
+    elif fault == "mutate" and provider == "bedrock":  # signed (SigV4): fired, skipped, the request untouched
+        sent = up.requests_seen[-1]
+        assert status == 200 and json.loads(sent.body) == body and not ex.faults
+        assert [f.fault for f in ex.faults_skipped] == ["mutate"]
     elif fault == "mutate":
         sent = up.requests_seen[-1]
         assert status == 200 and sent.path == path and json.loads(sent.body) != body

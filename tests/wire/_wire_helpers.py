@@ -12,7 +12,7 @@ from brownout.core.wire import detect
 from brownout.core.wire.base import RequestInfo
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.edits import ArgumentsEdit
-from brownout.core.wire.framing import NDJSONFramer, SSEFramer
+from brownout.core.wire.framing import Framer, NDJSONFramer, SSEFramer
 
 __all__ = ["Tagging", "request", "sse", "stream_through", "tagged"]
 
@@ -46,9 +46,11 @@ def sse(*events: Any, event_names: list[str | None] | None = None, sep: str = "\
     return "".join(out).encode()
 
 
-def stream_through(fmt: ProviderFormat, ex: Exchange, body: bytes, *, ndjson: bool = False, seed: int = 7) -> Exchange:
-    """Feed `body` in random-sized chunks through a framer and the format's stream parser."""
-    framer = NDJSONFramer() if ndjson else SSEFramer()
+def stream_through(
+    fmt: ProviderFormat, ex: Exchange, body: bytes, *, ndjson: bool = False, seed: int = 7, framer: Framer | None = None
+) -> Exchange:
+    """Feed `body` in random-sized chunks through a framer (SSE unless told) and the format's stream parser."""
+    framer = framer or (NDJSONFramer() if ndjson else SSEFramer())
     parser = fmt.stream_parser(ex)
     rng = random.Random(seed)
     i = 0

@@ -20,7 +20,7 @@ def info(path: str, body: bytes = b"{}", method: str = "POST", query: str = "") 
 
 
 def test_order_and_names() -> None:
-    assert [f.provider for f in FORMATS] == ["mcp", "openai", "anthropic", "gemini", "ollama", "http"]
+    assert [f.provider for f in FORMATS] == ["mcp", "openai", "anthropic", "gemini", "ollama", "bedrock", "http"]
     assert FORMATS[-1] is GENERIC
     for fmt in FORMATS:
         assert by_provider(fmt.provider) is fmt
@@ -46,7 +46,7 @@ def test_a_plugin_format_is_tried_before_the_fallback_and_only_where_added() -> 
     req = RequestInfo(method="POST", host="acme", path="/x", query="", headers={}, body=b"{}")
     assert formats.detect(req)[0].provider == "acme"
     assert detect(req)[0].provider == "http" and "acme" not in BUILTIN.providers  # the built-in set is untouched
-    assert formats.llm_providers == BUILTIN.llm_providers == {"openai", "anthropic", "gemini", "ollama"}
+    assert formats.llm_providers == BUILTIN.llm_providers == {"openai", "anthropic", "gemini", "ollama", "bedrock"}
 
 
 @pytest.mark.parametrize(

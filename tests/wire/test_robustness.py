@@ -14,7 +14,7 @@ from brownout.core.guard import Guard
 from brownout.core.wire import BUILTIN
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.common import ProviderFormat
-from brownout.core.wire.framing import NDJSONFramer, SSEFramer
+from brownout.core.wire.framing import EventStreamFramer, NDJSONFramer, SSEFramer
 from brownout.core.wire.openai import OpenAIFormat
 from brownout.proxy import bodies
 
@@ -32,6 +32,8 @@ KEYS = [
     "finishReason", "usageMetadata", "promptTokenCount", "candidatesTokenCount", "done", "done_reason",
     "prompt_eval_count", "eval_count", "tool_name", "jsonrpc", "method", "params", "result", "isError",
     "inputSchema", "resource", "responseId", "modelVersion", "cache_read_input_tokens", "thought",
+    "toolConfig", "toolSpec", "toolUse", "toolUseId", "toolResult", "contentBlockIndex", "start", "stopReason",
+    "inputTokens", "outputTokens", "cacheReadInputTokens", "bytes", "amazon-bedrock-invocationMetrics",
 ]  # fmt: skip
 TYPES = ["text_delta", "input_json_delta", "tool_use", "tool_result", "function_call", "function_call_output",
          "message", "output_text", "response.completed", "response.output_item.added", "message_start",
@@ -54,9 +56,10 @@ json_values = st.recursive(
 PATHS = {
     "mcp": "/mcp", "openai": "/v1/chat/completions", "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/g:streamGenerateContent?alt=sse", "ollama": "/api/chat", "http": "/tools/t",
+    "bedrock": "/model/m/converse-stream",
 }  # fmt: skip
 OPERATIONS = {"mcp": "tools/call", "openai": "chat", "anthropic": "chat", "gemini": "generate_content",
-              "ollama": "chat", "http": "execute_tool"}  # fmt: skip
+              "ollama": "chat", "http": "execute_tool", "bedrock": "chat"}  # fmt: skip
 
 
 def exchange(fmt: ProviderFormat, operation: str | None = None) -> Exchange:
@@ -79,7 +82,7 @@ def exercise(fmt: ProviderFormat, body: bytes, operation: str | None = None) -> 
     fmt.parse_response(ex, body)
     assert_no_bug(ex)
     parser = fmt.stream_parser(exchange(fmt, operation))
-    for framer in (SSEFramer(), NDJSONFramer()):
+    for framer in (SSEFramer(), NDJSONFramer(), EventStreamFramer()):
         for ev in framer.feed(body) + framer.flush():
             parser.feed(ev)
             fmt.is_terminal(ev)
@@ -136,10 +139,12 @@ def test_random_bytes_never_raise(data: bytes, which: int) -> None:
 
 def test_truncated_realistic_payloads_never_raise() -> None:
     from tests.wire.test_anthropic import realistic_stream
+    from tests.wire.test_bedrock import claude_stream, converse_stream
     from tests.wire.test_openai import parallel_tool_stream, responses_stream
 
     for fmt_name, body, op in (("openai", parallel_tool_stream()[0], "chat"), ("openai", responses_stream(), "responses"),
-                               ("anthropic", realistic_stream(), "chat")):  # fmt: skip
+                               ("anthropic", realistic_stream(), "chat"), ("bedrock", converse_stream(), "chat"),
+                               ("bedrock", claude_stream(), "chat")):  # fmt: skip
         fmt = next(f for f in FORMATS if f.provider == fmt_name)
         for cut in range(0, len(body), 37):
             ex = exercise(fmt, body[:cut], op)
