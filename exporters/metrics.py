@@ -39,6 +39,7 @@ from brownout.exporters.metric_labels import (
     mcp_error_label,
 )
 from brownout.exporters.promfilter import WithoutCreated
+from brownout.exporters.realtime_metrics import RealtimeMetrics
 from brownout.exporters.upstream_errors import UpstreamErrors
 
 __all__ = ["DecisionLike", "Metrics", "ViolationLike"]
@@ -178,6 +179,7 @@ class Metrics:
         )
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
         self.upstream_errors = UpstreamErrors(r)
+        self.realtime = RealtimeMetrics(r, self._providers)
         self.config_reloads = Counter(
             "brownout_config_reloads",
             "Hot reloads of the config file: applied, or rejected with the last good config kept.",

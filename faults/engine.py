@@ -107,6 +107,7 @@ class FaultEngine:
         self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
         self._by_host: ByHost[CompiledRule] = ByHost((), lambda r: r.match)
+        self._event_rules: tuple[CompiledRule, ...] = ()  # rules decided per WebSocket event
         self._refresh_active()
 
     # --- configuration -------------------------------------------------------------------
@@ -158,6 +159,7 @@ class FaultEngine:
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)
         self._by_host = ByHost(self._active, lambda r: r.match)
+        self._event_rules = tuple(r for r in self._active if r.match.on_events)
 
     def prepare(self, ruleset: RuleSet) -> list[CompiledRule]:
         """`ruleset` compiled for `reload`; raises ValueError for a rule it cannot run.
@@ -251,6 +253,32 @@ class FaultEngine:
         if fired is None and deferred is None and releases is None:
             return EMPTY_PLAN
         return Plan(self, exchange, wire, fired, deferred, releases)
+
+    @property
+    def has_event_rules(self) -> bool:
+        """Some enabled rule acts on WebSocket events (a realtime session then asks per event)."""
+        return bool(self._event_rules)
+
+    def plan_event(self, exchange: Exchange, wire: WireFormat, event: Any) -> list[Fired]:
+        """Decide the event rules (match.event / match.direction) for one realtime event.
+
+        `exchange` is the one the event belongs to (its generation, else the session): fired faults
+        are recorded there. An event is over as soon as it passes, so in-flight slots free at once."""
+        fired: list[Fired] = []
+        now = 0.0
+        for rule in self._event_rules:
+            if not rule.match.event_stage(exchange, event.type, event.direction, event.tools):
+                continue
+            now = now or self.clock()
+            if self.paused:
+                self._record(exchange, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
+                continue
+            f, release = self._decide(rule, exchange, wire, now, None)
+            if release is not None:
+                Schedule.release(release[1], now, 0)
+            if f is not None:
+                fired.append(f)
+        return fired
 
     def _decide(
         self, rule: CompiledRule, exchange: Exchange, wire: WireFormat | None, now: float, tool: str | None

@@ -54,9 +54,12 @@ json_values = st.recursive(
 PATHS = {
     "mcp": "/mcp", "openai": "/v1/chat/completions", "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/g:streamGenerateContent?alt=sse", "ollama": "/api/chat", "http": "/tools/t",
+    "openai_realtime": "/v1/realtime?model=m",
+    "gemini_live": "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
 }  # fmt: skip
 OPERATIONS = {"mcp": "tools/call", "openai": "chat", "anthropic": "chat", "gemini": "generate_content",
-              "ollama": "chat", "http": "execute_tool"}  # fmt: skip
+              "ollama": "chat", "http": "execute_tool", "openai_realtime": "realtime_session",
+              "gemini_live": "realtime_session"}  # fmt: skip
 
 
 def exchange(fmt: ProviderFormat, operation: str | None = None) -> Exchange:
