@@ -39,9 +39,9 @@ def realtime_proxy(
 
 
 def test_openai_realtime_generations_become_realtime_inference_spans(realtime_proxy: Any, upstream_tls: Any) -> None:
-    proxy, rec = realtime_proxy()
+    _proxy, rec = realtime_proxy()
     with openai_realtime(upstream_tls) as conn:
-        first, second = ask_weather(conn)
+        _first, second = ask_weather(conn)
     assert second[-1].response.status == "completed"
     assert wait_for(lambda: len(rec.sessions()) == 1)
     (session,) = rec.sessions()
@@ -79,7 +79,7 @@ def test_openai_realtime_generations_become_realtime_inference_spans(realtime_pr
 
 
 def test_gemini_live_through_google_genai(realtime_proxy: Any, upstream_tls: Any) -> None:
-    proxy, rec = realtime_proxy()
+    _proxy, rec = realtime_proxy()
     got = gemini_session(upstream_tls, gemini_weather_turn)
     assert got[0].tool_call is not None and any(m.server_content and m.server_content.turn_complete for m in got)
     assert wait_for(lambda: len(rec.sessions()) == 1)
