@@ -90,6 +90,8 @@ class Realtime:
         if msg.injected:  # brownout's own (or another addon's): it goes as it is, once
             if session.anchors and msg.content == wsclose.ANCHOR:
                 session.on_anchor(msg)
+            else:
+                session.injected("client" if msg.from_client else "server")
             return
         if session.ended:  # brownout closed or reset the session: nothing more crosses
             msg.drop()
@@ -147,6 +149,10 @@ class Realtime:
         info = session.codec.info
         if session.forced is not None:
             info.close_code, info.closed_by = session.forced[0], "brownout"
+            if session.forced[1] == "close":
+                # mitmproxy wrote the close frame; make sure the client's connection ends with it (a FIN),
+                # even when a message the client sent at that moment left mitmproxy's close command unheard.
+                asyncio.get_running_loop().call_soon(self.guard.call, "reset", wsclose.end_client, flow)
         else:
             info.close_code = int(ws.close_code) if ws.close_code is not None else None
             info.closed_by = "client" if ws.closed_by_client else "server"

@@ -61,13 +61,16 @@ class RealtimeSession:
     guard: Guard
     on_done: Callable[[Exchange], None]
     held: dict[Direction, deque[_Held]] = field(default_factory=lambda: {"server": deque(), "client": deque()})
+    # Messages injected and not yet through mitmproxy (injection is asynchronous): a message arriving
+    # meanwhile waits its turn behind them, or it would overtake them.
+    injecting: dict[Direction, int] = field(default_factory=lambda: {"server": 0, "client": 0})
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
     cuts: dict[str, _Cut] = field(default_factory=dict)
     rewrites: dict[str, Callable[[str], str]] = field(default_factory=dict)
     anchors: deque[CloseSpec] = field(default_factory=deque)
     forced: tuple[int, str] | None = None  # brownout ended the session: (the code the client saw, how)
-    ended: bool = False  # closed or reset by brownout: nothing more crosses
+    ended: bool = False  # closing, closed or reset by brownout: nothing more crosses
 
     # --- delivery ------------------------------------------------------------------------
 
@@ -77,9 +80,21 @@ class RealtimeSession:
         for ex in self.codec.drain():
             self.on_done(ex)
 
+    def busy(self, direction: Direction) -> bool:
+        """Messages of brownout's are ahead in this direction: a new one must queue behind them."""
+        return bool(self.held[direction]) or self.injecting[direction] > 0
+
+    def injected(self, direction: Direction) -> None:
+        """One of brownout's injected messages came through mitmproxy (its hook fired)."""
+        self.injecting[direction] = max(0, self.injecting[direction] - 1)
+
+    def _inject(self, out: WsOut, direction: Direction) -> None:
+        self.injecting[direction] += 1
+        wsclose.inject(self.flow, out, to_client=direction == "server")
+
     def pass_through(self, msg: WebSocketMessage, event: RealtimeEvent) -> None:
         """The common case: no fault, nothing held. The message goes as it is."""
-        if self.held[event.direction]:
+        if self.busy(event.direction):
             msg.drop()
             self._enqueue(event.direction, [_Held(0.0, event)], 0.0)
         else:
@@ -128,7 +143,8 @@ class RealtimeSession:
         own: _Held | None = None
         if not action.drop:
             if action.replace is not None:
-                own = _Held(0.0, self._synthetic(action.replace, direction), action.replace)
+                replaced = self.guard.call("wire", self.codec.replaced, event, action.replace, context="realtime event")
+                own = _Held(0.0, replaced, action.replace)
             else:
                 own = _Held(0.0, event)
             items.append(own)
@@ -137,7 +153,7 @@ class RealtimeSession:
         items += [_Held(0.0, self._synthetic(a, direction), a) for a in action.after]
         if action.close is not None:
             items.append(_Held(0.0, close=action.close))
-        in_place = own is not None and items[0] is own and action.delay_s == 0 and not self.held[direction]
+        in_place = own is not None and items[0] is own and action.delay_s == 0 and not self.busy(direction)
         if in_place:
             assert own is not None and own.event is not None
             if own.out is not None:
@@ -189,7 +205,7 @@ class RealtimeSession:
             out = WsOut(event.content, event.is_text)
         if event is not None:
             self.deliver(event)
-        wsclose.inject(self.flow, out, to_client=direction == "server")
+        self._inject(out, direction)
 
     # --- ending the session --------------------------------------------------------------
 
@@ -201,7 +217,7 @@ class RealtimeSession:
             event = self._synthetic(warning, "server")
             if event is not None:
                 self.deliver(event)
-            wsclose.inject(self.flow, warning, to_client=True)
+            self._inject(warning, "server")
         self.forced = (close.spec.code, "close")
         self.anchors.append(close.spec)
         if close.warning_s > 0:
@@ -212,12 +228,13 @@ class RealtimeSession:
 
     def _anchor(self) -> None:
         if not self.ended:
+            # From here the session is closing: what either peer still sends stays on its side.
+            self.ended = True
             self.guard.call("realtime", wsclose.inject_anchor, self.flow, context="close")
 
     def on_anchor(self, msg: WebSocketMessage) -> None:
         """Our anchor's hook: the close goes out now (or, should mitmproxy's layer not be found, a FIN)."""
         spec = self.anchors.popleft()
-        self.ended = True
         if not self.guard.call("realtime", wsclose.close_at_anchor, self.flow, msg, spec, default=False):
             msg.drop()
             log.warning(

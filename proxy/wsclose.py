@@ -28,7 +28,7 @@ from wsproto.events import CloseConnection
 from brownout.core.wire.realtime import CloseSpec, WsOut
 from brownout.proxy.connkill import connection_handler, drop_client, walk_layers
 
-__all__ = ["ANCHOR", "close_at_anchor", "inject", "reset"]
+__all__ = ["ANCHOR", "close_at_anchor", "end_client", "inject", "inject_anchor", "reset"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,11 @@ def close_at_anchor(flow: http.HTTPFlow, message: WebSocketMessage, spec: CloseS
     message.drop()
     events.append(CloseConnection(spec.code, spec.reason))
     return True
+
+
+def end_client(flow: http.HTTPFlow) -> bool:
+    """Close the client's connection with a FIN (after the close frame went out); False when it is gone."""
+    return drop_client(flow, rst=False)
 
 
 def reset(flow: http.HTTPFlow) -> bool:

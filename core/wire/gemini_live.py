@@ -55,6 +55,7 @@ class GeminiLiveCodec(RealtimeCodec):
     def __init__(self, fmt: RealtimeFormat, session: Exchange, clock: Callable[[], float]) -> None:
         super().__init__(fmt, session, clock)
         self._turns = 0
+        self._turn_open = False  # the server's current turn has begun and not yet ended (as messages arrive)
         self.binary = True  # how the server frames its messages (brownout's own follow suit)
 
     def _classify(self, doc: dict[str, Any], direction: Direction) -> str:
@@ -63,20 +64,26 @@ class GeminiLiveCodec(RealtimeCodec):
                 return kind
         return ""
 
-    def _current(self) -> Generation | None:
-        return self.open.get(str(self._turns))
-
     def _arrived(self, event: RealtimeEvent) -> None:
         doc, kind = event.doc, event.type
         if event.direction == "client":
             return
+        if event.synthetic:  # brownout's own: part of the turn in progress, which it does not end
+            event.generation = self.generation(str(self._turns)) if kind == "serverContent" else None
+            return
         self.binary = not event.is_text
-        gen = self._current()
-        if gen is None and (_model_output(doc) or kind == "toolCall"):
+        if not self._turn_open and (_model_output(doc) or kind == "toolCall"):
             self._turns += 1
-            gen = self.begin(str(self._turns), self.clock())
-        if kind in ("serverContent", "toolCall", "usageMetadata", "toolCallCancellation"):
-            event.generation = gen
+            self._turn_open = True
+            self.begin(str(self._turns), self.clock())
+        if self._turn_open and kind in ("serverContent", "toolCall", "usageMetadata", "toolCallCancellation"):
+            # A turn's events belong to it even after brownout ended it early for the client.
+            event.generation = self.generation(str(self._turns))
+        content = doc.get("serverContent")
+        if kind == "toolCall" or (
+            isinstance(content, dict) and (content.get("turnComplete") or content.get("interrupted"))
+        ):
+            self._turn_open = False
         if kind == "toolCall":
             calls = doc["toolCall"].get("functionCalls") if isinstance(doc["toolCall"], dict) else None
             event.tools = tuple(

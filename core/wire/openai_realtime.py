@@ -63,7 +63,7 @@ class OpenAIRealtimeCodec(RealtimeCodec):
             if not isinstance(rid, str):
                 resp = doc.get("response")
                 rid = resp.get("id") if isinstance(resp, dict) else None
-            event.generation = self.open.get(rid) if isinstance(rid, str) else None
+            event.generation = self.generation(rid) if isinstance(rid, str) else None
         if kind == "response.function_call_arguments.done" and isinstance(doc.get("name"), str):
             event.tools = (doc["name"],)
         elif kind == "response.function_call_arguments.done" and event.generation is not None:

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 OPERATION = "realtime"  # a generation's Exchange.operation (gen_ai.operation.name realtime_inference)
 SESSION_OPERATION = "realtime_session"  # the session's own exchange: the upgrade, open until the socket closes
+_RECENT = 16  # ended generations a codec keeps, for events that arrive after their end
 
 Direction = Literal["server", "client"]  # who sent the message
 
@@ -104,6 +105,9 @@ class RealtimeCodec:
         self.info = session.realtime or RealtimeInfo(session_id=f"rt_{session.id}", kind="session", minted=True)
         session.realtime = self.info
         self.open: dict[str, Generation] = {}
+        # Generations that ended lately, by key: a late event of one (after an early end brownout sent)
+        # still belongs to it. Bounded: a session may run for hours.
+        self.ended: dict[str, Generation] = {}
         self.finished: list[Exchange] = []  # generations that ended, for the proxy to complete
         self.tools: list[ToolSpec] = []  # declared for the session (copied onto each generation)
         self._messages: list[Message] = []  # client input since the last generation began
@@ -113,8 +117,9 @@ class RealtimeCodec:
 
     # --- the proxy's side -------------------------------------------------------------
 
-    def observe(self, direction: Direction, content: bytes, is_text: bool) -> RealtimeEvent:
-        """A message as it arrives (before any fault): decoded, named, tied to its generation."""
+    def observe(self, direction: Direction, content: bytes, is_text: bool, *, synthetic: bool = False) -> RealtimeEvent:
+        """A message as it arrives (before any fault): decoded, named, tied to its generation. A
+        `synthetic` one (brownout's own) is tied to a generation but changes no arrival state."""
         doc: Any = None
         if content[:1] in (b"{", b"["):
             try:
@@ -123,7 +128,7 @@ class RealtimeCodec:
                 note_parse_error(self.session, f"{direction} message", exc)
         elif content.strip():
             self.session.note_parse_error("invalid_json", f"{direction} message: not a JSON object")
-        event = RealtimeEvent(direction, "", doc, content, is_text, self)
+        event = RealtimeEvent(direction, "", doc, content, is_text, self, synthetic=synthetic)
         if isinstance(doc, dict):
             event.type = self._classify(doc, direction)
             self._arrived(event)
@@ -131,9 +136,15 @@ class RealtimeCodec:
 
     def synthetic(self, out: WsOut, direction: Direction = "server") -> RealtimeEvent:
         """An event brownout makes (an error, a warning): decoded like any other, marked as brownout's."""
-        event = self.observe(direction, out.content, out.is_text)
-        event.synthetic = True
-        return event
+        return self.observe(direction, out.content, out.is_text, synthetic=True)
+
+    def replaced(self, event: RealtimeEvent, out: WsOut) -> RealtimeEvent:
+        """`out` sent in place of `event` (an edit, an error event, an early end): brownout's own, in the
+        stream where `event` was, so it belongs to `event`'s generation unless it names another."""
+        new = self.synthetic(out, event.direction)
+        if new.generation is None:
+            new.generation = event.generation
+        return new
 
     def deliver(self, event: RealtimeEvent, now: float | None = None) -> None:
         """`event` reached its peer: account for it (what the client got is what the exchanges say)."""
@@ -239,11 +250,18 @@ class RealtimeCodec:
             ex.finish_reasons.append(finish)
         self._end(gen, now)
 
+    def generation(self, key: str) -> Generation | None:
+        """The generation with this key: open, or ended lately."""
+        return self.open.get(key) or self.ended.get(key)
+
     def _end(self, gen: Generation, now: float) -> None:
         if gen.done:
             return
         gen.done = True
         self.open.pop(gen.key, None)
+        self.ended[gen.key] = gen
+        if len(self.ended) > _RECENT:
+            del self.ended[next(iter(self.ended))]
         ex = gen.exchange
         if gen.text:
             ex.output_text = gen.text.value()

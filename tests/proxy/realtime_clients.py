@@ -83,11 +83,13 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
 
 
 @contextmanager
-def openai_realtime(upstream: Any, model: str = "gpt-realtime", **connect: Any) -> Iterator[Any]:
-    """A realtime connection with the openai SDK, configured for text and the weather tool."""
+def openai_realtime(upstream: Any, model: str = "gpt-realtime", *, tools: bool = True, **connect: Any) -> Iterator[Any]:
+    """A realtime connection with the openai SDK, configured for text (and the weather tool, unless not `tools`:
+    the mock then answers in text)."""
     client = openai.OpenAI(base_url=f"{upstream.url}/v1", api_key="sk-test", max_retries=0)
     with client.realtime.connect(model=model, **connect) as conn:
-        conn.session.update(session={"type": "realtime", "output_modalities": ["text"], "tools": [WEATHER_TOOL]})
+        declared = [WEATHER_TOOL] if tools else []
+        conn.session.update(session={"type": "realtime", "output_modalities": ["text"], "tools": declared})
         yield conn
 
 

@@ -124,6 +124,6 @@ def test_broken_tool_arguments_become_a_string_the_client_cannot_take_for_its_ar
     event = codec.observe("server", json.dumps(doc).encode(), False)  # type: ignore[attr-defined]
     out = codec.edit_tool_arguments(event, lambda text: text[:-1])  # type: ignore[attr-defined]
     assert json.loads(out.content)["toolCall"]["functionCalls"][0]["args"] == '{"city":"Paris"'
-    codec.deliver(codec.synthetic(out))  # type: ignore[attr-defined]
+    codec.deliver(codec.replaced(event, out))  # type: ignore[attr-defined]
     (gen,) = codec.drain()  # type: ignore[attr-defined]
     assert gen.tool_calls[0].arguments == '{"city":"Paris"' and not gen.tool_calls[0].from_object
