@@ -96,6 +96,8 @@ class Realtime:
         if session.ended:  # brownout closed or reset the session: nothing more crosses
             msg.drop()
             return
+        # Recorded as its sender sent it, before any fault (a recording is upstream's and the agent's).
+        self.host.tape.on_ws_message(session.state, msg.from_client, msg.content, msg.is_text)
         direction = "client" if msg.from_client else "server"
         event: RealtimeEvent | None = self.guard.call(
             "wire", session.codec.observe, direction, msg.content, msg.is_text, context="realtime message"
@@ -156,6 +158,7 @@ class Realtime:
         else:
             info.close_code = int(ws.close_code) if ws.close_code is not None else None
             info.closed_by = "client" if ws.closed_by_client else "server"
+        self.host.tape.on_ws_close(session.state, info.close_code, ws.close_reason or "", info.closed_by)
         self._finish(session, ws.timestamp_end or time.time(), defer=True)
 
     def _finish(self, session: RealtimeSession, end: float, *, defer: bool) -> None:
