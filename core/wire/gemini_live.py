@@ -236,6 +236,8 @@ class GeminiLiveFormat(RealtimeFormat):
 
     provider = "gemini_live"
     gen_ai_provider = "gcp.gemini"
+    generation_event: ClassVar[str] = "serverContent"
+    tool_call_event: ClassVar[str] = "toolCall"
     session_events: ClassVar[frozenset[str]] = frozenset(_SERVER_KINDS + _CLIENT_KINDS)
 
     def _is_endpoint(self, req: RequestInfo) -> bool:

@@ -274,6 +274,8 @@ class OpenAIRealtimeFormat(RealtimeFormat):
 
     provider = "openai_realtime"
     gen_ai_provider = "openai"
+    generation_event: ClassVar[str] = "response.created"
+    tool_call_event: ClassVar[str] = "response.function_call_arguments.done"
     session_events: ClassVar[frozenset[str]] = frozenset(
         {
             "session.update", "input_audio_buffer.append", "input_audio_buffer.commit", "input_audio_buffer.clear",

@@ -319,6 +319,9 @@ class RealtimeFormat(ProviderFormat):
     """A realtime WebSocket API: recognised at the upgrade, then spoken through a codec per session."""
 
     session_events: ClassVar[frozenset[str]] = frozenset()  # event types the format knows (docs, discover)
+    # What generated experiments aim event faults at: an event every generation has, and a tool call's.
+    generation_event: ClassVar[str] = ""
+    tool_call_event: ClassVar[str] = ""
 
     def recognise(self, req: RequestInfo) -> str | None:
         if req.headers.get("upgrade", "").strip().lower() != "websocket":
