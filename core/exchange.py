@@ -158,7 +158,7 @@ class RealtimeInfo:
     A session is one exchange (`kind` "session": the upgrade request, open until the socket closes) and
     each server-side generation in it another (`kind` "generation"); both carry the session id."""
 
-    session_id: str  # gen_ai.realtime_session.id: the provider's, or minted by brownout when it gives none
+    session_id: str  # gen_ai.live_session.id: the provider's, or minted by brownout when it gives none
     kind: str = "generation"  # "session" or "generation"
     minted: bool = False  # brownout made the session id up (the provider exposes none)
     status: str | None = None  # generation: the provider's status (completed, cancelled, incomplete, failed)

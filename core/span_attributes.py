@@ -156,7 +156,7 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
 def _realtime_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
     info = exchange.realtime
     assert info is not None
-    attrs["gen_ai.realtime_session.id"] = info.session_id
+    attrs["gen_ai.live_session.id"] = info.session_id
     if info.status is not None:
         attrs["brownout.realtime.status"] = info.status
     if info.kind != "session":
@@ -183,19 +183,19 @@ def realtime_session_events(exchange: Exchange) -> list[tuple[str, float, dict[s
     info = exchange.realtime
     if info is None or info.kind != "session" or exchange.status != 101:
         return []
-    attrs: dict[str, Any] = {"gen_ai.realtime_session.id": info.session_id, "server.address": exchange.host}
+    attrs: dict[str, Any] = {"gen_ai.live_session.id": info.session_id, "server.address": exchange.host}
     if exchange.gen_ai_provider:
         attrs["gen_ai.provider.name"] = exchange.gen_ai_provider
     if exchange.model:
         attrs["gen_ai.request.model"] = exchange.model
     if exchange.port:
         attrs["server.port"] = exchange.port
-    events = [("gen_ai.client.realtime_session.started", exchange.timings.start, attrs)]
+    events = [("gen_ai.client.live_session.started", exchange.timings.start, attrs)]
     if exchange.timings.end is not None:
         ended = dict(attrs)
         if info.close_code is not None:
             ended["brownout.realtime.close_code"] = info.close_code
-        events.append(("gen_ai.client.realtime_session.ended", exchange.timings.end, ended))
+        events.append(("gen_ai.client.live_session.ended", exchange.timings.end, ended))
     return events
 
 

@@ -26,7 +26,7 @@ _SESSIONS_MAX = 256  # realtime sessions tracked per brownout session
 
 
 class RealtimeSessionBudgetConfig(InvariantConfigBase):
-    """Budgets per realtime session (gen_ai.realtime_session.id)."""
+    """Budgets per realtime session (gen_ai.live_session.id)."""
 
     type: Literal["realtime_session_budget"]
     max_duration_s: float | None = Field(None, gt=0, description="From the upgrade to the close.")
@@ -54,7 +54,7 @@ class RealtimeSessionBudget(Invariant[RealtimeSessionBudgetConfig]):
     Config = RealtimeSessionBudgetConfig
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
-        sid = span.attributes.get("gen_ai.realtime_session.id")
+        sid = span.attributes.get("gen_ai.live_session.id")
         if not isinstance(sid, str):
             return []
         budgets: OrderedDict[str, _Budget] = session.state_for(self.name, OrderedDict)

@@ -58,12 +58,12 @@ def test_openai_realtime_generations_become_realtime_inference_spans(realtime_pr
     gen = spans["realtime_inference gpt-realtime"]
     attrs = dict(gen.attributes or {})
     assert attrs["gen_ai.operation.name"] == "realtime_inference" and attrs["gen_ai.provider.name"] == "openai"
-    assert attrs["gen_ai.realtime_session.id"] == info.session_id and attrs["gen_ai.request.model"] == "gpt-realtime"
+    assert attrs["gen_ai.live_session.id"] == info.session_id and attrs["gen_ai.request.model"] == "gpt-realtime"
     assert attrs["gen_ai.usage.input_tokens"] == 40 and "gen_ai.response.time_to_first_chunk" in attrs
     assert attrs["server.address"] == "127.0.0.1"
     sess = spans["realtime_session gpt-realtime"]
     events = [e.name for e in sess.events]
-    assert events == ["gen_ai.client.realtime_session.started", "gen_ai.client.realtime_session.ended"]
+    assert events == ["gen_ai.client.live_session.started", "gen_ai.client.live_session.ended"]
     assert sess.events[1].attributes["brownout.realtime.close_code"] == 1000  # type: ignore[index]
     assert (sess.attributes or {}).get("gen_ai.operation.name") is None  # the session is not a GenAI operation
     # Spans of one session share a trace (the brownout session's): a trace viewer shows them together.
@@ -90,7 +90,7 @@ def test_gemini_live_through_google_genai(realtime_proxy: Any, upstream_tls: Any
     spans = [s for s in rec.spans() if s.name == "realtime_inference gemini-live-2.5-flash"]
     assert len(spans) == 2
     assert {dict(s.attributes or {})["gen_ai.provider.name"] for s in spans} == {"gcp.gemini"}
-    assert {dict(s.attributes or {})["gen_ai.realtime_session.id"] for s in spans} == {info.session_id}
+    assert {dict(s.attributes or {})["gen_ai.live_session.id"] for s in spans} == {info.session_id}
 
 
 def test_a_message_that_is_not_json_passes_and_the_session_goes_on(realtime_proxy: Any, upstream_tls: Any) -> None:
