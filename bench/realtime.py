@@ -25,7 +25,6 @@ Results go to bench/results/realtime.json (`--output`).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -38,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.machine import describe
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_module
 from bench.procstat import ProcWatch
-from bench.report import P99_ADDED_MS, RSS_MB, missed, print_verdicts, target
+from bench.report import P99_ADDED_MS, RSS_MB, print_verdicts, save_results, target
 from bench.sseclient import lateness_summary, raise_nofile
 from bench.wsclient import collect, summarise
 
@@ -228,14 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent": many,
         "targets": verdicts,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"results written to {args.output}")
-    misses = missed(verdicts)
-    if args.check and misses:
-        print("targets missed:\n  " + "\n  ".join(misses))
-        return 1
-    return 0
+    return save_results(data, args.output, check=args.check)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +21,7 @@ __all__ = [
     "missed",
     "print_report",
     "print_verdicts",
+    "save_results",
     "streams_targets",
     "target",
 ]
@@ -138,6 +141,18 @@ def streams_targets(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
             results["mitmdump"]["lateness"]["p50_ms"], "buffers: events wait for the end of their stream"
         )
     return out
+
+
+def save_results(data: dict[str, Any], output: Path, *, check: bool) -> int:
+    """Write a run's results (with `data["targets"]`) as JSON; the exit status: 1 when `check` and a target was missed."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"results written to {output}")
+    misses = missed(data["targets"])
+    if check and misses:
+        print("targets missed:\n  " + "\n  ".join(misses))
+        return 1
+    return 0
 
 
 def missed(targets: dict[str, dict[str, Any]]) -> list[str]:

@@ -29,7 +29,6 @@ peak RSS under 500 MB. Results go to bench/results/streams.json (`--output`).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -43,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.machine import describe
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
 from bench.procstat import ProcWatch
-from bench.report import LATE_MS, missed, print_streams, print_verdicts, streams_targets
+from bench.report import LATE_MS, print_streams, print_verdicts, save_results, streams_targets
 from bench.sseclient import collect, raise_nofile, summarise
 
 __all__ = ["PATHS", "StreamsConfig", "main", "run_case", "start_paths", "stop_paths"]
@@ -164,14 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets,
         "notes": notes,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"results written to {args.output}")
-    misses = missed(targets)
-    if args.check and misses:
-        print("targets missed:\n  " + "\n  ".join(misses))
-        return 1
-    return 0
+    return save_results(data, args.output, check=args.check)
 
 
 if __name__ == "__main__":
