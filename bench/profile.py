@@ -3,10 +3,12 @@
     .venv/bin/pip install py-spy      # a profiler, not a dependency of brownout
     .venv/bin/python bench/profile.py --out docs/profiles/all-on-after.svg
     .venv/bin/python bench/profile.py --config none --out /tmp/no-rules.svg
+    .venv/bin/python bench/profile.py --case anthropic-tools-stream --raw --out /tmp/anthropic.svg
 
 Starts the mock upstream and brownout in reverse mode (bench/all-on.yaml by default), then
 runs wrk at `--connections` for `--duration` seconds while `py-spy record` samples the brownout
-process (all threads, idle frames left out) into an SVG flame graph. Add `--raw` to also write
+process (all threads, idle frames left out) into an SVG flame graph. The load is `GET /ping`, or
+with `--case` one of bench/llm.py's LLM-shaped cases. Add `--raw` to also write
 py-spy's collapsed stacks next to the SVG, which `bench/profile.py --top FILE` summarises.
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.llm import CASES, LlmCase
 from bench.load import run_load
 from bench.procs import ROOT, start_brownout, start_upstream
 
@@ -35,14 +38,23 @@ def _py_spy() -> str:
     return found
 
 
-def _sample(pid: int, port: int, target: Path, fmt: list[str], duration_s: float, connections: int) -> None:
+def _load(port: int, case: LlmCase | None, connections: int, duration_s: float) -> None:
+    if case is None:
+        run_load(port, "/ping", connections, duration_s)
+    else:
+        run_load(port, case.path, connections, duration_s, request=case.request)
+
+
+def _sample(
+    pid: int, port: int, target: Path, fmt: list[str], duration_s: float, connections: int, case: LlmCase | None
+) -> None:
     spy = subprocess.Popen(
         [_py_spy(), "record", "--pid", str(pid), "--duration", str(int(duration_s)), "--rate", "250",
          "--output", str(target), "--nonblocking", *fmt],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     time.sleep(0.5)  # py-spy attached before the load starts
-    loader = threading.Thread(target=run_load, args=(port, "/ping", connections, duration_s - 1))
+    loader = threading.Thread(target=_load, args=(port, case, connections, duration_s - 1))
     loader.start()
     loader.join()
     _, err = spy.communicate(timeout=duration_s + 30)
@@ -51,7 +63,9 @@ def _sample(pid: int, port: int, target: Path, fmt: list[str], duration_s: float
     print(f"wrote {target}")
 
 
-def record(config: str | None, out: Path, duration_s: float, connections: int, raw: bool) -> None:
+def record(
+    config: str | None, out: Path, duration_s: float, connections: int, raw: bool, case: LlmCase | None = None
+) -> None:
     with tempfile.TemporaryDirectory(prefix="brownout-profile-") as tmp:
         work = Path(tmp)
         upstream = start_upstream(work)
@@ -60,9 +74,9 @@ def record(config: str | None, out: Path, duration_s: float, connections: int, r
             upstream.stop()
             raise SystemExit(proxy)
         try:
-            run_load(proxy.port, "/ping", connections, 2.0)  # warm-up: imports, first flows, caches
+            _load(proxy.port, case, connections, 2.0)  # warm-up: imports, first flows, caches
             for target, fmt in [(out, [])] + ([(out.with_suffix(".txt"), ["--format", "raw"])] if raw else []):
-                _sample(proxy.popen.pid, proxy.port, target, fmt, duration_s, connections)
+                _sample(proxy.popen.pid, proxy.port, target, fmt, duration_s, connections, case)
         finally:
             proxy.stop()
             upstream.stop()
@@ -96,11 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--raw", action="store_true", help="record collapsed stacks (OUT with .txt)")
     parser.add_argument("--top", type=Path, help="summarise a collapsed-stacks file and exit")
+    parser.add_argument(
+        "--case", choices=[c.name for c in CASES], help="load with this LLM-shaped case (bench/llm.py), not GET /ping"
+    )
     args = parser.parse_args(argv)
     if args.top:
         top(args.top, 30)
         return 0
-    record(None if args.config == "none" else args.config, args.out, args.duration, args.connections, args.raw)
+    case = next((c for c in CASES if c.name == args.case), None)
+    config = None if args.config == "none" else args.config
+    record(config, args.out, args.duration, args.connections, args.raw, case)
     return 0
 
 

@@ -5,6 +5,7 @@
     .venv/bin/python bench/run.py --check     # exit 1 when a target is missed (--strict is the same)
     .venv/bin/python bench/run.py --streams-case   # also 1,000 concurrent SSE streams (bench/streams.py)
     .venv/bin/python bench/run.py --no-llm     # without the LLM-shaped cases (bench/llm.py)
+    .venv/bin/python bench/run.py --llm-only   # only the LLM-shaped cases, through their three paths
 
 Paths: direct; plain mitmdump (buffers SSE); mitmdump with stream_large_bodies=1 (the same engine
 unbuffered); brownout with no rules; brownout with every invariant and exporter on
@@ -115,9 +116,10 @@ def run_bench(
     rounds: int = 3,
     streams: StreamsConfig | None = None,
     llm: bool = True,
+    llm_only: bool = False,
 ) -> dict[str, Any]:
     """Measure every path; with `llm`, the LLM-shaped cases; with `streams`, then the concurrent-streams
-    case on the same servers."""
+    case on the same servers. `llm_only` starts only the LLM cases' paths and measures only those cases."""
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
     procs: list[Proc] = []
     notes: list[str] = []
@@ -131,11 +133,13 @@ def run_bench(
         by_name["direct"] = upstream
         by_name["mitmdump"] = start_mitmdump(upstream.port, workdir)
         procs.append(by_name["mitmdump"])
-        # The same engine told to stream every body: what unbuffered mitmproxy itself costs.
-        by_name["mitmdump-stream"] = start_mitmdump(upstream.port, workdir, stream_all=True)
-        procs.append(by_name["mitmdump-stream"])
-        variants = {"brownout": brownout_config}
-        if all_on:
+        variants: dict[str, str | None] = {}
+        if not llm_only:
+            # The same engine told to stream every body: what unbuffered mitmproxy itself costs.
+            by_name["mitmdump-stream"] = start_mitmdump(upstream.port, workdir, stream_all=True)
+            procs.append(by_name["mitmdump-stream"])
+            variants["brownout"] = brownout_config
+        if all_on or llm_only:
             variants["brownout-all-on"] = str(ROOT / "bench" / "all-on.yaml")
         for name, config in variants.items():
             brownout = start_brownout(upstream.port, workdir / name, config)
@@ -146,8 +150,9 @@ def run_bench(
                 procs.append(brownout)
                 by_name[name] = brownout
         ports = {name: proc.port for name, proc in by_name.items()}
-        data["results"] = _measure_all(ports, duration_s, rounds, ttft_runs, use_wrk)
-        if llm:
+        if not llm_only:
+            data["results"] = _measure_all(ports, duration_s, rounds, ttft_runs, use_wrk)
+        if llm or llm_only:
             data["llm"] = measure_llm({n: p for n, p in ports.items() if n in LLM_PATHS}, duration_s, rounds, use_wrk)
         if streams is not None:
             paths = {name: by_name[name] for name in STREAM_PATHS if name in by_name}
@@ -194,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-llm", action="store_true", help="skip the LLM-shaped cases (tool calls, streamed and not; bench/llm.py)"
     )
     parser.add_argument(
+        "--llm-only",
+        action="store_true",
+        help="only the LLM-shaped cases through direct, plain mitmdump and brownout-all-on (no GET /ping, no SSE)",
+    )
+    parser.add_argument(
         "--streams-case",
         action="store_true",
         help="then 1,000 concurrent SSE streams through direct, both mitmdumps and brownout-all-on (bench/streams.py)",
@@ -204,7 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.llm_only and (args.no_llm or args.streams_case):
+        parser.error("--llm-only runs the LLM cases alone: not with --no-llm or --streams-case")
     duration = args.duration or (2.0 if args.quick else 4.0)
     ttft_runs = args.ttft_runs or (3 if args.quick else 10)
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
@@ -222,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         rounds=rounds,
         streams=streams,
         llm=not args.no_llm,
+        llm_only=args.llm_only,
     )
     data["meta"] = _meta(duration, use_wrk, rounds, argv if argv is not None else sys.argv[1:])
-    data["targets"] = load_targets(data["results"])
+    data["targets"] = load_targets(data["results"]) if "results" in data else {}
     if "llm" in data:
         data["targets"].update(llm_targets(data["llm"]))
     if "streams" in data:

@@ -7,7 +7,9 @@ endpoint, ...), then from the wire format (a gateway, a proxy or a mock speaking
 is priced as OpenAI). A model the table does not know, and local runtimes such as Ollama, stay
 unpriced (`cost` None) rather than guessed. Prompt tokens read from or written to the provider's
 cache are priced at the table's cache rates where it has them (a cache read costs a fraction of an
-input token, an Anthropic cache write more than one, and more again when kept an hour).
+input token, an Anthropic cache write more than one, and more again when kept an hour). Once a
+price set has priced an exchange, the next ones are priced from its rates (brownout.core.price_rates):
+the same prices, without the table's per-call cost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from brownout.core.exchange import Cost, Exchange, Usage
+from brownout.core.exchange import Cost, Exchange
+from brownout.core.price_rates import Amounts, Counts, RateTable
 from brownout.core.span_attributes import LLM_OPERATIONS, operation_name
 
 __all__ = ["CURRENCY", "Pricer", "price_table_version"]
@@ -27,6 +30,7 @@ CURRENCY = "USD"  # every price in genai-prices is in US dollars
 # Wire format -> the table's provider id, for upstreams whose URL the table does not recognise.
 _PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
 _CACHE_MAX = 4096
+_UNSEEN = object()
 
 
 def _prices() -> Any:
@@ -48,6 +52,10 @@ class Pricer:
     def __init__(self) -> None:
         # (scheme, host, wire provider, model) -> lookup keywords for calc_price, or None: not priced
         self._how: dict[tuple[str, str, str, str], dict[str, str] | None] = {}
+        # ... -> the table's model and provider it was priced as
+        self._found: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
+        # id(price set) -> its rates, or None: priced by the table (the table keeps the price set alive)
+        self._rates: dict[int, RateTable | None] = {}
 
     def warm(self) -> None:
         """Load the price table now, so the first exchange does not wait for it."""
@@ -62,25 +70,42 @@ class Pricer:
         ):
             return None
         prices = _prices()
-        tokens = _tokens(prices, usage)
+        counts = Counts.of(usage)
         when = datetime.fromtimestamp(exchange.timings.start, UTC) if exchange.timings.start else None
         for model in dict.fromkeys(m for m in (exchange.response_model, exchange.model) if m):
             key = (exchange.scheme, exchange.host, exchange.provider, model)
             if key not in self._how:
-                self._remember(key, self._lookup(prices, tokens, model, exchange, when))
+                self._remember(key, self._lookup(prices, counts.usage(prices), model, exchange, when))
             how = self._how[key]
             if how is None:
                 continue
-            calc = prices.calc_price(tokens, model, genai_request_timestamp=when, **how)
-            return Cost(
-                total=float(calc.total_price),
-                input=float(calc.input_price),
-                output=float(calc.output_price),
-                currency=CURRENCY,
-                model=str(calc.model.id),
-                provider=str(calc.provider.id),
-            )
+            found = self._found.get(key)
+            if found is not None:
+                info, provider = found
+                table = self._rates.get(id(price_set := info.get_prices(when or datetime.now(UTC))))
+                amounts = table.price(counts) if table is not None and table.price_set is price_set else None
+                if amounts is not None:
+                    return _cost(amounts, info, provider)
+            calc = prices.calc_price(counts.usage(prices), model, genai_request_timestamp=when, **how)
+            amounts = (calc.input_price, calc.output_price, calc.total_price)
+            self._learn(prices, key, calc, counts, amounts)
+            return _cost(amounts, calc.model, calc.provider)
         return None
+
+    def _learn(self, prices: Any, key: tuple[str, str, str, str], calc: Any, counts: Counts, priced: Amounts) -> None:
+        """Remember what the table priced `key` as, and read the rates of the price set it used."""
+        if len(self._found) >= _CACHE_MAX:
+            self._found.clear()
+        self._found[key] = (calc.model, calc.provider)
+        price_set = calc.model_price
+        table = self._rates.get(id(price_set), _UNSEEN)
+        # A None entry (always the table) is right whatever price set reuses its id; a table is not.
+        if table is _UNSEEN or (isinstance(table, RateTable) and table.price_set is not price_set):
+            if len(self._rates) >= _CACHE_MAX:
+                self._rates.clear()
+            table = self._rates[id(price_set)] = RateTable.of(prices, price_set)
+        if isinstance(table, RateTable):
+            table.learn(prices, counts, priced)
 
     @staticmethod
     def _lookup(
@@ -104,19 +129,13 @@ class Pricer:
         self._how[key] = how
 
 
-def _tokens(prices: Any, usage: Usage) -> Any:
-    """The table's usage: the prompt's cache reads and writes apart, so each is priced at its own rate.
-
-    Both are parts of `input_tokens`; counts that claim more than the whole (a provider's or a proxy's
-    bug) are capped to it, since the table refuses them and the call would go unpriced.
-    """
-    inp = usage.input_tokens or 0
-    read = min(usage.cache_read_tokens or 0, inp)
-    write = min(usage.cache_write_tokens or 0, inp - read)
-    return prices.Usage(
-        input_tokens=inp,
-        output_tokens=usage.output_tokens or 0,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        cache_write_1h_tokens=min(usage.cache_write_1h_tokens or 0, write),
+def _cost(amounts: Amounts, model: Any, provider: Any) -> Cost:
+    inp, out, total = amounts
+    return Cost(
+        total=float(total),
+        input=float(inp),
+        output=float(out),
+        currency=CURRENCY,
+        model=str(model.id),
+        provider=str(provider.id),
     )

@@ -36,6 +36,10 @@ class Detector:
     # Run `pattern` only inside matches of this cheaper regex (shared, so computed once per text):
     # scanning every digit of a long body with the card and phone patterns is the slow part.
     within: Callable[[str], list[tuple[int, int]]] | None = None
+    # One of these is in every match: a text holding none is skipped without running the regex.
+    # A substring test runs in C at memchr speed; a pattern that cannot start at a literal (a token
+    # after a run of digits) would otherwise try at every position of every body.
+    literals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,8 @@ def find_all(text: str, detectors: Iterable[Detector], allowlist: Iterable[re.Pa
     taken: list[tuple[int, int]] = []
     regions: dict[object, list[tuple[int, int]]] = {}
     for detector in detectors:
+        if detector.literals and not _holds_any(text, detector.literals):
+            continue
         for match in _matches(detector, text, regions):
             start, end = match.span()
             if detector.left:
@@ -66,6 +72,13 @@ def find_all(text: str, detectors: Iterable[Detector], allowlist: Iterable[re.Pa
                 continue
             taken.append((start, end))
             yield Finding(detector.kind, start, end)
+
+
+def _holds_any(text: str, literals: tuple[str, ...]) -> bool:
+    for literal in literals:  # noqa: SIM110 - a loop of `in` beats any() over a generator
+        if literal in text:
+            return True
+    return False
 
 
 def _matches(detector: Detector, text: str, regions: dict[object, list[tuple[int, int]]]) -> Iterator[re.Match[str]]:

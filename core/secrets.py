@@ -121,8 +121,7 @@ KEY_FORMATS: tuple[KeyFormat, ...] = (
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:[^\"]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----)?",
     ),
 )
-_KEY_DETECTORS = tuple(Detector(f.kind, "secret", re.compile(f.regex)) for f in KEY_FORMATS)
-_KEY_LITERALS = tuple(f.literals for f in KEY_FORMATS)
+_KEY_DETECTORS = tuple(Detector(f.kind, "secret", re.compile(f.regex), literals=f.literals) for f in KEY_FORMATS)
 _ALL_LITERALS = tuple(x for f in KEY_FORMATS for x in f.literals)
 # The shortest text any key format can match: shorter texts are skipped without a scan.
 _KEY_MIN_CHARS = 15
@@ -203,10 +202,7 @@ def redact_keys(text: str) -> str:
     """`text` with API keys of known formats replaced by REDACTED; the same object when there are none."""
     if len(text) < _KEY_MIN_CHARS or not _any_literal(text):
         return text
-    detectors = [
-        d for d, literals in zip(_KEY_DETECTORS, _KEY_LITERALS, strict=True) if any(x in text for x in literals)
-    ]
-    return blank(text, detectors)[0]
+    return blank(text, _KEY_DETECTORS)[0]  # each detector runs only if its literals are in the text
 
 
 def blank(text: str, detectors: Iterable[Detector]) -> tuple[str, int]:

@@ -268,6 +268,10 @@ class Exporters:
         """A WebSocket session ended with this close code (as the client saw it)."""
         self._contain("prometheus", self.metrics.realtime.ended, provider, close_code, duration_s)
 
+    def on_checks_dropped(self, n: int = 1) -> None:
+        """Exchanges exported without their invariant checks: the queue of shared-session checks was full."""
+        self._contain("prometheus", self.metrics.checks_dropped.inc, n)
+
     def on_client_cut(self, reason: str) -> None:
         """A client connection closed by a proxy bound, or answered 503 over the connection cap."""
         self._contain("prometheus", self.metrics.client_cut, reason)
@@ -296,6 +300,21 @@ class Exporters:
         """Cassette records written, and those lost (full queue, unwritable directory)."""
         self._contain("prometheus", self.metrics.recorded.inc, written)
         self._contain("prometheus", self.metrics.export_dropped, "cassette", dropped)
+
+    def on_state_error(self, op: str) -> None:
+        """A call to the shared state store failed or outlasted its budget (`op`: named in code)."""
+        self._contain("prometheus", self.metrics.state.error, op)
+
+    def watch_state(
+        self,
+        *,
+        up: Callable[[], bool | None] | None = None,
+        config_mismatch: Callable[[], int] | None = None,
+        replicas: Callable[[], int] | None = None,
+    ) -> None:
+        """Read brownout_state_store_up, brownout_state_config_mismatch and brownout_state_replicas from
+        these callables at scrape time (a fleet on Redis; absent with the memory backend)."""
+        self.metrics.state.watch(up=up, config_mismatch=config_mismatch, replicas=replicas)
 
     def on_decision(self, decision: DecisionLike) -> None:
         """A DecisionLog sink: per-rule outcome counter and the decision log file."""

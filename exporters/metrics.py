@@ -40,6 +40,7 @@ from brownout.exporters.metric_labels import (
 )
 from brownout.exporters.promfilter import WithoutCreated
 from brownout.exporters.realtime_metrics import RealtimeMetrics
+from brownout.exporters.state_metrics import StateMetrics
 from brownout.exporters.upstream_errors import UpstreamErrors
 
 __all__ = ["DecisionLike", "Metrics", "ViolationLike"]
@@ -168,6 +169,11 @@ class Metrics:
         self.dropped = Counter(
             "brownout_export_dropped", "Records an exporter could not deliver.", ["exporter"], registry=r
         )
+        self.checks_dropped = Counter(
+            "brownout_invariant_checks_dropped",
+            "Exchanges not checked by invariants: the queue of checks on the shared session store was full.",
+            registry=r,
+        )
         self.ignored = Counter(
             "brownout_ignored_requests", "Requests to proxy.ignore_hosts, passed through untouched.", registry=r
         )
@@ -180,6 +186,7 @@ class Metrics:
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
         self.upstream_errors = UpstreamErrors(r)
         self.realtime = RealtimeMetrics(r, self._providers)
+        self.state = StateMetrics(r, on_error=self._gauge_failed)
         self.config_reloads = Counter(
             "brownout_config_reloads",
             "Hot reloads of the config file: applied, or rejected with the last good config kept.",

@@ -100,9 +100,21 @@ def _any_value(value: Any) -> bytes:
 
 
 _KEYS: dict[str, bytes] = {}  # encoded `key` fields: a span's attribute names repeat across spans
+# Whole encoded KeyValues of attributes whose values repeat (provider, operation, model, host, status):
+# per key, up to _VALUES_PER_KEY values; a key seen with more (ids, counts) is not cached at all.
+# Only str, int and bool values: a float's -0.0 equals 0.0 but encodes differently.
+_VALUES: dict[str, dict[tuple[type, Any], bytes] | None] = {}
+_VALUES_PER_KEY = 32
+_CACHED_TYPES = (str, int, bool)
 
 
 def _key_value(key: str, value: Any) -> bytes:
+    cacheable = type(value) in _CACHED_TYPES
+    values = _VALUES.get(key)
+    if cacheable and values:
+        cached = values.get((type(value), value))
+        if cached is not None:
+            return cached
     encoded = _KEYS.get(key)
     if encoded is None:
         encoded = _str_field(1, key)
@@ -110,7 +122,24 @@ def _key_value(key: str, value: Any) -> bytes:
             _KEYS[key] = encoded
     any_value = _any_value(value)
     inner = encoded + b"\x12" + _varint(len(any_value)) + any_value
-    return b"\x0a" + _varint(len(inner)) + inner  # as field 1 of its parent: callers re-tag if not
+    kv = b"\x0a" + _varint(len(inner)) + inner  # as field 1 of its parent: callers re-tag if not
+    if cacheable:
+        _remember(key, value, kv)
+    return kv
+
+
+def _remember(key: str, value: Any, kv: bytes) -> None:
+    if key not in _VALUES:
+        if len(_VALUES) < 4096:
+            _VALUES[key] = {(type(value), value): kv}
+        return
+    values = _VALUES[key]
+    if values is None:
+        return
+    if len(values) < _VALUES_PER_KEY:
+        values[(type(value), value)] = kv
+    else:
+        _VALUES[key] = None  # too many values: an id or a count, not worth keeping
 
 
 def _attributes(field: int, attributes: Mapping[str, Any] | None) -> bytes:

@@ -21,6 +21,9 @@ only once the response calls a matching tool; quota rules are request-stage only
 
 Pause (`pause()`): matching rules are logged as `skipped_paused` and their counters do
 not advance, so resuming continues the same decision sequence.
+
+Schedule store (`store=`): memory by default, decided inside `plan` as it always was; a shared one
+(a fleet on Redis) decides counted rules in one awaited round trip: see faults/engine_shared.py.
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ from typing import Any
 from brownout.core import wire
 from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.guard import Guard
+from brownout.core.state.schedule import SKIPPED_STATE_UNAVAILABLE, ScheduleStore
+from brownout.core.state.schedule_memory import MemorySchedules
 from brownout.core.wire.base import WireFormat
 from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
+from brownout.faults.engine_shared import SharedSchedules, counters_key
 from brownout.faults.match import ByHost, CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
@@ -81,9 +87,12 @@ class CompiledRule:
     counts_tokens: bool = False
     # Its fault can act on a WebSocket handshake (see Fault.acts_on_handshake); quota rules answer 429.
     acts_on_handshake: bool = True
+    # Bound by a counter beyond the session's match index: a shared store decides it.
+    counted: bool = False
+    key: str = ""  # keys its counters in a shared store (name and counter shape)
 
 
-class FaultEngine:
+class FaultEngine(SharedSchedules):
     """Decides, per exchange, which rules fire, and hands the proxy a Plan of their faults."""
 
     def __init__(
@@ -95,6 +104,7 @@ class FaultEngine:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         decision_log: DecisionLog | None = None,
         max_sessions: int = 10_000,
+        store: ScheduleStore | None = None,
     ) -> None:
         self.clock = clock
         self.guard = guard if guard is not None else Guard()  # contains, counts and logs fault errors
@@ -103,6 +113,10 @@ class FaultEngine:
         self.max_sessions = max_sessions
         self.paused = False
         self.started_at = clock()
+        self.origin = self.started_at  # base of start_s windows: this process's start, or the fleet's
+        self.store: ScheduleStore = store if store is not None else MemorySchedules()
+        self._shared = self.store.shared
+        self._tasks: set[asyncio.Task[None]] = set()
         self.ruleset = ruleset if ruleset is not None else RuleSet()
         self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
@@ -128,7 +142,7 @@ class FaultEngine:
                 rc.schedule,
                 rule=rc.name,
                 seed=ruleset.seed,
-                origin=self.started_at,
+                origin=self.origin,
                 session_ttl_s=ruleset.session_ttl_s,
                 max_sessions=self.max_sessions,
             )
@@ -147,6 +161,8 @@ class FaultEngine:
                     enabled=rc.enabled,
                     counts_tokens=quota is not None and quota.tokens_per_min is not None,
                     acts_on_handshake=rc.fault is None or self._acts_on_handshake(fault_cls, rc),
+                    counted=schedule.spec.counted,
+                    key=counters_key(rc),
                 )
             )
         return out
@@ -223,6 +239,7 @@ class FaultEngine:
         fired: list[Fired] | None = None
         deferred: list[CompiledRule] | None = None
         releases: list[tuple[Schedule, Ticket]] | None = None
+        pending: list[CompiledRule] | None = None
         now = 0.0
         matched = False
         for rule in self._by_host(exchange.host):
@@ -245,14 +262,21 @@ class FaultEngine:
                 if rule.config.schedule.quota is None:
                     (deferred := deferred or []).append(rule)
                 continue
+            if pending is not None or (rule.counted and self._shared):
+                # The shared store decides from here on, in config order (settle).
+                (pending := pending or []).append(rule)
+                continue
             f, release = self._decide(rule, exchange, wire, now, None)
             if release is not None:
                 (releases := releases or []).append(release)
             if f is not None:
                 (fired := fired or []).append(f)
-        if fired is None and deferred is None and releases is None:
+        if fired is None and deferred is None and releases is None and pending is None:
             return EMPTY_PLAN
-        return Plan(self, exchange, wire, fired, deferred, releases)
+        plan = Plan(self, exchange, wire, fired, deferred, releases)
+        if pending is not None:
+            plan.pending, plan.at = pending, now
+        return plan
 
     @property
     def has_event_rules(self) -> bool:
@@ -281,12 +305,24 @@ class FaultEngine:
         return fired
 
     def _decide(
-        self, rule: CompiledRule, exchange: Exchange, wire: WireFormat | None, now: float, tool: str | None
+        self,
+        rule: CompiledRule,
+        exchange: Exchange,
+        wire: WireFormat | None,
+        now: float,
+        tool: str | None,
+        ticket: Ticket | None = None,
     ) -> tuple[Fired | None, tuple[Schedule, Ticket] | None]:
-        ticket = rule.schedule.decide(exchange.session, now)
+        """Decide (on this process's counters, unless a shared store's `ticket` is given) and record it;
+        when it fired, build the fault; also what to release at the end."""
+        if ticket is None:
+            schedule = rule.schedule
+            ticket = schedule.counters.decide(exchange.session, now, schedule.window_start(now))
         reason = ticket.reason if tool is None else f"{ticket.reason}; response calls tool {tool!r}"
         self._record(exchange, rule, ticket.outcome, reason, ticket.counter, ticket.index, now)
-        needs_release = bool(ticket.scopes) or (ticket.quota is not None and rule.counts_tokens)
+        needs_release = (
+            bool(ticket.scopes) or ticket.hold is not None or (ticket.quota is not None and rule.counts_tokens)
+        )
         release = (rule.schedule, ticket) if needs_release else None
         if ticket.outcome != FIRED:
             return None, release
@@ -347,6 +383,10 @@ class FaultEngine:
         if self.paused:
             self._record(ex, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
             return None
+        if self._shared and rule.counted:
+            reason = f"response calls tool {tool!r} mid-stream, where the shared store cannot be awaited"
+            self._record(ex, rule, SKIPPED_STATE_UNAVAILABLE, reason, 0, 0, now)
+            return None
         fired, release = self._decide(rule, ex, plan.wire, now, tool)
         if release is not None:
             plan.releases.append(release)
@@ -372,5 +412,11 @@ class FaultEngine:
         if ex is not None:
             tokens = (ex.usage.input_tokens or 0) + (ex.usage.output_tokens or 0)
         now = self.clock()
+        shared: list[Ticket] | None = None
         for _, ticket in plan.releases:
-            Schedule.release(ticket, now, tokens)
+            if ticket.hold is None:
+                Schedule.release(ticket, now, tokens)
+            else:
+                (shared := shared or []).append(ticket)
+        if shared is not None:
+            self._spawn(self.store.release(shared, now, tokens))

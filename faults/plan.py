@@ -9,6 +9,10 @@ Response-stage rules (a `tool` glob on an LLM response) are decided when the too
 are known: in `edit_body` (the proxy parses the body first) or inside the chained stream
 editor (the proxy feeds the wire parser each event before the editor). Only `edit_body`
 and `stream_editor` of such faults are ever called; their other phases are already past.
+
+With a shared schedule store (a fleet on Redis), rules that need its counters are `pending` after
+`plan()` until the proxy awaits `engine.settle(plan)` (one round trip for all of them); a buffered
+body's response-stage rules are settled by `settle_deferred` before the body is edited.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class PlanHost(Protocol):
 
     def resolve_deferred(self, plan: Plan, rule: Any, tool: str) -> Fired | None: ...
 
+    async def resolve_deferred_shared(self, plan: Plan, matches: list[tuple[Any, str]]) -> list[Fired]: ...
+
     def release(self, plan: Plan) -> None: ...
 
     def skip(self, plan: Plan, fired: Fired, reason: str) -> None: ...
@@ -65,7 +71,7 @@ class PlanHost(Protocol):
 class Plan:
     """The fired faults of one exchange; empty for most traffic."""
 
-    __slots__ = ("_finished", "_host", "deferred", "exchange", "fired", "releases", "wire")
+    __slots__ = ("_finished", "_host", "at", "deferred", "exchange", "fired", "pending", "releases", "wire")
 
     def __init__(
         self,
@@ -82,12 +88,14 @@ class Plan:
         self.fired: list[Fired] = fired if fired is not None else []
         self.deferred: list[Any] = deferred if deferred is not None else []  # rules awaiting the response
         self.releases: list[Any] = releases if releases is not None else []  # (schedule, ticket) pairs
+        self.pending: list[Any] | None = None  # rules a shared store decides: engine.settle(plan)
+        self.at = 0.0  # when the rules were matched (pending ones are decided as of then)
         self._finished = False
 
     @property
     def empty(self) -> bool:
         """Nothing fired, pending or to release: the proxy may skip the plan (and finish())."""
-        return not self.fired and not self.deferred and not self.releases
+        return not self.fired and not self.deferred and not self.releases and not self.pending
 
     @property
     def records(self) -> list[FaultRecord]:
@@ -186,6 +194,23 @@ class Plan:
                 new.append(fired)
         self.deferred = still
         return new
+
+    async def settle_deferred(self, body: bytes, *, off_loop: bool = False) -> None:
+        """Decide the response-stage rules on a whole body now, with one await of the shared store (the
+        synchronous `edit_body` could not await it); `off_loop`: parse the body in a worker thread."""
+        if not self.deferred or self._host is None:
+            return
+        calls = await asyncio.to_thread(self._tool_calls_of, body) if off_loop else self._tool_calls_of(body)
+        if calls is None:
+            return
+        matches: list[tuple[Any, str]] = []
+        for rule in self.deferred:
+            tool = rule.match.response_match(calls)
+            if tool is not None:
+                matches.append((rule, tool))
+        self.deferred = []  # the whole body is known: a rule it does not match never will
+        if matches:
+            self.fired.extend(await self._host.resolve_deferred_shared(self, matches))
 
     def edit_body(self, body: bytes, headers: dict[str, str]) -> bytes:
         """Apply body faults in rule order to a whole decoded body."""

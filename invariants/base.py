@@ -2,7 +2,8 @@
 
 Invariants read the span (`ExchangeSpan`: attributes and events), the exchange summary and
 the session; never mitmproxy. Per-session state goes in `session.state_for(self.name, ...)`
-so it is dropped with the session.
+so it is dropped with the session; with a shared store (a fleet) it travels as JSON through
+`dump_state` / `load_state`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ class Invariant[C: InvariantConfigBase](ABC):
     def check_session(self, session: Session, *, final: bool) -> list[Violation]:
         """Checks on the session: after each exchange (final=False) and once when it idles."""
         return []
+
+    def dump_state(self, state: Any) -> Any:
+        """This invariant's session state as JSON data, for a fleet's shared store; None: nothing to share.
+
+        The default suits state that is JSON already (a flag, a dict of counts); an invariant that
+        keeps anything else (sets, deques, summaries, its own classes) gives its own codec. Never pickle:
+        the store is shared, and what it holds must be data, not code."""
+        return state
+
+    def load_state(self, data: Any) -> Any:
+        """The state `dump_state` wrote, read back (by any replica running the same invariant config)."""
+        return data
 
     def violation(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -33,6 +33,12 @@ class CallBudget(Invariant[CallBudgetConfig]):
 
     type = "call_budget"
     Config = CallBudgetConfig
+
+    def dump_state(self, state: set[str]) -> list[str]:
+        return sorted(state)
+
+    def load_state(self, data: Any) -> set[str]:
+        return set(data)
 
     def check_session(self, session: Session, *, final: bool) -> list[Violation]:
         cfg = self.config

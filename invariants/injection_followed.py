@@ -11,7 +11,7 @@ import json
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field
@@ -21,6 +21,7 @@ from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["InjectionFollowed", "InjectionFollowedConfig", "default_markers"]
 
@@ -109,6 +110,29 @@ class InjectionFollowed(Invariant[InjectionFollowedConfig]):
                 )
             )
         return found
+
+    def dump_state(self, state: deque[_Injection]) -> list[list[Any]]:
+        return [
+            [
+                dump_summary(i.source),
+                i.text,
+                list(i.markers),
+                sorted(i.hosts),
+                sorted(i.tool_names),
+                sorted(i.own_tools),
+            ]
+            for i in state
+        ]
+
+    def load_state(self, data: list[list[Any]]) -> deque[_Injection]:
+        pending = _new_pending()
+        for source, text, markers, hosts, names, own in data:
+            pending.append(
+                _Injection(
+                    load_summary(source), text, tuple(markers), frozenset(hosts), frozenset(names), frozenset(own)
+                )
+            )
+        return pending
 
     def _injection(self, exchange: ExchangeSummary, text: str, own: frozenset[str]) -> _Injection:
         own |= {exchange.tool_name} if exchange.tool_name else set()

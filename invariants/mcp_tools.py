@@ -18,18 +18,18 @@ the session closes), and reported only if it is still wrong.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from pydantic import Field
 
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
+from brownout.invariants.schemas import ValidatorCache, first_error
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["McpTools", "McpToolsConfig"]
 
@@ -74,7 +74,6 @@ class _Listing:
     offers: list[_Offer] = field(default_factory=list)  # by delivery time; empty: never listed
     announcements: list[_Announcement] = field(default_factory=list)  # by delivery time
     stale_reported: set[tuple[str, str]] = field(default_factory=set)  # (announcement's exchange, tool)
-    validators: dict[tuple[str, str], Any] = field(default_factory=dict)  # (listing, tool) -> validator
     suspects: list[ExchangeSummary] = field(default_factory=list)  # calls that looked wrong, to judge again
 
     def offer_for(self, call: ExchangeSummary) -> _Offer | None:
@@ -108,6 +107,10 @@ class McpTools(Invariant[McpToolsConfig]):
     type = "mcp_tools"
     Config = McpToolsConfig
 
+    def __init__(self, config: McpToolsConfig) -> None:
+        super().__init__(config)
+        self._validators = ValidatorCache()
+
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
         if exchange.provider != "mcp":
             return []
@@ -122,8 +125,6 @@ class McpTools(Invariant[McpToolsConfig]):
                 _delivered(exchange), {t.name: t.schema for t in exchange.tools_declared}, exchange.exchange_id
             )
             state.offers = sorted([*state.offers, offer], key=lambda o: o.delivered)[-_KEEP_LISTINGS:]
-            kept = {o.listed_in for o in state.offers}
-            state.validators = {k: v for k, v in state.validators.items() if k[0] in kept}
         # Calls that looked wrong are judged again once something started after they ended.
         settled = [c for c in state.suspects if exchange.start >= c.end]
         found = self._report(state, session, settled)
@@ -137,6 +138,23 @@ class McpTools(Invariant[McpToolsConfig]):
             return []
         state: _Listing = session.state_for(self.name, _Listing)
         return self._report(state, session, list(state.suspects))
+
+    def dump_state(self, state: _Listing) -> dict[str, Any]:
+        # A suspect call keeps its whole arguments (validators are the invariant's, not the session's).
+        return {
+            "offers": [[o.delivered, o.tools, o.listed_in] for o in state.offers],
+            "announcements": [[a.delivered, a.exchange_id] for a in state.announcements],
+            "stale_reported": sorted(map(list, state.stale_reported)),
+            "suspects": [dump_summary(replace(c.light(), executed_call=c.executed_call)) for c in state.suspects],
+        }
+
+    def load_state(self, data: dict[str, Any]) -> _Listing:
+        return _Listing(
+            offers=[_Offer(delivered, tools, listed_in) for delivered, tools, listed_in in data["offers"]],
+            announcements=[_Announcement(delivered, exchange_id) for delivered, exchange_id in data["announcements"]],
+            stale_reported={(exchange_id, tool) for exchange_id, tool in data["stale_reported"]},
+            suspects=[load_summary(c) for c in data["suspects"]],
+        )
 
     def _report(self, state: _Listing, session: Session, calls: list[ExchangeSummary]) -> list[Violation]:
         found: list[Violation] = []
@@ -186,23 +204,18 @@ class McpTools(Invariant[McpToolsConfig]):
         schema = offer.tools.get(tool)
         if call is None or not isinstance(schema, dict):
             return None
-        validator = state.validators.get((offer.listed_in, tool))
+        validator = self._validators.get(schema)
         if validator is None:
-            cls = validators.validator_for(schema)
-            try:
-                cls.check_schema(schema)
-            except schema_errors.SchemaError:
-                return None  # the server's own schema is broken: nothing to hold the agent to
-            validator = state.validators[(offer.listed_in, tool)] = cls(schema)
+            return None  # the server's own schema is broken: nothing to hold the agent to
         try:
             value = json.loads(call.arguments or "{}")
         except ValueError:
             return "arguments are not valid JSON"
-        error = schema_errors.best_match(validator.iter_errors(value))
+        error = first_error(validator, value)
         if error is None:
             return None
-        path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        if error.validator in ("required", "additionalProperties", "dependentRequired"):
+        keyword, path, message = error
+        if keyword in ("required", "additionalProperties", "dependentRequired"):
             # These messages name schema properties, never argument values.
-            return f"arguments do not fit the current inputSchema: {error.message} at {path}"
-        return f"arguments do not fit the current inputSchema: `{error.validator}` failed at {path}"
+            return f"arguments do not fit the current inputSchema: {message} at {path}"
+        return f"arguments do not fit the current inputSchema: `{keyword}` failed at {path}"

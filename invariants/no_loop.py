@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, model_validator
 
@@ -115,6 +115,25 @@ class NoLoop(Invariant[NoLoopConfig]):
     def _mark(track: _Track, marker: object) -> None:
         if len(track.reported) < _REPORTED_MAX:
             track.reported.add(marker)
+
+    def dump_state(self, state: _Track) -> dict[str, Any]:
+        # Markers: ("repeat", source, call) and ("alternation", source, frozenset of two calls).
+        reported = []
+        for marker in state.reported:
+            kind, source, what = cast(tuple[str, str, Any], marker)
+            reported.append([kind, source, sorted(map(list, what)) if kind == "alternation" else list(what)])
+        return {
+            "sequences": {source: [list(call) for call in seq] for source, seq in state.sequences.items()},
+            "reported": sorted(reported),
+        }
+
+    def load_state(self, data: dict[str, Any]) -> _Track:
+        window = self.config.window
+        track = _Track({s: deque(((n, a) for n, a in seq), maxlen=window) for s, seq in data["sequences"].items()})
+        for kind, source, what in data["reported"]:
+            calls = [(n, a) for n, a in what] if kind == "alternation" else None
+            track.reported.add((kind, source, frozenset(calls) if calls is not None else (what[0], what[1])))
+        return track
 
 
 def _executed(exchange: ExchangeSummary) -> tuple[ToolCallView, ...]:

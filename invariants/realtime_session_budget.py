@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -97,3 +97,11 @@ class RealtimeSessionBudget(Invariant[RealtimeSessionBudgetConfig]):
         if ending:
             budgets.pop(sid, None)
         return found
+
+    def dump_state(self, state: OrderedDict[str, _Budget]) -> list[list[Any]]:
+        return [[sid, b.started, b.tokens, b.over_tokens, b.over_duration] for sid, b in state.items()]
+
+    def load_state(self, data: list[list[Any]]) -> OrderedDict[str, _Budget]:
+        return OrderedDict(
+            (sid, _Budget(started, tokens, over_t, over_d)) for sid, started, tokens, over_t, over_d in data
+        )

@@ -22,6 +22,7 @@ from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["ReconnectDiscipline", "ReconnectDisciplineConfig"]
 
@@ -85,6 +86,18 @@ class ReconnectDiscipline(Invariant[ReconnectDisciplineConfig]):
             found += self._judge(prev, attempt, exchange, state, session)
         state.attempts.append(attempt)
         return found
+
+    def dump_state(self, state: _State) -> dict[str, Any]:
+        attempts = [
+            [dump_summary(a.summary), a.ended_badly, a.offered, a.used, a.code, a.reconnect] for a in state.attempts
+        ]
+        return {"attempts": attempts, "storm_until": state.reported_storm_until}
+
+    def load_state(self, data: dict[str, Any]) -> _State:
+        state = _State(reported_storm_until=float(data["storm_until"]))
+        for summary, ended_badly, offered, used, code, reconnect in data["attempts"]:
+            state.attempts.append(_Attempt(load_summary(summary), ended_badly, offered, used, code, reconnect))
+        return state
 
     def _judge(
         self, prev: _Attempt, attempt: _Attempt, exchange: ExchangeSummary, state: _State, session: Session

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -14,10 +14,12 @@ from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["RetryDiscipline", "RetryDisciplineConfig"]
 
 _ENDPOINTS_MAX = 64  # retry targets tracked per session
+_STARTS_MAX = 64  # retry start times kept per chain (storm detection)
 _CONCURRENT_SLACK_S = 0.001  # a request that started before the failure ended is not its retry
 
 
@@ -48,7 +50,7 @@ class _Chain:
     failure: ExchangeSummary  # the latest failed answer
     first: ExchangeSummary  # the failure that started the chain (its faults are the cause)
     retries: int = 0
-    starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    starts: deque[float] = field(default_factory=lambda: deque(maxlen=_STARTS_MAX))
     reported: set[str] = field(default_factory=set)
 
 
@@ -143,6 +145,28 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             )
         return found
 
+    def dump_state(self, state: OrderedDict[str, _Chain]) -> list[list[Any]]:
+        return [
+            [
+                target,
+                _dump_failure(c.failure),
+                dump_summary(c.first.light()),
+                c.retries,
+                list(c.starts),
+                sorted(c.reported),
+            ]
+            for target, c in state.items()
+        ]
+
+    def load_state(self, data: list[list[Any]]) -> OrderedDict[str, _Chain]:
+        chains: OrderedDict[str, _Chain] = OrderedDict()
+        for target, failure, first, retries, starts, reported in data:
+            chain = _Chain(
+                load_summary(failure), load_summary(first), retries, deque(starts, maxlen=_STARTS_MAX), set(reported)
+            )
+            chains[target] = chain
+        return chains
+
     def _too_many(self, retries: int, exchange: ExchangeSummary, cause: ExchangeSummary, session: Session) -> Violation:
         return self.violation(
             f"{retries} retries of {exchange.retry_target}, more than max_retries {self.config.max_retries}",
@@ -151,6 +175,12 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             cause=cause,
             details={"retries": retries, "max_retries": self.config.max_retries, "check": "max_retries"},
         )
+
+
+def _dump_failure(failure: ExchangeSummary) -> dict[str, Any]:
+    """What a later retry is judged against; the request body only after a cut stream (`_repeats` reads it)."""
+    light = failure.light()
+    return dump_summary(replace(light, request_body=failure.request_body) if failure.stream_cut else light)
 
 
 def _repeats(exchange: ExchangeSummary, earlier: ExchangeSummary) -> bool:

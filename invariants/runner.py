@@ -103,16 +103,35 @@ class InvariantRunner:
         if observed is None:
             return []
         summary, session, evicted = observed
-        for old in evicted:
-            closed = self._close(old)
-            self._emit(closed)
-            self._orphans.extend(closed)
+        self.retire(evicted)
+        found = self.judge(span, summary, session)
+        self.emit(found)
+        return found
+
+    def judge(self, span: ExchangeSpan, summary: ExchangeSummary, session: Session) -> list[Violation]:
+        """Span-level then session-level checks of an exchange the session has observed (not emitted)."""
         found: list[Violation] = []
         for check in self._span_checks:
             found += self._run(check, span, summary, session)
         for check in self._session_checks:
             found += self._run(check, session, final=False)
-        self._emit(found)
+        return found
+
+    def now(self) -> float:
+        return self._clock()
+
+    def retire(self, sessions: Iterable[Session], *, mark: Callable[[Violation], Violation] | None = None) -> None:
+        """Session-end checks of sessions evicted over max_sessions: emitted at once, handed out by the next sweep."""
+        for old in sessions:
+            closed = self.close(old)
+            if mark is not None:
+                closed = [mark(v) for v in closed]
+            self.emit(closed)
+            self._orphans.extend(closed)
+
+    def take_orphans(self) -> list[Violation]:
+        found = list(self._orphans)
+        self._orphans.clear()
         return found
 
     def _observe(
@@ -126,37 +145,32 @@ class InvariantRunner:
     def check_without_span(self, exchange: Exchange) -> list[Violation]:
         """With no invariants configured: only keep the session alive (sessions_active)."""
         touched = self.guard.call("invariants", self.sessions.touch, exchange.session, self._clock())
-        if touched is None:
-            return []
-        for old in touched[1]:
-            closed = self._close(old)
-            self._emit(closed)
-            self._orphans.extend(closed)
+        if touched is not None:
+            self.retire(touched[1])
         return []
 
     def sweep(self, now: float | None = None) -> list[Violation]:
         """Close sessions idle past idle_s: run their session-end checks, then drop their state."""
         now = self._clock() if now is None else now
-        found = list(self._orphans)
-        self._orphans.clear()
+        found = self.take_orphans()
         for session in self.sessions.expire(now):
-            closed = self._close(session)
-            self._emit(closed)
+            closed = self.close(session)
+            self.emit(closed)
             found += closed
         return found
 
     def close_all(self) -> list[Violation]:
         """Session-end checks for every session (shutdown)."""
-        found = list(self._orphans)
-        self._orphans.clear()
+        found = self.take_orphans()
         for session in self.sessions.clear():
             session.now = self._clock()
-            closed = self._close(session)
-            self._emit(closed)
+            closed = self.close(session)
+            self.emit(closed)
             found += closed
         return found
 
-    def _close(self, session: Session) -> list[Violation]:
+    def close(self, session: Session) -> list[Violation]:
+        """The session-end checks of `session`, once (not emitted)."""
         if session.closed:
             return []
         session.closed = True
@@ -169,7 +183,7 @@ class InvariantRunner:
         found = self.guard.call(check.component, _checked, check.method, args, kwargs, context=check.context)
         return found or []
 
-    def _emit(self, violations: list[Violation]) -> None:
+    def emit(self, violations: list[Violation]) -> None:
         if self._on_violation is None:
             return
         for violation in violations:

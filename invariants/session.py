@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from brownout.core.state.sessions import SessionRecord
 from brownout.invariants.summary import ExchangeSummary
 
 __all__ = ["Session", "SessionStore"]
@@ -39,6 +40,9 @@ class Session:
     first_start: float | None = None
     last_end: float | None = None
     closed: bool = False  # set once session-end checks ran
+    # With a fleet's shared store: the version and JSON fields of this session as last read or written
+    # there (version -1: changed here while the store was away). None: the session lives here only.
+    shared: SessionRecord | None = None
 
     @property
     def last(self) -> ExchangeSummary | None:
@@ -111,13 +115,27 @@ class SessionStore:
             self._sessions.move_to_end(session_id)
             session.last_seen = max(session.last_seen, now)
         session.now = now
+        return session, self._evict()
+
+    def _evict(self) -> list[Session]:
         evicted: list[Session] = []
         while len(self._sessions) > self.max_sessions:
             _, old = self._sessions.popitem(last=False)
             evicted.append(old)
         if evicted:
             logger.debug("evicted %d sessions over max_sessions=%d", len(evicted), self.max_sessions)
-        return session, evicted
+        return evicted
+
+    def put(self, session: Session, now: float) -> list[Session]:
+        """Hold `session` (in place of any under its id), marked active now; the sessions evicted over max_sessions."""
+        self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)
+        session.last_seen = max(session.last_seen, now)
+        return self._evict()
+
+    def discard(self, session_id: str) -> Session | None:
+        """Forget a session (closed elsewhere), returning it."""
+        return self._sessions.pop(session_id, None)
 
     def expire(self, now: float) -> list[Session]:
         """Remove and return the sessions idle for at least idle_s."""

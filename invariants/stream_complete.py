@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,7 @@ from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["StreamComplete", "StreamCompleteConfig"]
 
@@ -69,6 +70,14 @@ class StreamComplete(Invariant[StreamCompleteConfig]):
             if len(text) >= self.config.min_chars or ids:
                 pending.append(_Partial(exchange.light(), text, ids))
         return found
+
+    def dump_state(self, state: deque[_Partial]) -> list[list[Any]]:
+        return [[dump_summary(p.stream), p.text, sorted(p.call_ids)] for p in state]
+
+    def load_state(self, data: list[list[Any]]) -> deque[_Partial]:
+        pending = _new_pending()
+        pending.extend(_Partial(load_summary(stream), text, frozenset(ids)) for stream, text, ids in data)
+        return pending
 
     def _treated_complete(self, partial: _Partial, exchange: ExchangeSummary) -> str | None:
         if len(partial.text) >= self.config.min_chars:

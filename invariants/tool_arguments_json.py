@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import logging
-from typing import Any, Literal
+from typing import Literal
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from pydantic import ConfigDict, Field
 
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
+from brownout.invariants.schemas import ValidatorCache, first_error
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
 
 __all__ = ["ToolArgumentsJson", "ToolArgumentsJsonConfig"]
-
-logger = logging.getLogger(__name__)
 
 
 class ToolArgumentsJsonConfig(InvariantConfigBase):
@@ -37,6 +33,10 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
 
     type = "tool_arguments_json"
     Config = ToolArgumentsJsonConfig
+
+    def __init__(self, config: ToolArgumentsJsonConfig) -> None:
+        super().__init__(config)
+        self._validators = ValidatorCache()
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
         # A stream cut before its finish reason holds half-sent tool calls: their arguments are cut,
@@ -74,32 +74,15 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
         check_schema = self.config.schema_
         if not (call.from_object if check_schema is None else check_schema):
             return None
-        validator = self._validator(call.name, session)
+        schema = session.tools.get(call.name)
+        validator = self._validators.get(schema) if isinstance(schema, dict) else None
         if validator is None:
             return None
-        error = schema_errors.best_match(validator.iter_errors(value))
+        error = first_error(validator, value)
         if error is None:
             return None
-        path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        if error.validator in ("required", "additionalProperties", "dependentRequired"):
+        keyword, path, message = error
+        if keyword in ("required", "additionalProperties", "dependentRequired"):
             # These messages name schema properties, not argument values.
-            return f"arguments do not match the declared schema: {error.message} at {path}"
-        return f"arguments do not match the declared schema: `{error.validator}` failed at {path}"
-
-    def _validator(self, tool: str, session: Session) -> Any:
-        schema = session.tools.get(tool)
-        if not isinstance(schema, dict):
-            return None
-        cache: dict[str, tuple[int, Any]] = session.state_for(self.name, dict)
-        cached = cache.get(tool)
-        if cached is not None and cached[0] == id(schema):
-            return cached[1]
-        cls = validators.validator_for(schema)
-        try:
-            cls.check_schema(schema)
-            validator = cls(schema)
-        except schema_errors.SchemaError:
-            logger.debug("tool %r declared an invalid JSON Schema; skipping schema validation", tool)
-            validator = None
-        cache[tool] = (id(schema), validator)
-        return validator
+            return f"arguments do not match the declared schema: {message} at {path}"
+        return f"arguments do not match the declared schema: `{keyword}` failed at {path}"

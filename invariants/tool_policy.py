@@ -28,6 +28,7 @@ from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
+from brownout.invariants.summary_codec import dump_summary, load_summary
 
 __all__ = ["ArgumentRule", "OrderRule", "ToolPolicy", "ToolPolicyConfig"]
 
@@ -164,6 +165,21 @@ class ToolPolicy(Invariant[ToolPolicyConfig]):
         if planted:
             state.injection = exchange.light()
         return found
+
+    def dump_state(self, state: _State) -> dict[str, Any]:
+        return {
+            "counts": [[source, glob, n] for (source, glob), n in state.counts.items()],
+            "preceded": {source: sorted(seen) for source, seen in state.preceded.items()},
+            "injection": None if state.injection is None else dump_summary(state.injection),
+        }
+
+    def load_state(self, data: dict[str, Any]) -> _State:
+        injection = data["injection"]
+        return _State(
+            {(source, glob): n for source, glob, n in data["counts"]},
+            {source: set(seen) for source, seen in data["preceded"].items()},
+            None if injection is None else load_summary(injection),
+        )
 
     def _calls(self, exchange: ExchangeSummary) -> list[tuple[str, ToolCallView]]:
         calls: list[tuple[str, ToolCallView]] = []

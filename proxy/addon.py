@@ -28,6 +28,7 @@ from brownout.proxy import bodies, effects, flowmodel
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
 from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.fleet import Fleet
 from brownout.proxy.flowstate import FlowState
 from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.lifecycle import Lifecycle
@@ -75,6 +76,7 @@ class Brownout(Lifecycle, ResponseHooks):
         self.started = asyncio.Event()  # running() is done: endpoints bound, or start_error says why not
         self.start_error: str | None = None
         self.control: Any = None
+        self.fleet: Fleet | None = None  # built from config.state when the proxy runs (proxy/fleet.py)
         self.relay: Relay | None = None
         self.watcher: ConfigWatcher | None = None
         self.heap_owned = False
@@ -152,6 +154,11 @@ class Brownout(Lifecycle, ResponseHooks):
             return
         self._states[flow.id] = state
         plan = state.plan
+        if plan is not None and plan.pending:
+            # A fleet's shared counters decide these rules: one round trip, within the store's budget.
+            await self.guard.acall("engine", self.engine.settle, plan, context=f"exchange {state.exchange.id}")
+            if plan.empty:
+                state.plan = plan = None
         if plan is None:
             self.tape.on_request(flow, state, body)
             return

@@ -137,6 +137,14 @@ def main() -> None:
 @cassette_flags
 @_quiet_opt
 @_summary_json_opt
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes sharing the listening port (SO_REUSEPORT), one /metrics and one control API; "
+    "more than 1 needs state.backend: redis.",
+)
 def run(
     config_path: str | None,
     listen: str,
@@ -145,6 +153,7 @@ def run(
     confdir: str | None,
     quiet: bool,
     summary_json: str | None,
+    workers: int,
     **cassette: Any,
 ) -> None:
     """Run the proxy in the foreground until Ctrl-C or SIGTERM, then print a summary of what it did."""
@@ -152,7 +161,7 @@ def run(
     from brownout.proxy.serve import serve_until_signal
     from brownout.proxy.startup import StopReport, startup_lines
 
-    _check_config(config_path)
+    config = _check_config(config_path)
     host, port = _listen(listen)
     names = {s.partition("=")[0] for s in set_options}
     if not _is_loopback(host) and not names & {"allow_hosts", "proxyauth"}:
@@ -163,6 +172,12 @@ def run(
         )
 
     report = StopReport(quiet=quiet, json_path=summary_json, expect_traffic=False, echo=_echo_err)
+    if workers > 1:
+        from brownout.proxy.workers.run import run_fleet
+
+        options = [*cassette_set_options(**cassette), *set_options]
+        sys.exit(run_fleet(workers, config, config_path, listen=(host, port), mode=mode, confdir=confdir,
+                           options=options, report=report))  # fmt: skip
     served: list[ProxyHandle] = []
 
     def ready(handle: ProxyHandle) -> None:

@@ -40,13 +40,15 @@ class ControlTarget(Protocol):
 
     Methods are called from the control server's threads, not from mitmproxy's event loop:
     implementations either flip plain attributes (atomic in CPython) or hop onto the loop.
+    `pause`, `resume` and `set_rule_enabled` may return fields to add to the answer (with a fleet:
+    whether the fleet's shared store was reached); `set_rule_enabled` returns False for no such rule.
     """
 
     def status(self) -> dict[str, Any]: ...
-    def pause(self) -> None: ...
-    def resume(self) -> None: ...
+    def pause(self) -> Mapping[str, Any] | None: ...
+    def resume(self) -> Mapping[str, Any] | None: ...
     def reload(self) -> tuple[bool, str]: ...
-    def set_rule_enabled(self, name: str, enabled: bool) -> bool: ...
+    def set_rule_enabled(self, name: str, enabled: bool) -> bool | Mapping[str, Any]: ...
     def violations(self, since: float | None) -> list[dict[str, Any]]: ...
     def exchanges(self, since: float | None, limit: int | None) -> list[dict[str, Any]]: ...
 
@@ -61,6 +63,8 @@ class EngineControl:
     `run_on_loop` (the proxy's LoopRunner.call) runs engine mutations (rule toggles) on the
     proxy's event loop, so they never interleave with an exchange being planned there;
     pause/resume only flip a flag; `reload` hops onto the loop itself after parsing.
+    `publish` writes switches to the fleet (proxy/fleet.py) once they apply here, and returns what
+    the answer says about it; without a fleet it returns nothing.
     """
 
     def __init__(
@@ -72,8 +76,10 @@ class EngineControl:
         exchanges: Callable[[float | None, int | None], list[dict[str, Any]]] = lambda since, limit: [],
         extra_status: Callable[[], Mapping[str, Any]] | None = None,
         run_on_loop: Callable[..., Any] = _here,
+        publish: Callable[[dict[str, str]], Mapping[str, Any]] = lambda switches: {},
     ) -> None:
         self.engine = engine
+        self._publish = publish
         self._reload = reload
         self._violations = violations
         self._exchanges = exchanges
@@ -86,16 +92,18 @@ class EngineControl:
             out.update(self._extra())
         return out
 
-    def pause(self) -> None:
+    def pause(self) -> Mapping[str, Any]:
         self.engine.pause()  # a bool flip: visible to the next exchange without a loop hop
+        return self._publish({"paused": "1"})
 
-    def resume(self) -> None:
+    def resume(self) -> Mapping[str, Any]:
         self.engine.resume()
+        return self._publish({"paused": "0"})
 
     def reload(self) -> tuple[bool, str]:
         return self._reload()
 
-    def set_rule_enabled(self, name: str, enabled: bool) -> bool:
+    def set_rule_enabled(self, name: str, enabled: bool) -> bool | Mapping[str, Any]:
         def flip() -> bool:
             try:
                 self.engine.set_rule_enabled(name, enabled)
@@ -103,8 +111,9 @@ class EngineControl:
                 return False
             return True
 
-        result: bool = self._on_loop(flip)
-        return result
+        if not self._on_loop(flip):
+            return False
+        return self._publish({f"rule:{name}": "1" if enabled else "0"}) or True
 
     def violations(self, since: float | None) -> list[dict[str, Any]]:
         return self._violations(since)
@@ -206,11 +215,9 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/status" and method == "GET":
                 self._send(200, target.status())
             elif path == "/faults/pause" and method == "POST":
-                target.pause()
-                self._send(200, {"paused": True})
+                self._send(200, {"paused": True, **(target.pause() or {})})
             elif path == "/faults/resume" and method == "POST":
-                target.resume()
-                self._send(200, {"paused": False})
+                self._send(200, {"paused": False, **(target.resume() or {})})
             elif path == "/reload" and method == "POST":
                 ok, message = target.reload()
                 self._send(200 if ok else 422, {"ok": ok, "message": message})
@@ -232,8 +239,10 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(400, {"error": 'body must be {"enabled": true|false}'})
                     return
                 name = unquote(m["name"])
-                if target.set_rule_enabled(name, body["enabled"]):
-                    self._send(200, {"rule": name, "enabled": body["enabled"]})
+                result = target.set_rule_enabled(name, body["enabled"])
+                if result:
+                    extra = result if isinstance(result, Mapping) else {}
+                    self._send(200, {"rule": name, "enabled": body["enabled"], **extra})
                 else:
                     self._send(404, {"error": f"no rule named {name!r}"})
             elif path in _KNOWN or _RULE_PATH.match(path):

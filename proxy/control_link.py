@@ -43,8 +43,10 @@ def start_control(addon: Any) -> ControlServer | None:
             "in_flight": addon.in_flight,
             "client_connections": addon.limits.snapshot(),
             "tasks": _task_count(loop),
+            "state": addon.fleet.status_from_thread() if addon.fleet is not None else {"backend": "memory"},
         },
         run_on_loop=addon.on_loop.call,
+        publish=lambda switches: addon.fleet.publish_from_thread(switches) if addon.fleet is not None else {},
     )
     server = ControlServer.from_config(config, target, on_error=lambda e: addon.guard.failed("control", e))
     try:

@@ -41,6 +41,18 @@ class _Client:
         return body
 
 
+def _done(body: Any, what: str) -> None:
+    """Say what happened, and where: this process, the whole fleet, or this replica only (store away)."""
+    fleet = body.get("fleet") if isinstance(body, dict) else None
+    if fleet is True:
+        click.echo(f"{what} on every replica of the fleet")
+    elif fleet is False:
+        click.echo(f"{what} on this replica only", err=False)
+        click.echo(f"brownout: warning: {body.get('warning') or 'the fleet could not be reached'}", err=True)
+    else:
+        click.echo(what)
+
+
 def _echo(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
@@ -67,17 +79,15 @@ def status(client: _Client) -> None:
 @ctl.command()
 @click.pass_obj
 def pause(client: _Client) -> None:
-    """Kill switch: stop all fault injection from the next exchange on."""
-    client.call("POST", "/faults/pause")
-    click.echo("faults paused")
+    """Kill switch: stop all fault injection from the next exchange on (with a fleet: on every replica)."""
+    _done(client.call("POST", "/faults/pause"), "faults paused")
 
 
 @ctl.command()
 @click.pass_obj
 def resume(client: _Client) -> None:
-    """Resume fault injection."""
-    client.call("POST", "/faults/resume")
-    click.echo("faults resumed")
+    """Resume fault injection (with a fleet: on every replica)."""
+    _done(client.call("POST", "/faults/resume"), "faults resumed")
 
 
 @ctl.command()
@@ -96,9 +106,9 @@ def reload(client: _Client) -> None:
 @click.option("--enable/--disable", "enabled", required=True, help="Turn the rule on or off.")
 @click.pass_obj
 def rule(client: _Client, name: str, enabled: bool) -> None:
-    """Enable or disable the rule NAME."""
-    client.call("PUT", f"/rules/{quote(name, safe='')}", json={"enabled": enabled})
-    click.echo(f"rule {name} {'enabled' if enabled else 'disabled'}")
+    """Enable or disable the rule NAME (with a fleet: on every replica)."""
+    body = client.call("PUT", f"/rules/{quote(name, safe='')}", json={"enabled": enabled})
+    _done(body, f"rule {name} {'enabled' if enabled else 'disabled'}")
 
 
 def _since(value: str | None) -> float | None:

@@ -30,6 +30,7 @@ from brownout.proxy.master import BrownoutMaster
 from brownout.proxy.mitmctx import install as per_loop_mitmproxy_ctx
 from brownout.proxy.mitmctx import running_master
 from brownout.proxy.modes import check_mode
+from brownout.proxy.reuseport import share_port
 
 __all__ = [
     "ProxyHandle",
@@ -151,8 +152,12 @@ async def running_proxy_async(
     extra_options: Mapping[str, Any] | Sequence[str] | None = None,
     on_exchange: Callable[[Any], None] | None = None,
     with_termlog: bool = False,
+    reuse_port: bool = False,
 ) -> AsyncIterator[ProxyHandle]:
-    """Run brownout on the current event loop until the block exits (or `handle.master.shutdown()`)."""
+    """Run brownout on the current event loop until the block exits (or `handle.master.shutdown()`).
+
+    `reuse_port`: listen with SO_REUSEPORT, so that other processes can listen on the same port and
+    the kernel spreads connections over them (`brownout run --workers N`, see proxy/reuseport.py)."""
     if config_path is not None and config is not None:
         raise ValueError("pass config_path or config, not both")
     path = str(Path(config_path).resolve()) if config_path is not None else None
@@ -174,6 +179,8 @@ async def running_proxy_async(
             "proxy starting now (its config and plugins); run each proxy on a loop of its own (running_proxy)"
         )
     master = BrownoutMaster(opts, with_termlog=with_termlog)
+    if reuse_port:
+        share_port(master)
     errorcheck = _raise_instead_of_exit(master)
     termlog = master.addons.get("termlog")
     quiet_start = StartErrors()
@@ -319,10 +326,11 @@ def running_proxy(
     confdir: str | os.PathLike[str] | None = None,
     extra_options: Mapping[str, Any] | Sequence[str] | None = None,
     on_exchange: Callable[[Any], None] | None = None,
+    reuse_port: bool = False,
 ) -> Iterator[ProxyHandle]:
     """Run brownout in a background thread with its own event loop; yield once the socket is bound.
 
-    `on_exchange` is called on the proxy's thread.
+    `on_exchange` is called on the proxy's thread; `reuse_port` as in `running_proxy_async`.
     """
     ready = threading.Event()
     result: dict[str, Any] = {}
@@ -337,6 +345,7 @@ def running_proxy(
             confdir=confdir,
             extra_options=extra_options,
             on_exchange=on_exchange,
+            reuse_port=reuse_port,
         ) as handle:
             stopped = asyncio.Event()
             loop = asyncio.get_running_loop()

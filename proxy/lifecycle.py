@@ -22,6 +22,7 @@ from brownout.proxy.config import BrownoutConfig, with_listen_overrides
 from brownout.proxy.configdiff import describe_reload
 from brownout.proxy.configload import ConfigError, load_config
 from brownout.proxy.control_link import start_control
+from brownout.proxy.fleet import Fleet, start_fleet
 from brownout.proxy.ignore import HostGlobs
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
@@ -33,6 +34,7 @@ from brownout.proxy.relay import Relay
 from brownout.proxy.tokenshield import TokenShield
 from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
+from brownout.proxy.workers.paths import with_worker_paths
 
 __all__ = ["Lifecycle", "PreparedConfig"]
 
@@ -48,12 +50,16 @@ class PreparedConfig:
     tape: TapeSetup
     rules: list[CompiledRule] | None = None  # compiled off the loop (a reload), or None: compiled at the switch
     retired: CassetteWriter | None = None  # set by apply_config: the writer replaced, to close off the loop
+    source: BrownoutConfig | None = None  # `config` before this proxy's overrides
 
 
 class Lifecycle:
     """Mixed into the addon: mitmproxy's load/configure/running/done hooks and config switching."""
 
     config: BrownoutConfig
+    # The config as loaded, before this proxy's overrides: they are applied to it again when an option
+    # changes (a worker's log paths are derived from the written ones, so applying twice would not do).
+    _source: BrownoutConfig | None = None
     guard: Guard
     engine: FaultEngine
     pipeline: Pipeline
@@ -65,6 +71,7 @@ class Lifecycle:
     started: asyncio.Event
     start_error: str | None
     control: Any
+    fleet: Fleet | None  # the shared state (config.state), built at start: see proxy/fleet.py
     relay: Relay | None
     watcher: ConfigWatcher | None
     _fixed: bool
@@ -101,6 +108,12 @@ class Lifecycle:
             "brownout_metrics_listen", str, "", "Overrides exporters.prometheus.listen (host:port; port 0 picks one)."
         )
         loader.add_option("brownout_control_listen", str, "", "Overrides control.listen (host:port; port 0 picks one).")
+        loader.add_option(
+            "brownout_worker", str, "", "This process's index under `brownout run --workers`: its own JSONL files."
+        )
+        loader.add_option(
+            "brownout_paused", bool, False, "Fault injection paused (the kill switch), from before the first request."
+        )
         cassette_options.add_options(loader)
 
     def configure(self, updated: set[str]) -> None:
@@ -110,11 +123,19 @@ class Lifecycle:
                 self.apply_config(load_config(ctx.options.brownout_config))
             except (ConfigError, CassetteError, OSError, ValueError) as e:
                 raise exceptions.OptionsError(str(e)) from e
-        elif updated & {"brownout_metrics_listen", "brownout_control_listen", *cassette_options.OPTIONS}:
+        elif updated & {
+            "brownout_metrics_listen",
+            "brownout_control_listen",
+            "brownout_worker",
+            *cassette_options.OPTIONS,
+        }:
             try:
-                self.apply_config(self.config)
+                self.apply_config(self._source or self.config)
             except (CassetteError, OSError, ValueError) as e:
                 raise exceptions.OptionsError(str(e)) from e
+        if "brownout_paused" in updated and ctx.options.brownout_paused != self.engine.paused:
+            # Options are set before the proxy listens: a worker the fleet restarts while paused never injects.
+            (self.engine.pause if ctx.options.brownout_paused else self.engine.resume)()
         # mitmproxy's own limit applies to requests too: keep it high so a long-context or image
         # request is still buffered, recognised and faulted; responses stream from our threshold.
         if updated & {"stream_large_bodies", "brownout_config"} and ctx.options.stream_large_bodies is None:
@@ -126,7 +147,8 @@ class Lifecycle:
             self.relay = Relay(self.guard, verify=self._upstream_verify(), on_unreachable=self.unreachable.relay_failed)
             await self.relay.start()
             await self.tape.start()
-            self.pipeline.start(rules=self.engine.active_rules)
+            self.fleet = await start_fleet(self)
+            self.pipeline.start(rules=self.engine.active_rules, link=self.fleet.link)
             self.pipeline.exporters.watch(
                 client_connections=lambda: self.limits.open, client_connections_waiting=lambda: self.admission.waiting
             )
@@ -154,6 +176,9 @@ class Lifecycle:
         if self.relay is not None:
             await self.relay.stop()
         await self.tape.stop()
+        await self.pipeline.stop(3.0)  # shared-session checks still queued: before the fleet's link closes
+        if self.fleet is not None:
+            await self.guard.acall("engine", self.fleet.stop, context="leaving the fleet")
         await asyncio.get_running_loop().run_in_executor(None, self.tape.close, 3.0)
         # Bounded: an unreachable collector must not hold shutdown for the SDK's 30 s.
         await asyncio.get_running_loop().run_in_executor(None, self.pipeline.shutdown, 3.0)
@@ -162,12 +187,15 @@ class Lifecycle:
         """The slow part of switching to `config` (reading and indexing cassettes, opening a record
         directory; with `compile_rules`, compiling its rules too), done here: call it off the loop.
         Raises CassetteError, OSError or ValueError."""
+        source = config
         config = with_listen_overrides(
             config, self._option("brownout_metrics_listen"), self._option("brownout_control_listen")
         )
         config = cassette_options.with_cassette_overrides(config, self._option)
+        config = with_worker_paths(config, self._option("brownout_worker"))
         rules = self.engine.prepare(config.ruleset) if compile_rules else None
-        return PreparedConfig(config, self.tape.prepare(config.record, config.replay, config.catalogue.wire), rules)
+        tape = self.tape.prepare(config.record, config.replay, config.catalogue.wire)
+        return PreparedConfig(config, tape, rules, source=source)
 
     def apply_config(self, config: BrownoutConfig | PreparedConfig) -> None:
         """Switch to a validated config; new exchanges use it. On the loop: a PreparedConfig switches at
@@ -186,8 +214,10 @@ class Lifecycle:
     def _switch(self, prepared: PreparedConfig) -> CassetteWriter | None:
         config = prepared.config
         retired = self.tape.swap(prepared.tape)
-        self.config = config
+        self.config, self._source = config, prepared.source
         self.engine.reload(config.ruleset, prepared.rules)
+        if self.fleet is not None:
+            self.fleet.on_config(config)
         self.pipeline.reload(config)
         self._stream_above = human.parse_size(config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(config.proxy.buffer_max_bytes) or 0

@@ -3,24 +3,31 @@
 Order per exchange: price it (tokens -> currency) -> build the span (attributes, fault events) -> run span- and session-level
 invariants on it -> add violation events and end it (BatchSpanProcessor ships it off-loop)
 -> metrics and logs -> listeners. Each step is contained by the guard: traffic first.
+
+With a shared session store (`state.backend: redis`) the invariant checks take a round trip: from
+the checks on, an exchange's steps run as an async job (proxy/fleet_sessions.py), in order per
+session, after the response as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.spans import SpanBuilder
+from brownout.core.spans import ExchangeSpan, SpanBuilder
+from brownout.core.state import RedisLink
 from brownout.exporters.hub import Exporters
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
 from brownout.proxy.config import BrownoutConfig
+from brownout.proxy.fleet_sessions import FleetSessions
 
 __all__ = ["Pipeline"]
 
@@ -40,9 +47,12 @@ class Pipeline:
         self.prices_loaded = threading.Event()  # the price table is in memory (or failed to load)
         self._last_sweep = time.monotonic()
         self.pricer = Pricer()
+        self.fleet: FleetSessions | None = None  # built at start with state.backend redis
+        self._sweeping: asyncio.Task[None] | None = None
         self._build(config)
 
     def _build(self, config: BrownoutConfig) -> None:
+        self._config = config
         catalogue = config.catalogue
         self.exporters = Exporters(
             config.exporters, guard=self.guard, extra=catalogue.exporters, providers=catalogue.wire.providers
@@ -77,7 +87,14 @@ class Pipeline:
         else:
             span = self.guard.call("spans", self.spans.start, exchange, context=f"exchange {exchange.id}")
         if span is not None:
+            if self.fleet is not None and self.invariants.invariants:
+                self._check_shared(self.fleet, span, exchange)
+                return
             violations = self.guard.call("invariants", self.invariants.check, span, exchange, default=[]) or []
+        self._finish(exchange, span, violations)
+
+    def _finish(self, exchange: Exchange, span: ExchangeSpan | None, violations: list[Violation]) -> None:
+        if span is not None:
             self.guard.call("spans", self.spans.finish, span, violations, context=f"exchange {exchange.id}")
         self.exporters.on_exchange(exchange, violations)
         for listener in self.listeners:
@@ -86,23 +103,55 @@ class Pipeline:
         if time.monotonic() - self._last_sweep >= SWEEP_EVERY_S:
             self.sweep()
 
+    def _check_shared(self, fleet: FleetSessions, span: ExchangeSpan, exchange: Exchange) -> None:
+        """The checks on the fleet's session, as a job after this one; then the rest of the exchange's steps."""
+
+        async def job() -> None:
+            found: list[Violation] = await self.guard.acall("invariants", fleet.checks.check, span, exchange) or []
+            self._finish(exchange, span, found)
+
+        if not fleet.jobs.submit(exchange.session, job):
+            self.exporters.on_checks_dropped()
+            self._finish(exchange, span, [])
+
     def sweep(self, *, close_all: bool = False) -> list[Violation]:
-        """Close idle sessions (or all, at shutdown): their session-end violations are exported."""
+        """Close idle sessions (or all, at shutdown): their session-end violations are exported.
+
+        With a shared store the fleet's idle sessions are claimed in a task (their violations are
+        exported when it ends, not returned); at shutdown only those changed here alone are closed."""
         self._last_sweep = time.monotonic()
-        fn: Any = self.invariants.close_all if close_all else self.invariants.sweep
+        fleet = self.fleet
+        if fleet is None:
+            fn: Any = self.invariants.close_all if close_all else self.invariants.sweep
+        elif close_all:
+            fn = fleet.checks.close_all
+        else:
+            if self._sweeping is None or self._sweeping.done():
+                self._sweeping = self.guard.call("invariants", _task, self._sweep_shared(fleet))
+            return []
         found: list[Violation] = self.guard.call("invariants", fn, default=[]) or []
-        for violation in found:
-            self.exporters.on_violation(violation)
-        self._announce(found)
+        self._export(found)
         return found
+
+    async def _sweep_shared(self, fleet: FleetSessions) -> None:
+        self._export(await self.guard.acall("invariants", fleet.checks.sweep, default=[]) or [])
+
+    def _export(self, violations: list[Violation]) -> None:
+        for violation in violations:
+            self.exporters.on_violation(violation)
+        self._announce(violations)
 
     def _announce(self, violations: list[Violation]) -> None:
         for violation in violations:
             for listener in self.violation_listeners:
                 self.guard.call("listener", listener, violation, context=f"violation {violation.invariant}")
 
-    def start(self, *, rules: Callable[[], Any]) -> None:
+    def start(self, *, rules: Callable[[], Any], link: RedisLink | None = None) -> None:
+        """On the proxy's loop: exporters, and the shared session store on the proxy's own link to the
+        fleet's store (proxy/fleet.py) when state.backend is redis."""
         self._started = True
+        if link is not None:
+            self.fleet = FleetSessions(self.invariants, link, idle_s=self._config.proxy.session_idle_s)
         # Off the loop: loading the price table takes a moment that traffic should not wait for.
         threading.Thread(target=self._warm_prices, name="brownout-prices", daemon=True).start()
         self.exporters.watch(sessions=lambda: self.invariants.sessions_active, rules=rules)
@@ -114,7 +163,26 @@ class Pipeline:
         finally:
             self.prices_loaded.set()
 
+    async def stop(self, timeout_s: float = 3.0) -> None:
+        """On the loop, before shutdown: the shared-session checks still queued finish (bounded) or are counted."""
+        fleet = self.fleet
+        if fleet is None:
+            return
+        if self._sweeping is not None:
+            await asyncio.wait([self._sweeping], timeout=timeout_s)
+        left = await fleet.close(timeout_s)
+        if left:
+            self.exporters.on_checks_dropped(left)
+
     def shutdown(self, timeout_s: float = 3.0) -> None:
         """Close every session, flush spans and logs with a bounded wait."""
         self.sweep(close_all=True)
         self.exporters.shutdown(timeout_s=timeout_s)
+
+
+def _task(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    try:
+        return asyncio.get_running_loop().create_task(coro)
+    except RuntimeError:
+        coro.close()  # no running loop (driven synchronously): nothing to sweep on
+        raise

@@ -11,6 +11,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.framing import Framer, framer_for
+from brownout.faults.engine import FaultEngine
 from brownout.proxy import bodies, effects, flowmodel, lateswitch
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.connkill import drop_client, is_multiplexed
@@ -33,6 +34,7 @@ class ResponseHooks:
     _stream_above: int
     _buffer_max: int
     _secret_headers: SecretHeaders
+    engine: FaultEngine
     _close: Callable[..., None]  # the addon's (proxy/addon.py): `_close(state, *, defer=True)` ends a flow's exchange
     realtime: Realtime
 
@@ -142,6 +144,9 @@ class ResponseHooks:
         bodiless = resp.status_code < 200 or resp.status_code in (204, 304) or flow.request.method == "HEAD"
         if state.plan is not None and not bodiless and self.guard.call("engine", state.plan.wants_body):
             headers = dict(ex.response_headers)
+            if state.plan.deferred and self.engine.shared:  # tool rules a fleet's counters decide: awaited here
+                plan, whole, large = state.plan, body, bodies.off_loop(body)
+                await self.guard.acall("engine", lambda: plan.settle_deferred(whole, off_loop=large))
             if bodies.off_loop(body):
                 edited = await self.guard.acall("engine", state.plan.edit_body_off_loop, body, headers, default=body)
             else:

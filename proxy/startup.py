@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from brownout.proxy.endpoints import endpoint_env
-from brownout.proxy.summary import WHERE_LABELS, bypass_warning, destinations, summarize, write_json
+from brownout.proxy.summary import WHERE_LABELS, Summary, bypass_warning, destinations, summarize, write_json
 
-__all__ = ["StopReport", "env_hint", "startup_lines"]
+__all__ = ["StopReport", "env_hint", "listening_lines", "startup_lines"]
 
 
 def env_hint(handle: Any) -> str:
@@ -27,16 +27,21 @@ def env_hint(handle: Any) -> str:
 
 def startup_lines(handle: Any) -> list[str]:
     """The listen address, CA bundle, /metrics and control URLs, logs and cassettes, and how to point an agent."""
+    return listening_lines(handle, endpoints=endpoint_env(handle), where=destinations(handle.addon.config))
+
+
+def listening_lines(handle: Any, *, endpoints: dict[str, str], where: dict[str, str]) -> list[str]:
+    """`startup_lines` of a proxy whose endpoints and files are given: `handle` needs only its address
+    (host, port, url, mode) and CA (confdir, ca_bundle_path); `brownout run --workers` has no addon."""
     lines = [
         f"brownout proxy listening on {handle.url} (mode {', '.join(handle.mode)})",
         f"CA bundle: {handle.ca_bundle_path}",
     ]
-    endpoints = endpoint_env(handle)
     if "BROWNOUT_METRICS_URL" in endpoints:
         lines.append(f"metrics: {endpoints['BROWNOUT_METRICS_URL']}")
     if "BROWNOUT_CONTROL_URL" in endpoints:
         lines.append(f"control API: {endpoints['BROWNOUT_CONTROL_URL']}")
-    for key, path in destinations(handle.addon.config).items():
+    for key, path in where.items():
         lines.append(f"{WHERE_LABELS[key]}: {path}")
     if handle.mode == ["regular"]:
         lines.append(f'Point an agent at it: eval "$({env_hint(handle)})"')
@@ -68,7 +73,13 @@ class StopReport:
 
     def stopped(self, handle: Any, *, command_ran: bool = True) -> None:
         """Say what the proxy did; `command_ran` False (exec's command could not start): no bypass warning."""
-        summary = summarize(handle.addon, duration_s=time.monotonic() - self.started)
+        self.report(summarize(handle.addon, duration_s=self.elapsed_s()), command_ran=command_ran)
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def report(self, summary: Summary, *, command_ran: bool = True) -> None:
+        """Say what `summary` says (of one proxy, or of a fleet's workers together)."""
         if self.json_path is not None:
             try:
                 write_json(self.json_path, summary)

@@ -40,6 +40,8 @@ class Summary:
     recorded: int = 0
     replay: dict[str, int] = field(default_factory=dict)  # hit, miss, passthrough
     where: dict[str, str] = field(default_factory=dict)  # see destinations()
+    state_skipped: int = 0  # decisions skipped because a fleet's shared store was away
+    state_errors: int = 0  # calls to that store that failed
 
     @property
     def total_exchanges(self) -> int:
@@ -56,6 +58,7 @@ class Summary:
             "cassettes": {"recorded": self.recorded, "replay": self.replay},
             "files": self.where,
             "no_traffic": self.total_exchanges == 0 and self.ignored == 0,
+            "state": {"skipped_decisions": self.state_skipped, "failed_calls": self.state_errors},
         }
 
     def lines(self) -> list[str]:
@@ -68,6 +71,11 @@ class Summary:
         ]
         if self.ignored:
             out.append(f"  ignored: {self.ignored} requests to proxy.ignore_hosts, passed through untouched")
+        if self.state_skipped or self.state_errors:
+            out.append(
+                f"  shared state: {self.state_errors} failed calls to the store; {self.state_skipped} decisions of "
+                "rules bound by shared counters skipped while it was away"
+            )
         for key, path in self.where.items():
             out.append(f"  {WHERE_LABELS[key]}: {path}{self._file_note(key)}")
         return out
@@ -131,6 +139,10 @@ def summarize(addon: Any, *, duration_s: float) -> Summary:
         recorded=int(_sum(metrics.recorded)),
         replay={s.labels["outcome"]: int(s.value) for s in _samples(metrics.replay) if s.value},
         where=destinations(addon.config),
+        state_skipped=sum(
+            n.get("skipped_state_unavailable", 0) for n in _by(metrics.decisions, "rule", "outcome").values()
+        ),
+        state_errors=int(_sum(metrics.state.errors)),
     )
 
 

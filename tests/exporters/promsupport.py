@@ -77,10 +77,20 @@ def feed(metrics: Metrics, rounds: int = 1) -> None:
         for severity in ("warning", "error", "critical"):
             metrics.observe_violation(violation(severity=severity))
         metrics.observe_violation(violation(invariant="loop_detection", severity="error", trace_id=None))
-        for outcome in ("fired", "skipped_probability", "skipped_schedule", "skipped_blast_radius", "skipped_paused"):
+        for outcome in (
+            "fired",
+            "skipped_probability",
+            "skipped_schedule",
+            "skipped_blast_radius",
+            "skipped_paused",
+            "skipped_state_unavailable",
+        ):
             metrics.observe_decision(decision(outcome=outcome))
         metrics.internal_error("exporter:otlp")
         metrics.config_reloads.labels("rejected").inc()
         metrics.export_dropped("otlp", 3)
         metrics.upstream_errors.observe("api.openai.com", "dns")
     metrics.watch(sessions=lambda: 4, rules=lambda: {"slow-openai": True, "anthropic-overload": False})
+    # A fleet on Redis: the store answers, three replicas, one config (absent with the memory backend).
+    metrics.state.watch(up=lambda: True, config_mismatch=lambda: 0, replicas=lambda: 3)
+    metrics.state.error("schedule")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections import defaultdict
+from importlib.metadata import requires
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from prometheus_client import CollectorRegistry
@@ -28,9 +31,16 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 def test_compose_parses_and_references_existing_files() -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
-    assert {"brownout", "otel-collector", "jaeger", "prometheus", "grafana", "mock-upstream", "demo-agent"} <= set(
-        services
-    )
+    assert {
+        "brownout",
+        "redis",
+        "otel-collector",
+        "jaeger",
+        "prometheus",
+        "grafana",
+        "mock-upstream",
+        "demo-agent",
+    } <= set(services)
     assert services["demo-agent"]["profiles"] == ["demo"] and services["mock-upstream"]["profiles"] == ["demo"]
     base = COMPOSE.parent
     build = services["brownout"]["build"]
@@ -78,6 +88,19 @@ def test_brownout_configs_in_deploy_validate() -> None:
     BrownoutConfig.model_validate(yaml.safe_load(cm["data"]["brownout.yaml"]))
 
 
+def test_the_compose_brownout_keeps_its_state_in_the_compose_redis() -> None:
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    config = load_config(DEPLOY / "compose" / "brownout.yaml")
+    assert config.state.backend == "redis"
+    url = urlsplit(config.state.resolve_url({}))
+    redis = services[url.hostname or ""]
+    assert redis["image"].split(":")[0] == "redis" and "--port" not in redis["command"] and url.port == 6379
+    assert "redis-cli ping" in " ".join(redis["healthcheck"]["test"])
+    assert "ports" not in redis, "the stack's Redis is not published on the host"
+    # Started before brownout, not awaited (a plain list, no condition): brownout serves without its store.
+    assert url.hostname in services["brownout"]["depends_on"] and isinstance(services["brownout"]["depends_on"], list)
+
+
 def test_collector_pipelines_use_defined_components() -> None:
     col = yaml.safe_load((DEPLOY / "compose" / "otel-collector.yaml").read_text())
     for pipeline in col["service"]["pipelines"].values():
@@ -100,6 +123,28 @@ def test_the_image_installs_runtime_dependencies_only() -> None:
     assert installs
     for line in installs:
         assert not re.search(r"(^|\s)(-r|--requirement)[\s=]", line) and "[test]" not in line, line
+
+
+def test_the_image_installs_what_the_redis_backend_needs() -> None:
+    """The image pip-installs the project from the copied code, so its runtime dependencies come with it."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    copied = {
+        src
+        for line in text.splitlines()
+        if line.startswith("COPY") and "--from" not in line
+        for src in line.split()[1:-1]
+    }
+    # Every folder of the brownout package, the state backend's (core/state, on the redis client) among them.
+    package_dirs = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
+    )
+    assert package_dirs <= copied, package_dirs - copied
+    assert re.search(r"^import redis|^from redis[. ]", (ROOT / "core" / "state" / "link.py").read_text(), re.M)
+    runtime = {re.split(r"[\s<>=!~;\[]", r)[0].lower() for r in requires("brownout") or [] if "extra ==" not in r}
+    assert "redis" in runtime
+    assert re.search(r"^redis==", (ROOT / "requirements.lock").read_text(), re.M)
+    installs = [line for line in text.splitlines() if "pip install" in line]
+    assert any(re.search(r"-c requirements\.lock \.$", line.strip()) for line in installs), installs
 
 
 def test_kubernetes_manifests_parse_and_reference_what_exists() -> None:
@@ -188,3 +233,14 @@ def test_grafana_dashboard_shows_the_cost() -> None:
     dash = json.loads((DEPLOY / "grafana" / "dashboards" / "brownout.json").read_text())
     units = {p["fieldConfig"]["defaults"].get("unit") for p in dash["panels"] if "cost" in p["title"].lower()}
     assert units == {"currencyUSD"}
+
+
+def test_the_dashboard_reads_a_fleet_as_one_and_replica_by_replica() -> None:
+    """Several replicas: each figure aggregates over them, and two panels draw one line per replica."""
+    exprs = dashboard_exprs()
+    aggregation = re.compile(r"\b(?:sum|max|min|count)\s*(?:by\s*\([^)]*\)\s*)?\(")
+    for title, expr in exprs:
+        metrics = re.findall(r"\b(?:brownout|gen_ai)_\w+", re.sub(r"\bby\s*\([^)]*\)|\{[^}]*\}", " ", expr))
+        assert len(aggregation.findall(expr)) >= len(metrics), f"{title}: a series per replica in {expr}"
+    per_replica = {m for _, e in exprs if re.search(r"\bby\s*\(instance\)", e) for m in re.findall(r"brownout_\w+", e)}
+    assert {"brownout_requests_total", "brownout_faults_injected_total"} <= per_replica

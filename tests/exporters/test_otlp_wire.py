@@ -164,3 +164,17 @@ def test_spans_encoded_as_they_end_reach_the_exporter_as_one_request_and_failure
     assert got == ExportTraceServiceRequest.FromString(encode_spans(kept).SerializeToString())
     assert dropped == [1]
     processor.shutdown(2)
+
+
+def test_cached_attributes_encode_as_the_official_encoder_whatever_came_before() -> None:
+    # Values that compare equal across types (True == 1, 0.0 == -0.0) must not share an encoding, and a
+    # key past the cached values per key (an id) is encoded afresh each time.
+    provider, memory = _provider(Resource({"service.name": "brownout"}))
+    tracer = provider.get_tracer("brownout")
+    values: list[Any] = [1, True, 1.0, "1", 0.0, -0.0, False, 0, ""]
+    values += [f"id-{n}" for n in range(100)] + [True, 1, -0.0, 0.0]
+    for value in values:
+        tracer.start_span("s", attributes={"same.key": value, "id": f"{value!r}-{id(value)}"}).end()
+    spans = list(memory.get_finished_spans())
+    _assert_same(spans)
+    _assert_same(spans)  # now every encoding that could be remembered was

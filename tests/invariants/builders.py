@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, Literal
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -22,12 +23,14 @@ from brownout.core.exchange import (
     Usage,
 )
 from brownout.core.guard import Guard
-from brownout.core.spans import SpanBuilder
+from brownout.core.spans import ExchangeSpan, SpanBuilder
+from brownout.core.state.sessions import MemorySessions
 from brownout.invariants.config import parse_invariants
+from brownout.invariants.fleet import FleetChecks
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
 
-__all__ = ["T0", "Clock", "Harness", "llm", "realtime_generation", "realtime_session", "tool", "weather_tool"]
+__all__ = ["T0", "Clock", "Harness", "drive", "llm", "realtime_generation", "realtime_session", "tool", "weather_tool"]
 
 T0 = 1_750_000_000.0
 _ids = itertools.count(1)
@@ -150,10 +153,30 @@ def weather_tool() -> ToolSpec:
     )
 
 
-class Harness:
-    """SpanBuilder + InvariantRunner + in-memory exporter, wired as the addon wires them."""
+def drive[T](coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (one on the in-process store) to its end, without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    coro.close()
+    raise AssertionError("the coroutine waited: it needs an event loop")
 
-    def __init__(self, invariants: list[dict[str, Any]], **runner_kwargs: Any) -> None:
+
+class Harness:
+    """SpanBuilder + InvariantRunner + in-memory exporter, wired as the addon wires them.
+
+    `mode` "fleet" runs every exchange through the shared-session path (FleetChecks on an in-process
+    store) and forgets the process's copy of the session after each one, so every exchange reads the
+    session back from its JSON: each invariant's test then checks its state codec too."""
+
+    mode: Literal["memory", "fleet"] = "memory"  # the conftest runs each invariant's tests in both
+
+    def __init__(
+        self, invariants: list[dict[str, Any]], *, mode: Literal["memory", "fleet"] | None = None, **runner_kwargs: Any
+    ) -> None:
+        if mode is not None:
+            self.mode = mode
         self.exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(self.exporter))
@@ -165,12 +188,26 @@ class Harness:
         self.runner = InvariantRunner(
             parse_invariants(invariants), clock=self.clock, on_violation=self.emitted.append, **runner_kwargs
         )
+        self.states = MemorySessions(idle_s=self.runner.sessions.idle_s, max_sessions=self.runner.sessions.max_sessions)
+        self.fleet = FleetChecks(self.runner, self.states)
 
     def run(self, exchange: Exchange) -> list[Violation]:
         """One finished exchange through start -> check -> finish; the clock follows the exchange."""
         self.clock.now = max(self.clock.now, exchange.timings.end or exchange.timings.start)
-        _, violations = self.builder.build(exchange, check=self.runner.check)
+        check = self.runner.check if self.mode == "memory" else self._fleet_check
+        _, violations = self.builder.build(exchange, check=check)
         return list(violations)  # type: ignore[arg-type]
+
+    def _fleet_check(self, span: ExchangeSpan, exchange: Exchange) -> list[Violation]:
+        found = drive(self.fleet.check(span, exchange))
+        self.runner.sessions.discard(exchange.session)  # the next exchange reads the session back from JSON
+        return found
+
+    def close_all(self) -> list[Violation]:
+        """Session-end checks of every session (memory: shutdown; fleet: every session claimed as idle)."""
+        if self.mode == "memory":
+            return self.runner.close_all()
+        return drive(self.fleet.sweep(now=self.clock.now + 10 * self.runner.sessions.idle_s))
 
     def run_all(self, *exchanges: Exchange) -> list[Violation]:
         found: list[Violation] = []

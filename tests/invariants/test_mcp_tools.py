@@ -64,7 +64,7 @@ def test_arguments_must_fit_the_schema_the_server_lists_now() -> None:
     assert v.details == {"check": "schema", "tool": "get_weather", "listed_exchange_id": drift.id}
     assert v.exchange_id == old_args.id
     assert "'location' is a required property" in v.message and "Oslo" not in v.message
-    assert h.runner.close_all() == []
+    assert h.close_all() == []
 
 
 def test_a_listing_that_ends_after_the_call_it_answered_still_counts() -> None:
@@ -75,13 +75,13 @@ def test_a_listing_that_ends_after_the_call_it_answered_still_counts() -> None:
     call = tool("get_weather", {"location": "Oslo"}, 2.1)  # ended at 2.11, before the listing did
     assert h.run(call) == [] and h.run(drift) == []
     assert h.run(tool("get_weather", {"location": "Rome"}, 3)) == []
-    assert h.runner.close_all() == []
+    assert h.close_all() == []
 
 
 def test_a_wrong_call_is_reported_when_the_session_closes_if_nothing_follows_it() -> None:
     h = Harness([{"type": "mcp_tools"}])
     h.run_all(listing([DRIFTED], 0), tool("get_weather", {"city": "Oslo"}, 1))
-    (v,) = h.runner.close_all()
+    (v,) = h.close_all()
     assert v.details["check"] == "schema"
 
 
@@ -107,7 +107,7 @@ def test_calls_after_list_changed_without_listing_again_are_stale() -> None:
     assert v.details == {"check": "stale", "tool": "get_weather", "announced_exchange_id": note.id}
     h.run(listing([weather_tool()], 4))
     assert h.run_all(tool("get_weather", {"city": "Oslo"}, 5), tool("get_weather", {"city": "Oslo"}, 6)) == []
-    assert h.runner.close_all() == []
+    assert h.close_all() == []
 
 
 def test_stdio_notifications_count_from_when_they_reached_the_client() -> None:
@@ -115,7 +115,7 @@ def test_stdio_notifications_count_from_when_they_reached_the_client() -> None:
     h.run(listing([weather_tool()], 0))
     call = after_notes(tool("get_weather", {"city": "Oslo"}, 2), 1.5)
     assert h.run(call) == []
-    (v,) = h.runner.close_all()
+    (v,) = h.close_all()
     assert v.details["check"] == "stale" and v.exchange_id == call.id
 
 
@@ -126,7 +126,7 @@ def test_an_announcement_while_the_listing_is_in_flight_is_answered_by_it() -> N
     first = listing([weather_tool()], 0, timings=Timings(start=T0, first_client_byte=T0 + 0.2, end=T0 + 0.2))
     assert h.run(first) == []
     calls = [after_notes(tool("get_weather", {"city": "Oslo"}, 1), 0.1), tool("get_weather", {"city": "Rome"}, 2)]
-    assert h.run_all(*calls) == [] and h.runner.close_all() == []
+    assert h.run_all(*calls) == [] and h.close_all() == []
 
 
 def test_a_real_change_after_an_answered_announcement_is_still_stale() -> None:
@@ -134,7 +134,7 @@ def test_a_real_change_after_an_answered_announcement_is_still_stale() -> None:
     h.run(listing([weather_tool()], 0, timings=Timings(start=T0, first_client_byte=T0 + 0.2, end=T0 + 0.2)))
     h.run(after_notes(tool("get_weather", {"city": "Oslo"}, 1), 0.1))  # answered by the listing
     h.run(after_notes(tool("get_weather", {"city": "Oslo"}, 3), 2))  # a new change, not listed again
-    (v,) = h.runner.close_all()
+    (v,) = h.close_all()
     assert v.details["check"] == "stale" and v.message.startswith("tools/call 'get_weather' after the server")
 
 
@@ -147,7 +147,7 @@ def test_a_notification_on_the_servers_stream_counts_when_the_stream_ends() -> N
     stream.notes["server_notifications"] = ["notifications/tools/list_changed"]
     assert h.run_all(tool("get_weather", {"city": "Oslo"}, 1), stream) == []
     assert h.run(tool("get_weather", {"city": "Oslo"}, 4)) == []
-    (v,) = h.runner.close_all()
+    (v,) = h.close_all()
     assert v.details["check"] == "stale" and v.details["announced_exchange_id"] == stream.id
 
 
@@ -165,7 +165,7 @@ def test_checks_can_be_chosen() -> None:
     h = Harness([{"type": "mcp_tools", "checks": ["unknown"]}])
     h.run(listing([DRIFTED], 0))
     assert h.run_all(tool("get_weather", {"city": "Oslo"}, 1), tool("search", {}, 2)) == []
-    (v,) = h.runner.close_all()
+    (v,) = h.close_all()
     assert v.details["check"] == "unknown"
 
 
@@ -178,3 +178,23 @@ def test_injection_in_a_poisoned_description_is_followed() -> None:
     assert h.run(tool("get_weather", {"city": "Oslo"}, 1)) == []  # using the poisoned tool is no sign
     (v,) = h.run(tool("get_weather", {"city": "Oslo", "notes": "https://collect.brownout.invalid/upload"}, 2))
     assert v.rule == "poison" and v.fault == "rug_pull" and v.details["injected_exchange_id"] == src.id
+
+
+def test_a_stale_tool_is_reported_once_per_announcement() -> None:
+    h = Harness([{"type": "mcp_tools", "checks": ["stale"]}])
+    h.run(listing([weather_tool()], 0))
+    h.run(announcing(1))
+    found = h.run_all(tool("get_weather", {"city": "Oslo"}, 2), tool("get_weather", {"city": "Rome"}, 3))
+    found += h.close_all()
+    assert [v.details["check"] for v in found] == ["stale"]
+
+
+def test_a_call_judged_again_keeps_its_whole_arguments() -> None:
+    # Long arguments that fit the listing the agent had (whose exchange ended after the call's): judged
+    # at the end against it, whole (a fleet keeps the call's arguments beyond a history entry's cut).
+    h = Harness([{"type": "mcp_tools"}])
+    h.run(listing([DRIFTED], 0))
+    call = tool("get_weather", {"city": "Oslo " * 100}, 2)
+    relisted = listing([weather_tool()], 1, timings=Timings(start=T0 + 1, first_client_byte=T0 + 1.1, end=T0 + 5))
+    assert h.run_all(call, relisted) == []
+    assert h.close_all() == []

@@ -100,7 +100,7 @@ def test_recorded_timing_is_kept(record_then_replay: Any) -> None:
 def test_replay_speed_zero_sends_at_once(record_then_replay: Any) -> None:
     first, second, _ = record_then_replay(paced_generation, replay=", speed: 0")
     assert len(first) == len(second) and first[-1] > 0.45
-    assert second[-1] < 0.15
+    assert second[-1] < 0.3  # the recorded 0.6 s of pacing is gone (the bound leaves room for a busy machine)
 
 
 def test_faults_act_on_a_replayed_session(record_then_replay: Any) -> None:

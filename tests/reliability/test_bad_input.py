@@ -53,6 +53,10 @@ BODY_CASES = [
     ("empty_200_sse", CHAT_STREAM, SSE_CT, b"", None),  # zero events, stream_complete False
 ]  # fmt: skip
 
+# `fixed` closes the upstream connection after each answer; saying so keeps mitmproxy from reusing a
+# connection the upstream is closing (a race that fails the next request, not what these tests check).
+CLOSE = ("connection", "close")
+
 
 @pytest.mark.timeout(30)
 def test_bad_bodies_pass_through_and_are_recorded(brownout_proxy):
@@ -111,7 +115,7 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
         for enc, encode in ENCODERS.items():
             for req, ctype, plain in ((CHAT, JSON_CT, GOOD_CHAT), (CHAT_STREAM, SSE_CT, stream_body)):
                 wire = encode(plain)
-                up.handler = fixed(http_response(200, [*ctype, ("content-encoding", enc)], wire))
+                up.handler = fixed(http_response(200, [*ctype, CLOSE, ("content-encoding", enc)], wire))
                 direct = fetch(up.url + "/v1/chat/completions", body=req)
                 proxied = fetch(up.url + "/v1/chat/completions", proxy, body=req)
                 assert proxied["body"] == direct["body"] == wire, enc  # still encoded, same bytes
@@ -128,14 +132,14 @@ def test_encoded_bodies_pass_through_byte_for_byte_and_are_parsed_decoded(browno
                     assert ex.output_text == "ab" and ex.parse_error is None, enc
         # A corrupt gzip body: passed through as is; the parser sees the raw bytes and gives up.
         bad = corrupt_gzip(GOOD_CHAT)
-        up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", "gzip")], bad))
+        up.handler = fixed(http_response(200, [*JSON_CT, CLOSE, ("content-encoding", "gzip")], bad))
         proxied = fetch(up.url + "/v1/chat/completions", proxy)
         assert proxied["status"] == 200 and proxied["body"] == bad
         ex = seen.wait(n + 1)[-1]
         assert ex.status == 200 and ex.parse_error
         # A gzip body cut before its trailer: corrupt too, not a partial body parsed as if whole.
         cut = gzip_bytes(GOOD_CHAT)[:-8]
-        up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", "gzip")], cut))
+        up.handler = fixed(http_response(200, [*JSON_CT, CLOSE, ("content-encoding", "gzip")], cut))
         proxied = fetch(up.url + "/v1/chat/completions", proxy)
         assert proxied["status"] == 200 and proxied["body"] == cut
         n += 1
@@ -167,14 +171,14 @@ def test_body_faults_edit_encoded_bodies_and_reencode_them(brownout_proxy):
         client = client_for(proxy)
         n = 0
         for enc, encode in ENCODERS.items():
-            up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", enc)], encode(GOOD_CHAT)))
+            up.handler = fixed(http_response(200, [*JSON_CT, CLOSE, ("content-encoding", enc)], encode(GOOD_CHAT)))
             r = client.post(up.url + "/v1/chat/completions", json=CHAT)
             assert r.headers["content-encoding"] == enc
             text = r.content  # httpx decodes: must not raise DecodingError
             assert text != GOOD_CHAT
             with pytest.raises(ValueError):
                 json.loads(text)
-            up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", enc)], encode(TOOL_JSON)))
+            up.handler = fixed(http_response(200, [*JSON_CT, CLOSE, ("content-encoding", enc)], encode(TOOL_JSON)))
             r = client.get(up.url + "/tools/weather?city=Oslo")
             assert r.headers["content-encoding"] == enc
             assert "IGNORE PREVIOUS INSTRUCTIONS" in r.json()["conditions"], enc
@@ -183,7 +187,7 @@ def test_body_faults_edit_encoded_bodies_and_reencode_them(brownout_proxy):
             assert [ex.faults[0].fault for ex in exs] == ["malformed_json", "inject"], enc
         # Corrupt gzip under a body fault: nothing to edit, passed through unchanged, no crash.
         bad = corrupt_gzip(TOOL_JSON)
-        up.handler = fixed(http_response(200, [*JSON_CT, ("content-encoding", "gzip")], bad))
+        up.handler = fixed(http_response(200, [*JSON_CT, CLOSE, ("content-encoding", "gzip")], bad))
         with client.stream("GET", up.url + "/tools/weather") as r:
             assert r.status_code == 200 and b"".join(r.iter_raw()) == bad
         ex = seen.wait(n + 1)[-1]

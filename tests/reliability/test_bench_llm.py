@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from bench import run as bench_run
 from bench.llm import CASES, LLM_PATHS, answer_ok, llm_targets, measure_llm
 from bench.load import Request, _read_response, wrk_command, wrk_script
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
@@ -155,3 +156,25 @@ def test_the_python_load_generator_reads_chunked_and_sized_answers_to_their_end(
 def test_llm_cases_are_on_by_default() -> None:
     assert build_parser().parse_args([]).no_llm is False
     assert build_parser().parse_args(["--no-llm"]).no_llm is True
+
+
+@pytest.mark.slow
+def test_llm_only_starts_the_llm_paths_and_measures_only_their_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, int] = {}
+
+    def measured(ports: dict[str, int], *args: Any) -> dict[str, Any]:
+        seen.update(ports)
+        assert all(answer_ok(port, CASES[0]) for port in ports.values())  # each server is up and answering
+        return {"paths": list(ports), "cases": {}, "checked": {}}
+
+    monkeypatch.setattr(bench_run, "measure_llm", measured)
+    monkeypatch.setattr(bench_run, "_measure_all", lambda *a: pytest.fail("GET /ping measured with --llm-only"))
+    data = bench_run.run_bench(0.3, 1, False, None, llm_only=True)
+    assert sorted(seen) == sorted(LLM_PATHS) and "results" not in data
+
+
+def test_llm_only_is_its_own_run() -> None:
+    assert build_parser().parse_args(["--llm-only"]).llm_only is True
+    for clash in (["--no-llm"], ["--streams-case"]):
+        with pytest.raises(SystemExit):
+            bench_run.main(["--llm-only", *clash])
