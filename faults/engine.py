@@ -45,6 +45,7 @@ from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
+from brownout.faults.engine_events import EventRules
 from brownout.faults.engine_shared import SharedSchedules, counters_key
 from brownout.faults.match import ByHost, CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
@@ -92,7 +93,7 @@ class CompiledRule:
     key: str = ""  # keys its counters in a shared store (name and counter shape)
 
 
-class FaultEngine(SharedSchedules):
+class FaultEngine(SharedSchedules, EventRules):
     """Decides, per exchange, which rules fire, and hands the proxy a Plan of their faults."""
 
     def __init__(
@@ -277,32 +278,6 @@ class FaultEngine(SharedSchedules):
         if pending is not None:
             plan.pending, plan.at = pending, now
         return plan
-
-    @property
-    def has_event_rules(self) -> bool:
-        """Some enabled rule acts on WebSocket events (a realtime session then asks per event)."""
-        return bool(self._event_rules)
-
-    def plan_event(self, exchange: Exchange, wire: WireFormat, event: Any) -> list[Fired]:
-        """Decide the event rules (match.event / match.direction) for one realtime event.
-
-        `exchange` is the one the event belongs to (its generation, else the session): fired faults
-        are recorded there. An event is over as soon as it passes, so in-flight slots free at once."""
-        fired: list[Fired] = []
-        now = 0.0
-        for rule in self._event_rules:
-            if not rule.match.event_stage(exchange, event.type, event.direction, event.tools):
-                continue
-            now = now or self.clock()
-            if self.paused:
-                self._record(exchange, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
-                continue
-            f, release = self._decide(rule, exchange, wire, now, None)
-            if release is not None:
-                Schedule.release(release[1], now, 0)
-            if f is not None:
-                fired.append(f)
-        return fired
 
     def _decide(
         self,
