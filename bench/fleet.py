@@ -43,7 +43,7 @@ from bench.fleetload import Run, children, measure, median_runs
 from bench.fleetreport import print_fleet, targets
 from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_redis, start_upstream
-from bench.report import write_and_judge
+from bench.report import save_results
 from bench.run import ensure_wrk
 
 __all__ = ["CONNECTIONS", "main", "run_fleet_bench", "state_config"]
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     data["meta"]["sessions"] = SESSIONS if use_wrk else 1
     data["targets"] = targets(data)
     print_fleet(data)
-    return write_and_judge(data, args.output, check=args.check)
+    return save_results(data, args.output, check=args.check)
 
 
 if __name__ == "__main__":

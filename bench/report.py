@@ -22,9 +22,9 @@ __all__ = [
     "missed",
     "print_report",
     "print_verdicts",
+    "save_results",
     "streams_targets",
     "target",
-    "write_and_judge",
 ]
 
 LATE_MS = 250.0  # no event of the 1,000-stream case may arrive later than this past its upstream send
@@ -145,6 +145,18 @@ def streams_targets(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
             results["mitmdump"]["lateness"]["p50_ms"], "buffers: events wait for the end of their stream"
         )
     return out
+
+
+def save_results(data: dict[str, Any], output: Path, *, check: bool) -> int:
+    """Write a run's results (with `data["targets"]`) as JSON; the exit status: 1 when `check` and a target was missed."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"results written to {output}")
+    misses = missed(data["targets"])
+    if check and misses:
+        print("targets missed:\n  " + "\n  ".join(misses))
+        return 1
+    return 0
 
 
 def missed(targets: dict[str, dict[str, Any]]) -> list[str]:
@@ -296,15 +308,3 @@ def print_report(data: dict[str, Any], console: Console | None = None) -> None:
     print_verdicts(data["targets"], console)
     for note in data.get("notes", []):
         console.print(f"[yellow]note: {escape(note)}[/]")
-
-
-def write_and_judge(data: dict[str, Any], output: Path, *, check: bool) -> int:
-    """Write a bench's results to `output`; the exit code: 1 with `check` when a target was missed."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"results written to {output}")
-    misses = missed(data["targets"])
-    if check and misses:
-        print("targets missed:\n  " + "\n  ".join(misses))
-        return 1
-    return 0

@@ -31,7 +31,6 @@ bench/results/latest.json, with the machine, the software and the brownout commi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -46,7 +45,7 @@ from bench.llm import LLM_PATHS, llm_targets, measure_llm
 from bench.load import have_wrk, run_load
 from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
-from bench.report import load_targets, missed, print_report, streams_targets
+from bench.report import load_targets, print_report, save_results, streams_targets
 from bench.sseclient import raise_nofile
 from bench.streams import PATHS as STREAM_PATHS
 from bench.streams import StreamsConfig, run_case
@@ -244,14 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     if "streams" in data:
         data["targets"].update(streams_targets(data["streams"]))
     print_report(data)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"results written to {args.output}")
-    misses = missed(data["targets"])
-    if args.check and misses:
-        print("targets missed:\n  " + "\n  ".join(misses))
-        return 1
-    return 0
+    return save_results(data, args.output, check=args.check)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.machine import describe
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
 from bench.procstat import ProcWatch
-from bench.report import LATE_MS, print_streams, print_verdicts, streams_targets, write_and_judge
+from bench.report import LATE_MS, print_streams, print_verdicts, save_results, streams_targets
 from bench.sseclient import collect, raise_nofile, summarise
 
 __all__ = ["PATHS", "StreamsConfig", "main", "run_case", "start_paths", "stop_paths"]
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets,
         "notes": notes,
     }
-    return write_and_judge(data, args.output, check=args.check)
+    return save_results(data, args.output, check=args.check)
 
 
 if __name__ == "__main__":

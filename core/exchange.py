@@ -19,6 +19,7 @@ __all__ = [
     "Exchange",
     "FaultRecord",
     "Message",
+    "RealtimeInfo",
     "Timings",
     "ToolCall",
     "ToolResult",
@@ -151,6 +152,29 @@ class Timings:
 
 
 @dataclass(slots=True)
+class RealtimeInfo:
+    """What a realtime WebSocket session (OpenAI Realtime, Gemini Live) adds to its exchanges.
+
+    A session is one exchange (`kind` "session": the upgrade request, open until the socket closes) and
+    each server-side generation in it another (`kind` "generation"); both carry the session id."""
+
+    session_id: str  # gen_ai.live_session.id: the provider's, or minted by brownout when it gives none
+    kind: str = "generation"  # "session" or "generation"
+    minted: bool = False  # brownout made the session id up (the provider exposes none)
+    status: str | None = None  # generation: the provider's status (completed, cancelled, incomplete, failed)
+    # Session only: how it ended and what it offered and used.
+    close_code: int | None = None
+    closed_by: str | None = None  # client, server or brownout; None while open
+    resumption_offered: bool = False  # the server handed out a handle to resume with (Gemini)
+    resumption_used: bool = False  # the client resumed an earlier session with one
+    generations: int = 0
+    events_client: int = 0
+    events_server: int = 0
+    errors: int = 0  # error events the client received
+    last_error: str | None = None  # the last error event's code or type
+
+
+@dataclass(slots=True)
 class FaultRecord:
     """A fault brownout injected into this exchange."""
 
@@ -229,6 +253,7 @@ class Exchange:
     # Faults that fired but could not act on this exchange; the reason is in params["skipped"].
     faults_skipped: list[FaultRecord] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
+    realtime: RealtimeInfo | None = None  # a realtime WebSocket session or one of its generations
     # Free-form per-component notes (decisions, relay info); never exported as-is.
     notes: dict[str, Any] = field(default_factory=dict)
 

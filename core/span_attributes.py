@@ -21,6 +21,7 @@ __all__ = [
     "mcp_target",
     "operation_name",
     "provider_name",
+    "realtime_session_events",
     "redact_url",
     "span_name",
 ]
@@ -39,8 +40,9 @@ _OPERATIONS = {
     "stream_generate_content": "generate_content",
     "execute_tool": "execute_tool",
     "tools/call": "execute_tool",
+    "realtime": "realtime_inference",  # one server-side generation of a realtime WebSocket session
 }
-LLM_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content"})
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content", "realtime_inference"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_PARAM_CHARS = 1024  # fault params (e.g. injected text) are brownout's own, but keep events small
 
@@ -84,6 +86,9 @@ def span_name(exchange: Exchange) -> str:
         return f"{op} {exchange.model}" if exchange.model else op
     if exchange.transport == "stdio":
         return exchange.operation
+    if exchange.realtime is not None and exchange.realtime.kind == "session":
+        # The WebSocket connection itself (not a GenAI operation: its generations are the spans).
+        return f"realtime_session {exchange.model}" if exchange.model else "realtime_session"
     return f"{exchange.method} {exchange.host}"
 
 
@@ -143,7 +148,55 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
         _tool_attributes(exchange, attrs, capture_content)
     elif op is not None:
         _llm_attributes(exchange, attrs, capture_content)
+    if exchange.realtime is not None:
+        _realtime_attributes(exchange, attrs)
     return attrs
+
+
+def _realtime_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
+    info = exchange.realtime
+    assert info is not None
+    attrs["gen_ai.live_session.id"] = info.session_id
+    if info.status is not None:
+        attrs["brownout.realtime.status"] = info.status
+    if info.kind != "session":
+        return
+    if exchange.model:
+        attrs["gen_ai.request.model"] = exchange.model
+    if info.close_code is not None:
+        attrs["brownout.realtime.close_code"] = info.close_code
+    if info.closed_by is not None:
+        attrs["brownout.realtime.closed_by"] = info.closed_by
+    attrs["brownout.realtime.generations"] = info.generations
+    attrs["brownout.realtime.events.client"] = info.events_client
+    attrs["brownout.realtime.events.server"] = info.events_server
+    if info.errors:
+        attrs["brownout.realtime.errors"] = info.errors
+    if info.resumption_offered:
+        attrs["brownout.realtime.resumption.offered"] = True
+    if info.resumption_used:
+        attrs["brownout.realtime.resumption.used"] = True
+
+
+def realtime_session_events(exchange: Exchange) -> list[tuple[str, float, dict[str, Any]]]:
+    """A session's start and end events (GenAI realtime conventions), as (name, time, attributes)."""
+    info = exchange.realtime
+    if info is None or info.kind != "session" or exchange.status != 101:
+        return []
+    attrs: dict[str, Any] = {"gen_ai.live_session.id": info.session_id, "server.address": exchange.host}
+    if exchange.gen_ai_provider:
+        attrs["gen_ai.provider.name"] = exchange.gen_ai_provider
+    if exchange.model:
+        attrs["gen_ai.request.model"] = exchange.model
+    if exchange.port:
+        attrs["server.port"] = exchange.port
+    events = [("gen_ai.client.live_session.started", exchange.timings.start, attrs)]
+    if exchange.timings.end is not None:
+        ended = dict(attrs)
+        if info.close_code is not None:
+            ended["brownout.realtime.close_code"] = info.close_code
+        events.append(("gen_ai.client.live_session.ended", exchange.timings.end, ended))
+    return events
 
 
 def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:

@@ -27,7 +27,12 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from brownout.core.exchange import Exchange
 from brownout.core.secrets import redact_keys
-from brownout.core.span_attributes import exchange_attributes, fault_event_attributes, span_name
+from brownout.core.span_attributes import (
+    exchange_attributes,
+    fault_event_attributes,
+    realtime_session_events,
+    span_name,
+)
 
 __all__ = ["ERROR_SEVERITIES", "ExchangeSpan", "SpanBuilder", "SpanEvent", "ViolationLike", "session_trace_context"]
 
@@ -157,6 +162,10 @@ class SpanBuilder:
         for event_name, fault in recorded:
             at_ns = int(fault.at * 1e9) if fault.at else start_ns
             event = SpanEvent(event_name, fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns))
+            span.add_event(event.name, event.attributes, event.timestamp_ns)
+            events.append(event)
+        for event_name, at_s, event_attrs in realtime_session_events(exchange) if exchange.realtime else ():
+            event = SpanEvent(event_name, event_attrs, min(max(int(at_s * 1e9), start_ns), end_ns))
             span.add_event(event.name, event.attributes, event.timestamp_ns)
             events.append(event)
         ctx = span.get_span_context()

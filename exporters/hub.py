@@ -227,6 +227,8 @@ class Exporters:
     def on_exchange(self, exchange: Exchange, violations: Iterable[ViolationRecord] = ()) -> None:
         """One finished exchange and the violations found on it (do not pass these to on_violation too)."""
         self._contain("prometheus", self.metrics.observe_exchange, exchange)
+        if exchange.realtime is not None:
+            self._contain("prometheus", self.metrics.realtime.generation, exchange)
         if self.exchange_log is not None or self._exchanges.maxlen != 0:
             self._contain("exchanges", self._keep_exchange, exchange)
         if self.extra:
@@ -257,6 +259,14 @@ class Exporters:
         if self._ring.maxlen != 0:
             with self._ring_lock:
                 self._ring.append(record)
+
+    def on_websocket_start(self, provider: str) -> None:
+        """A WebSocket session opened (`provider`: its wire format, "http" for one none recognised)."""
+        self._contain("prometheus", self.metrics.realtime.started, provider)
+
+    def on_websocket_end(self, provider: str, close_code: int | None, duration_s: float | None) -> None:
+        """A WebSocket session ended with this close code (as the client saw it)."""
+        self._contain("prometheus", self.metrics.realtime.ended, provider, close_code, duration_s)
 
     def on_checks_dropped(self, n: int = 1) -> None:
         """Exchanges exported without their invariant checks: the queue of shared-session checks was full."""

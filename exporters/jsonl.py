@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from brownout.core.exchange import Exchange
+from brownout.core.exchange import Exchange, RealtimeInfo
 from brownout.core.guard import Guard
 from brownout.core.shapes import arguments_shape
 
@@ -236,7 +236,7 @@ def _dumps(record: Any) -> str:
 def exchange_summary(exchange: Exchange) -> dict[str, Any]:
     """One exchange as a log line: ids, routing, timing, usage, faults. No bodies, headers or messages."""
     t = exchange.timings
-    return {
+    summary: dict[str, Any] = {
         "id": exchange.id,
         "session": exchange.session,
         "timestamp": t.start,
@@ -272,6 +272,28 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "tools_declared": [t.name for t in exchange.tools_declared],
         # Fault params can hold injected text; rule and fault type are enough to correlate.
         "faults": [{"rule": f.rule, "fault": f.fault, "at": f.at} for f in exchange.faults],
+    }
+    if exchange.realtime is not None:  # only on realtime exchanges: other lines stay as they were
+        summary["realtime"] = _realtime(exchange.realtime)
+    return summary
+
+
+def _realtime(info: RealtimeInfo) -> dict[str, Any]:
+    """A realtime session's facts (kind "session") or a generation's (kind "generation")."""
+    if info.kind != "session":
+        return {"kind": info.kind, "session_id": info.session_id, "status": info.status}
+    return {
+        "kind": info.kind,
+        "session_id": info.session_id,
+        "close_code": info.close_code,
+        "closed_by": info.closed_by,
+        "generations": info.generations,
+        "events_client": info.events_client,
+        "events_server": info.events_server,
+        "errors": info.errors,
+        "last_error": info.last_error,
+        "resumption_offered": info.resumption_offered,
+        "resumption_used": info.resumption_used,
     }
 
 

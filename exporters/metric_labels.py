@@ -72,6 +72,8 @@ OPERATIONS = MCP_METHODS | frozenset(
         "session_end",
         "jsonrpc_response",
         "jsonrpc_invalid",
+        "realtime",
+        "realtime_session",
     }
 )
 # The Guard components brownout itself uses; pre-created so increase() sees the first error.

@@ -39,6 +39,7 @@ from brownout.exporters.metric_labels import (
     mcp_error_label,
 )
 from brownout.exporters.promfilter import WithoutCreated
+from brownout.exporters.realtime_metrics import RealtimeMetrics
 from brownout.exporters.state_metrics import StateMetrics
 from brownout.exporters.upstream_errors import UpstreamErrors
 
@@ -184,6 +185,7 @@ class Metrics:
         )
         self.recorded = Counter("brownout_recorded_exchanges", "Exchanges written to a cassette.", registry=r)
         self.upstream_errors = UpstreamErrors(r)
+        self.realtime = RealtimeMetrics(r, self._providers)
         self.state = StateMetrics(r, on_error=self._gauge_failed)
         self.config_reloads = Counter(
             "brownout_config_reloads",

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 
 from brownout.core.registry import build_registry
 from brownout.faults.base import Fault, FaultParams
+from brownout.faults.close import CloseFault
+from brownout.faults.drop import DropFault
+from brownout.faults.duplicate import DuplicateFault
 from brownout.faults.empty import EmptyFault
 from brownout.faults.hang import HangFault
 from brownout.faults.http_error import HttpErrorFault
@@ -17,6 +20,7 @@ from brownout.faults.inject import InjectFault
 from brownout.faults.latency import LatencyFault
 from brownout.faults.malformed_json import MalformedJsonFault
 from brownout.faults.mutate import MutateFault
+from brownout.faults.rate_limits import RateLimitsFault
 from brownout.faults.reset import ResetFault
 from brownout.faults.rug_pull import RugPullFault
 from brownout.faults.stall import StallFault
@@ -38,6 +42,10 @@ FAULTS: tuple[type[Fault], ...] = (
     InjectFault,
     RugPullFault,
     MutateFault,
+    DropFault,
+    DuplicateFault,
+    CloseFault,
+    RateLimitsFault,
 )
 
 # The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.

@@ -27,11 +27,15 @@ import random
 from abc import ABC
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from brownout.core.config import Model
 from brownout.core.exchange import Exchange
 from brownout.core.wire.base import StreamEvent, WireFormat
+
+if TYPE_CHECKING:
+    from brownout.core.wire.realtime import RealtimeEvent
+    from brownout.faults.events import EventAction
 
 __all__ = [
     "CLOSE",
@@ -169,3 +173,23 @@ class Fault(ABC):
 
     def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
         return None
+
+    # --- realtime WebSocket sessions (see brownout.faults.events) ----------------------------
+
+    def on_event(self, ctx: FaultContext, event: RealtimeEvent) -> EventAction | None:
+        """What this fault does to one event of a realtime session (a rule with match.event or
+        match.direction); raise NotApplicable when it cannot act on this one. Only fault types that
+        override it can be given such a rule."""
+        return None
+
+    def event_problem(self) -> str | None:
+        """Why these params cannot act on WebSocket events (a config error), or None."""
+        return None
+
+    def event_only(self) -> bool:
+        """True when these params act only on WebSocket events (a rule without match.event is an error)."""
+        return False
+
+    @classmethod
+    def acts_on_events(cls) -> bool:
+        return cls.on_event is not Fault.on_event

@@ -72,6 +72,19 @@ class MatchConfig(Model):
     header: dict[str, str] = Field(default_factory=dict, description="Request header name -> glob over its value.")
     session: str | None = Field(None, description="Glob over the session id.")
     mcp_method: str | None = Field(None, description="Glob over the MCP JSON-RPC method (tools/call, ...).")
+    event: str | None = Field(
+        None,
+        description="Realtime WebSocket sessions: glob over the event type (response.done, toolCall, ...); "
+        "the rule then acts on each matching event instead of the upgrade request.",
+    )
+    direction: Literal["server", "client"] | None = Field(
+        None, description="Realtime WebSocket sessions: only events the server (or the client) sends."
+    )
+
+    @property
+    def on_events(self) -> bool:
+        """The rule acts on the events of realtime sessions, not on requests."""
+        return self.event is not None or self.direction is not None
 
     @field_validator("provider")
     @classmethod
@@ -167,6 +180,7 @@ class RuleConfig(Model):
             raise ValueError(f"rule {self.name!r} needs a fault (valid types: {valid}) unless schedule.quota is set")
         self._check_response_stage(info)
         self._check_signed(info)
+        self._check_events(info)
         return self
 
     def _check_signed(self, info: ValidationInfo) -> None:
@@ -181,11 +195,38 @@ class RuleConfig(Model):
                 "never alters a signed request"
             )
 
+    def _check_events(self, info: ValidationInfo) -> None:
+        """A rule on WebSocket events needs a fault that acts on events, and the other way round."""
+        cls = fault_types(info).get(self.fault_type)
+        if cls is None or self.fault is None:
+            if self.match.on_events:
+                raise ValueError(f"rule {self.name!r}: a quota counts requests, not WebSocket events (match.event)")
+            return
+        try:
+            fault = cls(self.fault)
+        except Exception:  # noqa: BLE001 - a plugin fault that cannot be built here fails where the engine builds it
+            return
+        if self.match.on_events:
+            if not cls.acts_on_events():
+                able = ", ".join(sorted(n for n, c in fault_types(info).items() if c.acts_on_events()))
+                raise ValueError(
+                    f"rule {self.name!r}: {self.fault_type} cannot act on WebSocket events (match.event, "
+                    f"match.direction); these can: {able}"
+                )
+            problem = fault.event_problem()
+            if problem is not None:
+                raise ValueError(f"rule {self.name!r}: {problem}")
+        elif fault.event_only():
+            raise ValueError(
+                f"rule {self.name!r}: {self.fault_type} acts on the events of realtime WebSocket sessions: "
+                f"give match.event (a glob on the event type) or match.direction"
+            )
+
     def _check_response_stage(self, info: ValidationInfo) -> None:
         # On an LLM provider a `tool` match is decided from the response (the tool the model
         # calls): a fault that acts before the response would be recorded yet do nothing.
         llm = context_value(info, "llm_providers", wire.BUILTIN.llm_providers)
-        if self.match.tool is None or self.match.provider not in llm:
+        if self.match.tool is None or self.match.provider not in llm or self.match.on_events:
             return
         cls = fault_types(info).get(self.fault_type)
         edits_body = cls is not None and (

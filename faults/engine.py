@@ -48,6 +48,7 @@ from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
+from brownout.faults.engine_events import EventRules
 from brownout.faults.engine_overlay import OverlayRules
 from brownout.faults.engine_shared import SharedSchedules, counters_key
 from brownout.faults.match import ByHost, CompiledMatch, Stage
@@ -96,7 +97,7 @@ class CompiledRule:
     key: str = ""  # keys its counters in a shared store (name and counter shape)
 
 
-class FaultEngine(SharedSchedules, OverlayRules):
+class FaultEngine(SharedSchedules, OverlayRules, EventRules):
     """Decides, per exchange, which rules fire, and hands the proxy a Plan of their faults."""
 
     def __init__(
@@ -126,6 +127,7 @@ class FaultEngine(SharedSchedules, OverlayRules):
         self.rules: list[CompiledRule] = self._compile(self.ruleset, {})
         self._active: tuple[CompiledRule, ...] = ()
         self._by_host: ByHost[CompiledRule] = ByHost((), lambda r: r.match)
+        self._event_rules: tuple[CompiledRule, ...] = ()  # rules decided per WebSocket event
         self._refresh_active()
 
     # --- configuration -------------------------------------------------------------------
@@ -179,6 +181,7 @@ class FaultEngine(SharedSchedules, OverlayRules):
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)
         self._by_host = ByHost(self._active, lambda r: r.match)
+        self._event_rules = tuple(r for r in self._active if r.match.on_events)
 
     def prepare(self, ruleset: RuleSet) -> list[CompiledRule]:
         """`ruleset` compiled for `reload`; raises ValueError for a rule it cannot run.

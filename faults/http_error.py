@@ -8,7 +8,9 @@ from typing import Literal
 from pydantic import Field
 
 from brownout.core.wire.base import StreamEvent, WireFormat
+from brownout.core.wire.realtime import CloseSpec, RealtimeEvent
 from brownout.faults.base import CLOSE, Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamEditor
+from brownout.faults.events import CloseAction, EventAction
 from brownout.faults.streams import AfterEventsEditor
 
 __all__ = ["HttpErrorFault", "HttpErrorParams"]
@@ -80,3 +82,19 @@ class HttpErrorFault(Fault):
         else:
             event = ctx.wire.stream_error_event(error_type=p.error_type, message=p.message, exchange=ctx.exchange)  # type: ignore[attr-defined]
         return _ErrorEventEditor(ctx.wire, p.after_events, event)
+
+    def event_problem(self) -> str | None:
+        if not self.params.mid_stream:
+            return (
+                "on WebSocket events http_error needs mid_stream: true (the provider's error in the session); "
+                "to refuse the upgrade itself, leave match.event and match.direction out"
+            )
+        return None
+
+    def on_event(self, ctx: FaultContext, event: RealtimeEvent) -> EventAction | None:
+        # The provider's error in place of the event: an error event (OpenAI), or a close (Gemini Live).
+        p = self.params
+        out = event.codec.error_event(p.status, p.error_type, p.message)
+        if isinstance(out, CloseSpec):
+            return EventAction(drop=True, close=CloseAction(out))
+        return EventAction(replace=out)

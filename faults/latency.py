@@ -9,7 +9,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from brownout.core.wire.realtime import RealtimeEvent
 from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
+from brownout.faults.events import EventAction
 
 __all__ = ["LatencyFault", "LatencyParams", "sample_delay_s"]
 
@@ -79,3 +81,9 @@ class LatencyFault(Fault):
 
     def holds_response(self, ctx: FaultContext) -> bool:
         return self.params.phase == "first_byte"
+
+    def on_event(self, ctx: FaultContext, event: RealtimeEvent) -> EventAction | None:
+        # The event arrives later; those behind it in its direction keep their order (phase does not apply).
+        delay_s = sample_delay_s(self.params, ctx.rng)
+        ctx.extra["delay_s"] = delay_s
+        return EventAction(delay_s=delay_s)

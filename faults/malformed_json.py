@@ -8,9 +8,11 @@ from pydantic import Field, model_validator
 
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.framing import framer_for
+from brownout.core.wire.realtime import RealtimeEvent
 from brownout.faults.arguments import CorruptArguments
 from brownout.faults.base import Fault, FaultContext, FaultParams, NotApplicable, StreamEditor
 from brownout.faults.drift import apply_drift
+from brownout.faults.events import EventAction
 from brownout.faults.jsonedit import NOT_JSON, corrupt_json_text, dumps, load, parse_path
 from brownout.faults.mcplists import retype
 from brownout.faults.streams import AfterEventsEditor, JsonEventEditor, edit_events_in_body, with_data
@@ -132,6 +134,27 @@ class MalformedJsonFault(Fault):
         # body and sse_event: a stream's body is its events, so one of them breaks.
         index = p.event_index if p.event_index is not None else ctx.rng.randrange(SSE_DEFAULT_WINDOW)
         return _CorruptOneEvent(ctx, index)
+
+    def event_problem(self) -> str | None:
+        if self.params.target != "tool_arguments":
+            return "on WebSocket events malformed_json takes target: tool_arguments"
+        return None
+
+    def on_event(self, ctx: FaultContext, event: RealtimeEvent) -> EventAction | None:
+        # The call's arguments stop parsing here and wherever the rest of its generation repeats them
+        # (output_item.done, response.done), the same broken text each time.
+        broken: dict[str, str] = {}
+
+        def edit(text: str) -> str:
+            if text not in broken:
+                broken[text] = corrupt_json_text(text, ctx.rng)
+            return broken[text]
+
+        out = event.codec.edit_tool_arguments(event, edit)
+        if out is None:
+            raise NotApplicable(f"{event.type or 'the event'} carries no tool-call arguments")
+        gen = event.generation
+        return EventAction(replace=out, rewrite=(gen, edit) if gen is not None else None)
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         ct = headers.get("content-type", ctx.exchange.content_type)

@@ -50,7 +50,7 @@ def _path_only(path: str) -> str:
 class CompiledMatch:
     """A MatchConfig compiled into request-stage checks plus an optional tool glob."""
 
-    __slots__ = ("_checks", "_llm", "_tool", "config", "host")
+    __slots__ = ("_checks", "_direction", "_event", "_llm", "_tool", "config", "host", "on_events")
 
     def __init__(self, config: MatchConfig, *, llm_providers: frozenset[str] = wire.BUILTIN.llm_providers) -> None:
         self.config = config
@@ -59,6 +59,10 @@ class CompiledMatch:
         self._tool = compile_glob(config.tool) if config.tool is not None else None
         # The host glob alone (None: any host), for `ByHost`.
         self.host = compile_glob(config.host, ignore_case=True) if config.host is not None else None
+        # Decided per event of a realtime WebSocket session, never at the request (see event_stage).
+        self.on_events = config.event is not None or config.direction is not None
+        self._event = compile_glob(config.event) if config.event is not None else None
+        self._direction = config.direction
 
     @staticmethod
     def _build(c: MatchConfig) -> list[_Check]:
@@ -97,6 +101,8 @@ class CompiledMatch:
 
     def request_stage(self, ex: Exchange) -> Stage:
         """Match everything known at request time; DEFER when only the response can tell the tool."""
+        if self.on_events:
+            return Stage.NO
         for check in self._checks:
             if not check(ex):
                 return Stage.NO
@@ -106,6 +112,19 @@ class CompiledMatch:
         if ex.tool_name is not None:
             return Stage.YES if tool(ex.tool_name) else Stage.NO
         return Stage.DEFER if ex.provider in self._llm else Stage.NO
+
+    def event_stage(self, ex: Exchange, event_type: str, direction: str, tools: tuple[str, ...] = ()) -> bool:
+        """Whether an event of a realtime session matches: the session's request (host, path, model,
+        headers, ...), the event's type and direction, and (with `tool`) a tool the event calls."""
+        if self._direction is not None and direction != self._direction:
+            return False
+        if self._event is not None and not self._event(event_type):
+            return False
+        for check in self._checks:
+            if not check(ex):
+                return False
+        tool = self._tool
+        return tool is None or any(tool(name) for name in tools)
 
     def response_match(self, ex: Exchange) -> str | None:
         """The first tool the response calls that the tool glob matches, else None."""

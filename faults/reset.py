@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from brownout.core.wire.realtime import RealtimeEvent
 from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamTiming
+from brownout.faults.events import EventAction
 
 __all__ = ["ResetFault", "ResetParams"]
 
@@ -45,3 +47,10 @@ class ResetFault(Fault):
         if self.params.phase == "mid_body":
             return StreamTiming(reset_after_bytes=self.params.after_bytes)
         return None
+
+    def event_problem(self) -> str | None:
+        return "on WebSocket events reset takes no phase: mid_body" if self.params.phase != "request" else None
+
+    def on_event(self, ctx: FaultContext, event: RealtimeEvent) -> EventAction | None:
+        # The connection drops where the event would have crossed it: the client sees 1006.
+        return EventAction(drop=True, reset=True)

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.framing import framer_for
+from brownout.core.wire.realtime import RealtimeEvent
 from brownout.faults.base import (
     CLOSE,
     RESET,
@@ -18,6 +19,7 @@ from brownout.faults.base import (
     StreamEditor,
     StreamTiming,
 )
+from brownout.faults.events import EventAction, GenerationCut
 from brownout.faults.streams import AfterEventsEditor, ByteCutEditor, edit_events_in_body
 
 __all__ = ["TruncateFault", "TruncateParams"]
@@ -31,12 +33,18 @@ class TruncateParams(FaultParams):
     at_fraction: float | None = Field(None, ge=0, lt=1, description="Fraction of the body delivered (0..1).")
     after_events: int | None = Field(None, ge=0, description="Streams: data events delivered before the cut.")
     close: Literal["clean", "reset"] = Field("clean", description="End the body cleanly (FIN) or reset (RST).")
+    status: Literal["incomplete", "failed"] | None = Field(
+        None,
+        description="WebSocket events: how the generation ends early (response.done status; default incomplete).",
+    )
 
     @model_validator(mode="after")
     def _exactly_one_cut(self) -> TruncateParams:
         given = [n for n in ("at_bytes", "at_fraction", "after_events") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of at_bytes, at_fraction, after_events (got {given or 'none'})")
+        if self.status is not None and self.after_events is None:
+            raise ValueError("status applies to WebSocket events, which are cut with after_events")
         return self
 
 
@@ -96,6 +104,23 @@ class TruncateFault(Fault):
             raise NotApplicable("at_fraction of a streamed body needs its content-length")
         # The reset follows the next chunk; a body that ends with the cut chunk ends cleanly.
         return ByteCutEditor(int(total * (p.at_fraction or 0.0)), self._how())
+
+    def event_problem(self) -> str | None:
+        p = self.params
+        if p.after_events is None:
+            return "on WebSocket events truncate cuts a generation with after_events (not at_bytes or at_fraction)"
+        return (
+            "on WebSocket events truncate ends the generation itself: leave close out" if p.close != "clean" else None
+        )
+
+    def on_event(self, ctx: FaultContext, event: RealtimeEvent) -> EventAction | None:
+        # The generation ends early: `after_events` more of its events (the matched one first) get
+        # through, then the provider's early end (response.done incomplete or failed) replaces the rest.
+        gen = event.generation
+        if gen is None or gen.done:
+            raise NotApplicable(f"{event.type or 'the event'} belongs to no generation in progress")
+        end = event.codec.cut_event(gen, self.params.status or "incomplete")
+        return EventAction(cut=GenerationCut(gen, end, self.params.after_events or 0))
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
         p = self.params

@@ -18,6 +18,8 @@ from brownout.invariants.latency_budget import LatencyBudget
 from brownout.invariants.mcp_tools import McpTools
 from brownout.invariants.no_loop import NoLoop
 from brownout.invariants.no_pii import NoPii
+from brownout.invariants.realtime_session_budget import RealtimeSessionBudget
+from brownout.invariants.reconnect_discipline import ReconnectDiscipline
 from brownout.invariants.retry_discipline import RetryDiscipline
 from brownout.invariants.stream_complete import StreamComplete
 from brownout.invariants.token_budget import TokenBudget
@@ -39,6 +41,8 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     InjectionFollowed,
     McpTools,
     ToolPolicy,
+    ReconnectDiscipline,
+    RealtimeSessionBudget,
     Custom,
 )
 

@@ -61,6 +61,10 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
     Config = RetryDisciplineConfig
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
+        if exchange.operation == "realtime_inference":
+            # A generation of a realtime session is no request the agent could retry (a cut one ends with its
+            # socket); how it reconnects is reconnect_discipline's. Refused upgrades are judged here.
+            return []
         chains: OrderedDict[str, _Chain] = session.state_for(self.name, OrderedDict)
         chain = chains.get(exchange.retry_target)
         found: list[Violation] = []

@@ -35,6 +35,7 @@ from brownout.proxy.lifecycle import Lifecycle
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.overlay import PhaseOverlay
 from brownout.proxy.pipeline import Pipeline
+from brownout.proxy.realtime import Realtime
 from brownout.proxy.record.tape import Tape
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.responses import ResponseHooks
@@ -105,9 +106,10 @@ class Brownout(Lifecycle, ResponseHooks):
         self.unreachable = Unreachable(
             self.guard, on_error=lambda host, kind: self.pipeline.exporters.on_upstream_error(host, kind)
         )
+        self.realtime = Realtime(self)  # WebSocket sessions: realtime formats' faults, spans, invariants
         # mitmproxy sub-addons: their hooks run after this addon's, in this order (a connection is
         # admitted before the header timeout starts counting).
-        self.addons = [self.admission, self.limits, self.unreachable]
+        self.addons = [self.admission, self.limits, self.unreachable, self.realtime]
 
     @property
     def in_flight(self) -> int:
@@ -230,7 +232,7 @@ class Brownout(Lifecycle, ResponseHooks):
             ex.timings.end = now
             self.tape.on_cut(state, ex.error_message)
             self._close(state, defer=False)
-        return len(states)
+        return len(states) + self.realtime.cut_all()
 
     def _close(self, state: FlowState, *, defer: bool = True) -> None:
         if state.relay_token and self.relay is not None:

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from mitmproxy import ctx, http
@@ -20,10 +21,12 @@ __all__ = [
     "close_client",
     "close_clients",
     "close_upstream",
+    "connection_handler",
     "drop_client",
     "end_http1_body",
     "is_multiplexed",
     "stream_cancelled",
+    "walk_layers",
 ]
 
 log = logging.getLogger(__name__)
@@ -109,21 +112,33 @@ def is_multiplexed(flow: http.HTTPFlow) -> bool:
     return flow.request.http_version.startswith(("HTTP/2", "HTTP/3"))
 
 
-def _http_stream(root: Any, flow: http.HTTPFlow) -> Any:
-    """The mitmproxy HttpStream layer carrying `flow`, found by walking the connection's layers."""
+def walk_layers(root: Any) -> Iterator[Any]:
+    """Every mitmproxy layer under `root` (a connection handler's `.layer`), each once."""
     todo, seen = [root], set()
     while todo:
         layer = todo.pop()
         if layer is None or id(layer) in seen:
             continue
         seen.add(id(layer))
-        if getattr(layer, "flow", None) is flow and hasattr(layer, "_paused_event_queue"):
-            return layer
+        yield layer
         handle = getattr(layer, "_handle_event", None)  # modes.HttpProxy delegates to its NextLayer this way
         todo += [getattr(layer, "child_layer", None), getattr(layer, "layer", None), getattr(handle, "__self__", None)]
         streams = getattr(layer, "streams", None)
         if isinstance(streams, dict):
             todo += streams.values()
+
+
+def connection_handler(flow: http.HTTPFlow) -> Any:
+    """The proxyserver's handler of the flow's client connection, or None once it is gone."""
+    proxyserver = ctx.master.addons.get("proxyserver")
+    return proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
+
+
+def _http_stream(root: Any, flow: http.HTTPFlow) -> Any:
+    """The mitmproxy HttpStream layer carrying `flow`, found by walking the connection's layers."""
+    for layer in walk_layers(root):
+        if getattr(layer, "flow", None) is flow and hasattr(layer, "_paused_event_queue"):
+            return layer
     return None
 
 

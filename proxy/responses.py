@@ -17,6 +17,7 @@ from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.connkill import drop_client, is_multiplexed
 from brownout.proxy.flowstate import FlowState
 from brownout.proxy.ignore import IGNORED
+from brownout.proxy.realtime import Realtime
 from brownout.proxy.record.tape import Tape
 from brownout.proxy.streaming import StreamTap
 
@@ -35,6 +36,7 @@ class ResponseHooks:
     _secret_headers: SecretHeaders
     engine: FaultEngine
     _close: Callable[..., None]  # the addon's (proxy/addon.py): `_close(state, *, defer=True)` ends a flow's exchange
+    realtime: Realtime
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         state = self._states.get(flow.id)
@@ -101,6 +103,9 @@ class ResponseHooks:
             ex.status = resp.status_code
             ex.response_headers = flowmodel.response_headers(flow, self._secret_headers)
             ex.content_type = resp.headers.get("content-type", "")
+        if resp.status_code == 101 and self.realtime.adopt(flow, state):
+            ex.timings.first_client_byte = time.time()
+            return  # a realtime session: its exchange ends with the socket (proxy/realtime.py)
         if not ex.streamed and resp.stream:
             # mitmproxy streamed the body past the cap, and brownout could not take it over (see
             # responseheaders): nothing was read, so no body fault acted and there is nothing to record.

@@ -29,10 +29,12 @@ from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, Wire
 from brownout.core.wire.bedrock import BedrockFormat
 from brownout.core.wire.common import ProviderFormat
 from brownout.core.wire.gemini import GeminiFormat
+from brownout.core.wire.gemini_live import GeminiLiveFormat
 from brownout.core.wire.generic import GenericFormat
 from brownout.core.wire.mcp import McpFormat
 from brownout.core.wire.ollama import OllamaFormat
 from brownout.core.wire.openai import OpenAIFormat
+from brownout.core.wire.openai_realtime import OpenAIRealtimeFormat
 
 __all__ = [
     "BUILTIN",
@@ -50,7 +52,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GENERIC = GenericFormat()
-# Detection order: MCP first (it claims by body, wherever it is mounted); plugins come after
+# Detection order: MCP first (it claims by body, wherever it is mounted), the realtime WebSocket APIs
+# after the HTTP ones (they claim only upgrade requests, which no HTTP format does); plugins come after
 # these, and the generic fallback (which claims everything) last.
 _BUILTIN_FORMATS: tuple[WireFormat, ...] = (
     McpFormat(),
@@ -59,6 +62,8 @@ _BUILTIN_FORMATS: tuple[WireFormat, ...] = (
     GeminiFormat(),
     OllamaFormat(),
     BedrockFormat(),
+    OpenAIRealtimeFormat(),
+    GeminiLiveFormat(),
 )
 
 

@@ -42,13 +42,23 @@ def _reason(status: int) -> str:
 class Responder:
     """Writes one response, whole or streamed with chunked transfer encoding."""
 
-    __slots__ = ("_chunked", "_writer", "keep_alive", "started")
+    __slots__ = ("_chunked", "_reader", "_writer", "hijacked", "keep_alive", "started")
 
-    def __init__(self, writer: asyncio.StreamWriter, keep_alive: bool) -> None:
+    def __init__(
+        self, writer: asyncio.StreamWriter, keep_alive: bool, reader: asyncio.StreamReader | None = None
+    ) -> None:
         self._writer = writer
+        self._reader = reader
         self.keep_alive = keep_alive
         self.started = False
+        self.hijacked = False
         self._chunked = False
+
+    def hijack(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Take the connection over (a protocol upgrade): the server reads no further request from it."""
+        assert self._reader is not None, "this responder was made without its reader"
+        self.hijacked = self.started = True
+        return self._reader, self._writer
 
     def _head(self, status: int, headers: dict[str, str], extra: str) -> bytes:
         lines = [f"HTTP/1.1 {status} {_reason(status)}\r\n", "server: brownout-mock\r\n"]
@@ -141,7 +151,7 @@ class HttpServer:
                     break
                 conn = req.headers.get("connection", "").lower()
                 keep_alive = conn != "close"
-                resp = Responder(writer, keep_alive)
+                resp = Responder(writer, keep_alive, reader)
                 try:
                     await self._handler(req, resp)
                 except (ConnectionError, asyncio.CancelledError):
@@ -151,6 +161,8 @@ class HttpServer:
                     if resp.started:
                         break  # mid-stream: the only honest signal left is closing
                     resp.send(500, b'{"error":{"message":"mock handler crashed","type":"server_error"}}')
+                if resp.hijacked:
+                    break  # the handler owned the connection (a WebSocket) and is done with it
                 await resp.end()
                 if not resp.keep_alive:
                     break

@@ -1,4 +1,5 @@
-"""A fast in-process mock of LLM providers (OpenAI, Anthropic, Gemini, Ollama, Bedrock), MCP and a JSON tool API.
+"""A fast in-process mock of LLM providers (OpenAI, Anthropic, Gemini, Ollama, Bedrock), MCP and a JSON tool API,
+and the realtime WebSocket APIs (OpenAI Realtime at /v1/realtime, Gemini Live at /ws/...BidiGenerateContent).
 
 Run standalone: `python -m brownout.proxy.demo.upstream [--port N] [--tls] [--no-record]`; it prints
 `LISTENING <port>` (and `CA <path>` with --tls) once bound.
@@ -18,7 +19,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from brownout.proxy.demo import anthropic_mock, bedrock_mock, gemini_ollama_mock, openai_mock, tools_mock
+from brownout.proxy.demo import (
+    anthropic_mock,
+    bedrock_mock,
+    gemini_live_mock,
+    gemini_ollama_mock,
+    openai_mock,
+    openai_realtime_mock,
+    tools_mock,
+)
 from brownout.proxy.demo.httpserver import HttpServer, Request, Responder
 from brownout.proxy.demo.mockdata import Knobs, dumps
 from brownout.proxy.demo.tlsgen import make_tls_files, server_ssl_context
@@ -120,7 +129,11 @@ class MockUpstream:
             return
         method = req.method
         try:
-            if method == "POST" and path == "/v1/chat/completions":
+            if method == "GET" and path == "/v1/realtime":
+                await openai_realtime_mock.realtime(req, resp, knobs)
+            elif method == "GET" and path.endswith("GenerativeService.BidiGenerateContent"):
+                await gemini_live_mock.live(req, resp, knobs)
+            elif method == "POST" and path == "/v1/chat/completions":
                 await openai_mock.chat_completions(req.body, resp, knobs)
             elif method == "POST" and path == "/v1/responses":
                 await openai_mock.responses(req.body, resp, knobs)

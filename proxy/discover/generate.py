@@ -3,7 +3,8 @@
 Tools the agent executed (MCP tools, plain JSON tool APIs) each get latency, an error, a reset, a
 malformed result and a prompt injection; each LLM provider and model gets a 429 with retry-after,
 a 5xx, a truncated stream (where it streamed) and malformed tool-call arguments (where its model
-called tools). Invariants are the ones the traffic makes relevant; budgets leave headroom over the
+called tools); a realtime API's sessions get a session cap, an error event, a generation cut short, a
+dropped connection and broken tool-call arguments, on its own event names. Invariants are the ones the traffic makes relevant; budgets leave headroom over the
 largest session seen. Nothing depends on the clock: the same inventory and options give the same
 file, byte for byte.
 """
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from brownout.core import wire
+from brownout.core.wire.realtime import RealtimeFormat
 from brownout.proxy.discover.inventory import Inventory, ModelStats
 
 __all__ = ["INJECTION_MARKER", "Options", "experiment", "experiment_yaml"]
@@ -127,6 +129,7 @@ def _llm_phases(inv: Inventory, p: float) -> list[dict[str, Any]]:
     }
     for provider, model, stats in _llm_targets(inv):
         label, match = _slug(provider, model), _match(provider, model)
+        # On a realtime API these refuse the WebSocket upgrade with the provider's 429 / 503.
         limited = {"type": "http_error", "status": 429, "retry_after_s": 1}
         families["rate-limit"].add(f"rate-limit-{label}", match, limited, p)
         if provider == "bedrock" and stats.streamed:
@@ -136,6 +139,8 @@ def _llm_phases(inv: Inventory, p: float) -> list[dict[str, Any]]:
             families["rate-limit"].add(f"stream-throttled-{label}", {**match, "stream": True}, thrown, p)
         overloaded = {"type": "http_error", "status": 529 if provider == "anthropic" else 503}  # each one's own
         families["server-error"].add(f"server-error-{label}", match, overloaded, p)
+        if isinstance(wire.BUILTIN.by_provider(provider), RealtimeFormat):
+            continue  # its streams are sessions: the realtime phases below
         if stats.streamed:
             cut = {"type": "truncate", "after_events": 2}
             families["truncated-stream"].add(f"truncated-stream-{label}", {**match, "stream": True}, cut, p)
@@ -144,6 +149,40 @@ def _llm_phases(inv: Inventory, p: float) -> list[dict[str, Any]]:
             name = _slug("malformed-tool-arguments", label, tool)
             families["malformed-tool-arguments"].add(name, {**match, "tool": _glob(tool)}, broken, p)
     return [{"name": f"llm-{name}", "rules": rules.rules} for name, rules in families.items() if rules.rules]
+
+
+REALTIME_FAMILIES = ("session-cap", "error-event", "truncated-generation", "reset", "malformed-tool-arguments")
+
+
+def _realtime_fault(family: str) -> dict[str, Any]:
+    if family == "session-cap":  # the provider's warning (session_expired, goAway), then its close code
+        return {"type": "close"}
+    if family == "error-event":
+        return {"type": "http_error", "status": 503, "mid_stream": True}
+    if family == "truncated-generation":
+        return {"type": "truncate", "after_events": 2}
+    if family == "reset":
+        return {"type": "reset"}
+    return {"type": "malformed_json", "target": "tool_arguments"}
+
+
+def _realtime_phases(inv: Inventory, p: float) -> list[dict[str, Any]]:
+    """Faults on the events of realtime sessions: each provider's own event names, from its wire format."""
+    families = {name: _Rules() for name in REALTIME_FAMILIES}
+    for provider, model, stats in _llm_targets(inv):
+        fmt = wire.BUILTIN.by_provider(provider)
+        if not isinstance(fmt, RealtimeFormat):
+            continue
+        label, match = _slug(provider, model), _match(provider, model)
+        for family in REALTIME_FAMILIES[:-1]:
+            at = {**match, "event": fmt.generation_event}
+            families[family].add(_slug(family, label), at, _realtime_fault(family), p)
+        for tool in sorted(stats.tool_calls):
+            at = {**match, "event": fmt.tool_call_event, "tool": _glob(tool)}
+            families["malformed-tool-arguments"].add(
+                _slug("malformed-tool-arguments", label, tool), at, _realtime_fault("malformed"), p
+            )
+    return [{"name": f"realtime-{name}", "rules": rules.rules} for name, rules in families.items() if rules.rules]
 
 
 def _budget(value: float) -> float:
@@ -178,6 +217,11 @@ def _invariants(inv: Inventory, phases: list[dict[str, Any]]) -> list[dict[str, 
     costs = [s.cost_usd for s in sessions if s.cost_usd]
     if costs:
         out.append({"type": "cost_budget", "max_session_usd": _budget(max(costs))})
+    if any(rt.sessions for rt in inv.realtime.values()):
+        out.append({"type": "reconnect_discipline"})
+        longest = max(rt.longest_s for rt in inv.realtime.values())
+        if longest > 0:
+            out.append({"type": "realtime_session_budget", "max_duration_s": _budget(longest)})
     if any(ph["name"] == "tools-injection" for ph in phases):
         out.append({"type": "injection_followed", "markers": [INJECTION_MARKER]})
     return out
@@ -185,7 +229,8 @@ def _invariants(inv: Inventory, phases: list[dict[str, Any]]) -> list[dict[str, 
 
 def experiment(inv: Inventory, options: Options) -> dict[str, Any]:
     """The experiment file's data (validate it with `ExperimentConfig`)."""
-    chaos = _llm_phases(inv, options.probability) + _tool_phases(inv, options.probability)
+    p = options.probability
+    chaos = _llm_phases(inv, p) + _realtime_phases(inv, p) + _tool_phases(inv, p)
     gate: dict[str, Any] = {"max_violations": {"critical": 0}}
     if chaos:  # a gate value that cannot be measured fails: no chaos phases, no success-rate gate
         gate = {"min_success_rate": options.min_success_rate, **gate}

@@ -1,4 +1,5 @@
-"""What an agent did on the wire, counted: providers, models, tools, MCP servers, tool APIs, errors, sessions.
+"""What an agent did on the wire, counted: providers, models, tools, MCP servers, tool APIs, realtime
+sessions, errors, sessions.
 
 Built from exchange summaries (see `proxy.discover.sources`), whatever source they came from.
 `to_dict()` is plain JSON-ready data with every mapping sorted, so one input always gives the same
@@ -15,8 +16,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from brownout.core.shapes import query_shape, shape_key
+from brownout.core.wire.realtime import OPERATION as REALTIME_OPERATION
+from brownout.core.wire.realtime import SESSION_OPERATION
 
-__all__ = ["ApiStats", "Inventory", "McpServer", "ModelStats", "ProviderStats", "SessionStats", "ToolStats"]
+__all__ = [
+    "ApiStats",
+    "Inventory",
+    "McpServer",
+    "ModelStats",
+    "ProviderStats",
+    "RealtimeStats",
+    "SessionStats",
+    "ToolStats",
+]
 
 
 @dataclass
@@ -118,6 +130,36 @@ class ApiStats:
 
 
 @dataclass
+class RealtimeStats:
+    """Realtime WebSocket sessions of one provider: how many, with which models, how they ended."""
+
+    sessions: int = 0  # opened (upstream answered the upgrade with 101)
+    refused: Counter[str] = field(default_factory=Counter)  # upgrade status -> sessions refused
+    hosts: set[str] = field(default_factory=set)
+    models: Counter[str] = field(default_factory=Counter)  # model -> sessions
+    generations: Counter[str] = field(default_factory=Counter)  # how each ended: completed, ..., cut
+    closes: Counter[str] = field(default_factory=Counter)  # "1000 by client", "1006 by brownout", ...
+    tool_calls: Counter[str] = field(default_factory=Counter)
+    error_events: int = 0  # error events the client received
+    resumed: int = 0  # sessions that resumed an earlier one
+    longest_s: float = 0.0  # the longest session, upgrade to close
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sessions": self.sessions,
+            "refused": dict(sorted(self.refused.items())),
+            "hosts": sorted(self.hosts),
+            "models": dict(sorted(self.models.items())),
+            "generations": dict(sorted(self.generations.items())),
+            "closes": dict(sorted(self.closes.items())),
+            "tool_calls": dict(sorted(self.tool_calls.items())),
+            "error_events": self.error_events,
+            "resumed": self.resumed,
+            "longest_s": round(self.longest_s, 3),
+        }
+
+
+@dataclass
 class SessionStats:
     """One session: how much it did and what it used."""
 
@@ -155,6 +197,7 @@ class Inventory:
     faults: Counter[tuple[str, str]] = field(default_factory=Counter)  # (rule, fault type)
     retries: int = 0  # requests an SDK marked as a retry (x-stainless-retry-count > 0)
     sessions: dict[str, SessionStats] = field(default_factory=dict)
+    realtime: dict[str, RealtimeStats] = field(default_factory=dict)  # by provider
 
     @classmethod
     def of(cls, records: Iterable[dict[str, Any]]) -> Inventory:
@@ -192,7 +235,9 @@ class Inventory:
             self.errors[
                 (target, "no response" if status is None else str(status), str(r.get("error_type") or "-"))
             ] += 1
-        if provider == "mcp":
+        if r.get("operation") == SESSION_OPERATION:  # the WebSocket itself: its generations are the LLM calls
+            self._realtime_session(provider, r)
+        elif provider == "mcp":
             session.tool_calls += self._mcp(r)
         elif provider == "http":
             session.tool_calls += self._http(r)
@@ -228,6 +273,29 @@ class Inventory:
             tool.add(shape)
             tool.via.add(provider)
             model.tool_calls[name] += 1
+        if r.get("operation") == REALTIME_OPERATION:
+            realtime = self.realtime.setdefault(provider, RealtimeStats())
+            status = _realtime_field(r, "status")
+            realtime.generations[str(status) if status else "cut"] += 1
+            realtime.tool_calls.update(name for name, _ in _calls(r))
+
+    def _realtime_session(self, provider: str, r: dict[str, Any]) -> None:
+        stats = self.realtime.setdefault(provider, RealtimeStats())
+        stats.hosts.add(f"{r.get('host')}:{r.get('port')}")
+        if r.get("status") != 101:
+            stats.refused["no response" if r.get("status") is None else str(r.get("status"))] += 1
+            return
+        stats.sessions += 1
+        stats.models[str(r.get("model") or "-")] += 1
+        code, by = _realtime_field(r, "close_code"), _realtime_field(r, "closed_by")
+        stats.closes[f"{'none' if code is None else code} by {by or '-'}"] += 1
+        stats.error_events += _int(_realtime_field(r, "errors"))
+        stats.resumed += bool(_realtime_field(r, "resumption_used"))
+        duration = r.get("duration_s")
+        if isinstance(duration, int | float) and not isinstance(duration, bool):
+            stats.longest_s = max(stats.longest_s, float(duration))
+        for name in r.get("tools_declared") or []:
+            self.llm_tools.setdefault(str(name), ToolStats()).declared = True
 
     def _mcp(self, r: dict[str, Any]) -> int:
         server = self.mcp_servers.setdefault(f"{r.get('host')}:{r.get('port')}{_path(r)}", McpServer())
@@ -270,7 +338,13 @@ class Inventory:
             "faults": [{"rule": r, "fault": f, "count": n} for (r, f), n in sorted(self.faults.items())],
             "retries": self.retries,
             "sessions": {k: s.to_dict() for k, s in sorted(self.sessions.items())},
+            "realtime": {p: s.to_dict() for p, s in sorted(self.realtime.items())},
         }
+
+
+def _realtime_field(r: dict[str, Any], name: str) -> Any:
+    realtime = r.get("realtime")
+    return realtime.get(name) if isinstance(realtime, dict) else None
 
 
 def _path(r: dict[str, Any]) -> str:

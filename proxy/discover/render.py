@@ -29,6 +29,25 @@ def _shapes(lines: list[str], shapes: list[dict[str, Any]], indent: str) -> None
         lines.append(f"{indent}args {_shape(s['shape'])}  x{s['calls']}")
 
 
+def _realtime(name: str, rt: dict[str, Any]) -> list[str]:
+    refused = f"; refused {_counts(rt['refused'])}" if rt["refused"] else ""
+    lines = [
+        f"  {name}: {_n(rt['sessions'], 'session')} on {', '.join(rt['hosts'])}{refused}; "
+        f"{_n(sum(rt['generations'].values()), 'generation')} ({_counts(rt['generations'])})"
+    ]
+    if rt["models"]:
+        lines.append(f"    models: {_counts(rt['models'])}; longest session {rt['longest_s']:.1f} s")
+    if rt["closes"]:
+        lines.append(f"    ended: {_counts(rt['closes'])}")
+    if rt["tool_calls"]:
+        lines.append(f"    tool calls: {_counts(rt['tool_calls'])}")
+    extra = [f"{_n(rt['error_events'], 'error event')} received"] if rt["error_events"] else []
+    extra += [f"{rt['resumed']} resumed"] if rt["resumed"] else []
+    if extra:
+        lines.append(f"    {'; '.join(extra)}")
+    return lines
+
+
 def render(inv: dict[str, Any], *, kind: str, digest: str) -> str:
     """The inventory (`Inventory.to_dict()`) as text sections."""
     sessions = inv["sessions"]
@@ -52,6 +71,10 @@ def render(inv: dict[str, Any], *, kind: str, digest: str) -> str:
                 lines.append(f"      tool calls: {_counts(m['tool_calls'])}")
     if not inv["providers"]:
         lines.append("  none")
+    if inv.get("realtime"):  # only for agents that open realtime sessions
+        lines += ["", "Realtime sessions (WebSocket)"]
+        for name, rt in inv["realtime"].items():
+            lines += _realtime(name, rt)
     lines += ["", "Tools the models called (LLM tool calls)"]
     for name, t in inv["llm_tools"].items():
         via = f" via {', '.join(t['via'])}" if t.get("via") else ""

@@ -19,7 +19,7 @@ from brownout.core.cost import Pricer
 from brownout.exporters.jsonl import exchange_summary
 from brownout.proxy.record.cassette import FORMAT as CASSETTE_FORMAT
 from brownout.proxy.record.cassette import CassetteError, CassetteFile, open_cassette, scan_dir
-from brownout.proxy.record.inspect import exchange_of
+from brownout.proxy.record.inspect import exchanges_of
 
 __all__ = ["DiscoverError", "Traffic", "canonical", "read_source"]
 
@@ -103,9 +103,9 @@ def _summaries(cassettes: Iterable[CassetteFile]) -> Iterator[dict[str, Any]]:
     try:
         for cassette in cassettes:
             for rec in cassette.exchanges():
-                exchange = exchange_of(rec)
-                exchange.cost = pricer.price(exchange)  # the proxy prices live exchanges the same way
-                yield exchange_summary(exchange)
+                for exchange in exchanges_of(rec):  # a realtime session: the session, then its generations
+                    exchange.cost = pricer.price(exchange)  # the proxy prices live exchanges the same way
+                    yield exchange_summary(exchange)
     except CassetteError as e:
         raise DiscoverError(str(e)) from e
 

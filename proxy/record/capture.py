@@ -20,7 +20,7 @@ from brownout.core.secret_paths import redact_url
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.decoding import DecodeError, Decoder, decoder_for
 from brownout.core.wire.framing import Framer, framer_for
-from brownout.proxy.record.cassette import EVENT_OVERHEAD, Event, Recorded
+from brownout.proxy.record.cassette import EVENT_OVERHEAD, Event, Recorded, WsClose, WsMessage
 
 __all__ = ["Capture", "RecordingTap", "mitm_headers"]
 
@@ -201,6 +201,23 @@ class Capture:
             self.rec.response_headers, self.rec.decoded = self._sent_headers, None
         self.rec.truncated = self.rec.truncated or len(body) > self.max_body
         self.rec.body = body[: self.max_body]
+
+    def ws_message(self, from_client: bool, content: bytes, is_text: bool) -> None:
+        """One message of a WebSocket session as its sender sent it (before any fault)."""
+        messages = self.rec.messages
+        if messages is None:
+            messages = self.rec.messages = []
+        cost = len(content) + EVENT_OVERHEAD
+        if self.rec.truncated or self._size + cost > self.max_body:
+            self.rec.truncated = True  # kept cut: replay then ends where the recording does
+            return
+        self._size += cost
+        messages.append(WsMessage(time.time() - self.t0, from_client, content, binary=not is_text))
+
+    def ws_close(self, code: int | None, reason: str, by: str | None) -> None:
+        if self.rec.messages is None:
+            self.rec.messages = []
+        self.rec.close = WsClose(code, reason[:123], by)
 
     def failed(self, message: str) -> None:
         self.rec.error = self.rec.error or message

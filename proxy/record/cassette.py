@@ -5,7 +5,9 @@
 
 Bodies are kept byte for byte: `{"text": ...}` when they are UTF-8, else `{"b64": ...}`. A streamed
 response keeps every SSE event or NDJSON line (other streamed bodies: every chunk) with `t`, its offset
-in seconds from the moment the request was sent upstream. Secret headers and query values are never
+in seconds from the moment the request was sent upstream. A WebSocket session (status 101) keeps every
+message either way (`messages`: `t`, `from` client or server, its bytes, `binary` for a binary frame)
+and how it ended (`close`: code, reason, and by whom). Secret headers and query values are never
 written (see `brownout.proxy.flowmodel`).
 
 A cassette may come from anywhere, so reading one trusts nothing: files are read a line at a time
@@ -30,6 +32,8 @@ from brownout.proxy.record.recorded import (
     MAX_OFFSET_S,
     Event,
     Recorded,
+    WsClose,
+    WsMessage,
     decode_bytes,
     encode_bytes,
 )
@@ -46,6 +50,8 @@ __all__ = [
     "Event",
     "Recorded",
     "Spot",
+    "WsClose",
+    "WsMessage",
     "cassette_files",
     "decode_bytes",
     "encode_bytes",

@@ -11,10 +11,11 @@ from brownout.core.exchange import Exchange, Timings
 from brownout.core.secret_paths import redact_target
 from brownout.core.wire import BUILTIN, WireFormats
 from brownout.core.wire.framing import framer_for
+from brownout.core.wire.realtime import RealtimeFormat
 from brownout.proxy.record.cassette import Cassette, CassetteFile, Recorded
 from brownout.proxy.record.matcher import recorded_info
 
-__all__ = ["ExchangeView", "describe", "exchange_of", "session_summary", "totals"]
+__all__ = ["ExchangeView", "describe", "exchange_of", "exchanges_of", "session_summary", "totals"]
 
 
 @dataclass(slots=True)
@@ -30,7 +31,7 @@ class ExchangeView:
     model: str | None
     tool: str | None  # the tool this exchange executes (MCP tools/call, a tool API)
     tool_calls: list[str] = field(default_factory=list)  # tools the model asked for in its answer
-    events: int | None = None  # streamed: recorded events
+    events: int | None = None  # streamed: recorded events (a WebSocket session: its messages)
     request_bytes: int = 0
     response_bytes: int = 0
     duration_s: float = 0.0
@@ -43,6 +44,12 @@ class ExchangeView:
 
 def exchange_of(rec: Recorded, formats: WireFormats = BUILTIN) -> Exchange:
     """A recorded exchange read back through its wire format, as the proxy saw it when it was recorded."""
+    return exchanges_of(rec, formats)[0]
+
+
+def exchanges_of(rec: Recorded, formats: WireFormats = BUILTIN) -> list[Exchange]:
+    """The exchanges a recording stands for: one, or a realtime session and then each of its generations,
+    its messages read back through the session's codec as the proxy read them live."""
     info = recorded_info(rec)
     wire, operation = formats.detect(info)
     url = urlsplit(rec.url)
@@ -74,11 +81,28 @@ def exchange_of(rec: Recorded, formats: WireFormats = BUILTIN) -> Exchange:
         parser.finish()
     elif rec.body:
         wire.parse_response(ex, rec.body)
-    return ex
+    if rec.messages is not None and isinstance(wire, RealtimeFormat):
+        return [ex, *_generations(rec, wire, ex)]
+    return [ex]
+
+
+def _generations(rec: Recorded, wire: RealtimeFormat, session: Exchange) -> list[Exchange]:
+    now = [rec.recorded_at]  # the codec's clock: the time of the message it reads
+    codec = wire.codec(session, lambda: now[0])
+    for message in rec.messages or ():
+        now[0] = rec.recorded_at + message.t
+        event = codec.observe("client" if message.from_client else "server", message.data, not message.binary)
+        codec.deliver(event, now[0])
+    codec.close(session.timings.end or now[0])
+    if rec.close is not None:
+        codec.info.close_code, codec.info.closed_by = rec.close.code, rec.close.by
+    return codec.drain()
 
 
 def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
-    ex = exchange_of(rec, formats)
+    exchanges = exchanges_of(rec, formats)  # a realtime session: its tool calls are its generations'
+    ex = exchanges[0]
+    items = rec.events if rec.events is not None else rec.messages
     return ExchangeView(
         seq=rec.seq,
         method=rec.method,
@@ -88,8 +112,8 @@ def describe(rec: Recorded, formats: WireFormats = BUILTIN) -> ExchangeView:
         operation=ex.operation,
         model=ex.model,
         tool=ex.tool_name,
-        tool_calls=[c.name for c in ex.tool_calls] if ex.tool_name is None else [],
-        events=len(rec.events) if rec.events is not None else None,
+        tool_calls=[c.name for e in exchanges for c in e.tool_calls] if ex.tool_name is None else [],
+        events=len(items) if items is not None else None,
         request_bytes=len(rec.request_body),
         response_bytes=rec.body_size,
         duration_s=rec.end_s,

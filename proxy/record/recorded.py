@@ -11,7 +11,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EVENT_OVERHEAD", "MAX_OFFSET_S", "Event", "Recorded", "decode_bytes", "encode_bytes"]
+__all__ = [
+    "EVENT_OVERHEAD",
+    "MAX_OFFSET_S",
+    "Event",
+    "Recorded",
+    "WsClose",
+    "WsMessage",
+    "decode_bytes",
+    "encode_bytes",
+]
 
 # The longest time offset a cassette may give (seconds from the request): a day.
 MAX_OFFSET_S = 86_400.0
@@ -50,6 +59,51 @@ class Event:
 
 
 @dataclass(slots=True)
+class WsMessage:
+    """One message of a recorded WebSocket session, either way, and when it crossed."""
+
+    t: float  # seconds from the upgrade request
+    from_client: bool
+    data: bytes
+    binary: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        # A binary frame of UTF-8 (Gemini Live sends its JSON so) stays readable: text, marked binary.
+        out: dict[str, Any] = {"t": round(self.t, 6), "from": "client" if self.from_client else "server"}
+        out.update(encode_bytes(self.data))
+        if self.binary:
+            out["binary"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Any, name: str) -> WsMessage:
+        if not isinstance(d, dict) or d.get("from") not in ("client", "server"):
+            raise ValueError(f"{name}: a message needs from: client or server")
+        return cls(_offset(d.get("t"), f"{name}.t"), d["from"] == "client", decode_bytes(d), bool(d.get("binary")))
+
+
+@dataclass(slots=True)
+class WsClose:
+    """How a recorded WebSocket session ended."""
+
+    code: int | None
+    reason: str = ""
+    by: str | None = None  # client, server or brownout
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "reason": self.reason, "by": self.by}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WsClose:
+        code, by = d.get("code"), d.get("by")
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int) or not 1000 <= code <= 4999):
+            raise ValueError(f"response.close.code: {code!r} is not a WebSocket close code")
+        if by not in (None, "client", "server", "brownout"):
+            raise ValueError(f"response.close.by: {by!r} is not client, server or brownout")
+        return cls(code, str(d.get("reason") or ""), by)
+
+
+@dataclass(slots=True)
 class Recorded:
     """One recorded exchange: the request as it went upstream (secrets removed), the answer as upstream sent it."""
 
@@ -67,6 +121,8 @@ class Recorded:
     end_s: float = 0.0  # response complete
     body: bytes | None = None  # a buffered response
     events: list[Event] | None = None  # a streamed one
+    messages: list[WsMessage] | None = None  # a WebSocket session (status 101): every message, both ways
+    close: WsClose | None = None  # how that session ended
     error: str | None = None  # the upstream failed (no answer, or cut mid-body)
     truncated: bool = False  # longer than record.max_body_bytes: kept cut
     decoded: str | None = None  # the content-encoding removed from the recorded body
@@ -78,6 +134,8 @@ class Recorded:
 
     @property
     def body_size(self) -> int:
+        if self.messages is not None:
+            return sum(len(m.data) for m in self.messages)
         if self.events is not None:
             return sum(len(e.data) for e in self.events)
         return len(self.body or b"")
@@ -85,7 +143,8 @@ class Recorded:
     @property
     def held_bytes(self) -> int:
         """Memory the recorded bodies hold, about: their bytes plus each event's overhead."""
-        events = len(self.events) * EVENT_OVERHEAD if self.events is not None else 0
+        items = self.events if self.events is not None else self.messages
+        events = len(items) * EVENT_OVERHEAD if items is not None else 0
         return len(self.request_body) + self.body_size + events
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,7 +158,11 @@ class Recorded:
                 "headers_s": round(self.headers_s, 6),
                 "end_s": round(self.end_s, 6),
             }
-            if self.events is not None:
+            if self.messages is not None:
+                response["messages"] = [m.to_dict() for m in self.messages]
+                if self.close is not None:
+                    response["close"] = self.close.to_dict()
+            elif self.events is not None:
                 response["events"] = [e.to_dict() for e in self.events]
             else:
                 response["body"] = encode_bytes(self.body or b"")
@@ -157,7 +220,13 @@ class Recorded:
             rec.end_s = _offset(resp.get("end_s", rec.headers_s), "response.end_s")
             rec.decoded = resp.get("decoded")
             rec.truncated = bool(resp.get("truncated", False))
-            if "events" in resp:
+            if "messages" in resp:
+                rec.messages = [
+                    WsMessage.from_dict(m, f"response.messages[{i}]") for i, m in enumerate(resp["messages"])
+                ]
+                if isinstance(resp.get("close"), dict):
+                    rec.close = WsClose.from_dict(resp["close"])
+            elif "events" in resp:
                 rec.events = [
                     Event(_offset(e["t"], f"response.events[{i}].t"), decode_bytes(e))
                     for i, e in enumerate(resp["events"])

@@ -50,6 +50,8 @@ def scrub(rec: Recorded) -> None:
         rec.body = without_secrets(rec.body)
     for event in rec.events or ():
         event.data = without_secrets(event.data)
+    for message in rec.messages or ():  # a WebSocket session: both ways
+        message.data = without_secrets(message.data)
 
 
 def _encoded(headers: Iterable[tuple[str, str]]) -> bool:
@@ -113,6 +115,8 @@ class Redaction:
             rec.body = self.data(rec.body)
         for event in rec.events or []:
             event.data = self.data(event.data)
+        for message in rec.messages or []:
+            message.data = self.data(message.data)
 
 
 def redact_file(path: Path, redaction: Redaction) -> int:

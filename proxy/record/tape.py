@@ -22,6 +22,7 @@ from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
+from brownout.core.wire.realtime import RealtimeFormat
 from brownout.faults.base import StreamTiming
 from brownout.faults.decisions import Decision
 from brownout.proxy import effects, flowmodel
@@ -33,6 +34,8 @@ from brownout.proxy.record.earlier import EarlierFaults
 from brownout.proxy.record.matcher import ReplayIndex
 from brownout.proxy.record.transport import REPLAY_HEADER, ReplayTransport
 from brownout.proxy.record.writer import CassetteWriter
+from brownout.proxy.record.wsreplay import TOKEN_HEADER as WS_TOKEN_HEADER
+from brownout.proxy.record.wsreplay import WsReplayServer
 from brownout.proxy.relay import Relay
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 MISS_STATUS = 404  # not retried by the SDKs: a miss is reported once, not three times
 _CAPTURE = "tape.capture"
 _TOKEN = "tape.token"
+_WS_TOKEN = "tape.ws_token"
 _SHOWN_MAX = 2000  # characters of a normalised request in a miss's log line
 
 
@@ -77,6 +81,8 @@ class Tape:
         self.index: ReplayIndex | None = None
         self.transport = ReplayTransport(lambda: self.replay.speed)
         self.relay: Relay | None = None
+        # Realtime sessions replay from a WebSocket server of their own (proxy/record/wsreplay.py).
+        self.ws_replay = WsReplayServer(guard, speed=lambda: self.replay.speed, on_miss=self._ws_miss)
         self.counts = {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
         self.not_recorded = 0  # exchanges a stream fault cut, or whose body went by unread, while recording
         self.earlier = EarlierFaults()
@@ -132,11 +138,13 @@ class Tape:
     async def start(self) -> None:
         self.relay = Relay(self.guard, transport=self.transport)
         await self.relay.start()
+        await self.ws_replay.start()
 
     async def stop(self) -> None:
         if self.relay is not None:
             await self.relay.stop()
             self.relay = None
+        await self.ws_replay.stop()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Flush and close the cassettes (call it off the loop: it waits for the writer thread)."""
@@ -212,6 +220,21 @@ class Tape:
         if capture is not None:
             capture.unrecordable = capture.unrecordable or reason
 
+    def on_ws_message(self, state: FlowState, from_client: bool, content: bytes, is_text: bool) -> None:
+        """A message of a realtime session as its sender sent it (before any fault)."""
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            self.guard.call("record", capture.ws_message, from_client, content, is_text, context="websocket message")
+
+    def on_ws_close(self, state: FlowState, code: int | None, reason: str, by: str | None) -> None:
+        capture: Capture | None = state.extra.get(_CAPTURE)
+        if capture is not None:
+            self.guard.call("record", capture.ws_close, code, reason, by, context="websocket close")
+
+    def _ws_miss(self) -> None:
+        self.counts["miss"] += 1
+        self.on_replay("miss")
+
     def on_error(self, flow: http.HTTPFlow, state: FlowState) -> None:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is not None:
@@ -225,6 +248,9 @@ class Tape:
 
     def finish(self, state: FlowState, end: float | None) -> None:
         """The exchange is over: write its recording, free its replay slot."""
+        ws_token = state.extra.pop(_WS_TOKEN, None)
+        if ws_token is not None:
+            self.ws_replay.discard(ws_token)
         tokens = state.extra.pop(_TOKEN, None)
         if tokens is not None:
             self.transport.discard(tokens[0])
@@ -268,6 +294,8 @@ class Tape:
         self.on_replay("hit")
         ex.replayed = True
         ex.notes["replay"] = {"source": match.source, "repeated": match.repeated}
+        if isinstance(state.wire, RealtimeFormat) and self._replay_session(flow, state, match.recorded):
+            return True
         if self.relay is not None and effects.can_relay(flow):
             token = self.transport.register(match.stored)
             flow.request.headers[REPLAY_HEADER] = token
@@ -282,6 +310,18 @@ class Tape:
         rec = match.recorded
         body = b"".join(e.data for e in rec.events) if rec.events is not None else rec.body or b""
         flow.response = http.Response.make(rec.status or 502, body, mitm_headers(rec.response_headers))
+        return True
+
+    def _replay_session(self, flow: http.HTTPFlow, state: FlowState, rec: Any) -> bool:
+        """A recorded realtime session: the upgrade goes to the WebSocket replay server, which plays it."""
+        if rec.messages is None or not self.ws_replay.port or not effects.can_relay(flow):
+            return False
+        token = self.ws_replay.register(rec)
+        host_header = flow.request.host_header
+        flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", self.ws_replay.port
+        flow.request.host_header = host_header
+        flow.request.headers[WS_TOKEN_HEADER] = token
+        state.extra[_WS_TOKEN] = token
         return True
 
     def _miss(self, flow: http.HTTPFlow, state: FlowState, normalised: dict[str, Any]) -> bool:

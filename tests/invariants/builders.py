@@ -11,7 +11,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from brownout.core.exchange import Exchange, FaultRecord, Message, Timings, ToolCall, ToolResult, ToolSpec, Usage
+from brownout.core.exchange import (
+    Exchange,
+    FaultRecord,
+    Message,
+    RealtimeInfo,
+    Timings,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from brownout.core.guard import Guard
 from brownout.core.spans import ExchangeSpan, SpanBuilder
 from brownout.core.state.sessions import MemorySessions
@@ -20,7 +30,7 @@ from brownout.invariants.fleet import FleetChecks
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
 
-__all__ = ["T0", "Clock", "Harness", "drive", "llm", "tool", "weather_tool"]
+__all__ = ["T0", "Clock", "Harness", "drive", "llm", "realtime_generation", "realtime_session", "tool", "weather_tool"]
 
 T0 = 1_750_000_000.0
 _ids = itertools.count(1)
@@ -204,3 +214,62 @@ class Harness:
         for exchange in exchanges:
             found += self.run(exchange)
         return found
+
+
+def realtime_session(
+    t: float,
+    dur: float,
+    *,
+    session: str = "s1",
+    sid: str = "sess_1",
+    status: int = 101,
+    close_code: int | None = 1000,
+    closed_by: str | None = "client",
+    offered: bool = False,
+    used: bool = False,
+    provider: str = "gemini_live",
+) -> Exchange:
+    """A realtime session's own exchange (the upgrade, open for `dur` seconds), as proxy/realtime.py completes it."""
+    n = next(_ids)
+    info = RealtimeInfo(sid, kind="session", close_code=close_code, closed_by=closed_by)
+    info.resumption_offered, info.resumption_used = offered, used
+    return Exchange(
+        id=f"ex-{n}",
+        session=session,
+        method="GET",
+        scheme="https",
+        host="generativelanguage.googleapis.com",
+        port=443,
+        path="/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
+        provider=provider,
+        gen_ai_provider="gcp.gemini",
+        operation="realtime_session",
+        model="gemini-live-2.5-flash",
+        status=status,
+        realtime=info if status == 101 else None,
+        timings=Timings(start=T0 + t, end=T0 + t + dur),
+    )
+
+
+def realtime_generation(t: float, dur: float = 0.5, *, session: str = "s1", sid: str = "sess_1",
+                        usage: tuple[int, int] = (30, 12)) -> Exchange:  # fmt: skip
+    """One generation of a realtime session."""
+    n = next(_ids)
+    return Exchange(
+        id=f"ex-{n}",
+        session=session,
+        method="GET",
+        host="generativelanguage.googleapis.com",
+        provider="gemini_live",
+        gen_ai_provider="gcp.gemini",
+        operation="realtime",
+        model="gemini-live-2.5-flash",
+        status=101,
+        stream=True,
+        streamed=True,
+        stream_complete=True,
+        finish_reasons=["stop"],
+        usage=Usage(*usage),
+        realtime=RealtimeInfo(sid, status="completed"),
+        timings=Timings(start=T0 + t, first_client_byte=T0 + t + 0.1, end=T0 + t + dur),
+    )

@@ -100,6 +100,8 @@ def test_full_config_round_trip() -> None:
                 {"type": "injection_followed", "markers": ["evil.example"]},
                 {"type": "mcp_tools", "checks": ["stale"]},
                 {"type": "tool_policy", "deny": ["delete_*"]},
+                {"type": "reconnect_discipline", "max_per_min": 3},
+                {"type": "realtime_session_budget", "max_duration_s": 600},
                 {"type": "custom", "callable": "tests.invariants.custom_checks:no_gpt3", "severity": "info"},
             ]
         }

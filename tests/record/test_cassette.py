@@ -13,6 +13,8 @@ from brownout.proxy.record.cassette import (
     CassetteError,
     Event,
     Recorded,
+    WsClose,
+    WsMessage,
     file_name,
     read_cassette,
     read_dir,
@@ -49,6 +51,61 @@ def test_bodies_and_events_round_trip_byte_for_byte(tmp_path: Path) -> None:
     line = (tmp_path / file_name("s")).read_text().splitlines()[1]
     assert '"text":"data: {\\"x\\": \\"é\\"}\\n\\n"' in line  # readable where it can be
     assert json.loads(line)["response"]["events"][1]["b64"]
+
+
+def session_rec(**kw: object) -> Recorded:
+    r = rec(**kw)
+    r.status, r.reason, r.response_headers = 101, "Switching Protocols", [("upgrade", "websocket")]
+    return r
+
+
+def test_a_websocket_session_round_trips_both_ways_with_its_times_and_close(tmp_path: Path) -> None:
+    messages = [
+        WsMessage(0.01, False, b'{"type":"session.created"}'),
+        WsMessage(0.2, True, b'{"type":"response.create"}'),
+        WsMessage(0.35, False, b'{"serverContent":{}}', binary=True),  # Gemini Live: JSON in binary frames
+        WsMessage(0.4, False, b"\xff\x00 audio", binary=True),
+    ]
+    original = session_rec(messages=messages, close=WsClose(1001, "expired", "server"), end_s=0.5)
+    writer = CassetteWriter(tmp_path)
+    writer.put(original)
+    writer.close()
+    [back] = read_cassette(tmp_path / file_name("s")).exchanges
+    assert [(m.t, m.from_client, m.data, m.binary) for m in back.messages or []] == [
+        (m.t, m.from_client, m.data, m.binary) for m in messages
+    ]
+    assert back.close == WsClose(1001, "expired", "server") and back.events is None and back.body is None
+    line = json.loads((tmp_path / file_name("s")).read_text().splitlines()[1])
+    assert line["response"]["messages"][2] == {
+        "t": 0.35,
+        "from": "server",
+        "text": '{"serverContent":{}}',
+        "binary": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"from": "both"}, r"response\.messages\[0\]: a message needs from: client or server"),
+        ({"t": -1}, r"response\.messages\[0\]\.t"),
+        ({"close": {"code": 99}}, r"response\.close\.code: 99 is not a WebSocket close code"),
+        ({"close": {"code": 1000, "by": "someone"}}, r"response\.close\.by: 'someone'"),
+    ],
+)
+def test_a_bad_websocket_session_line_is_refused_naming_the_field(tmp_path: Path, change: dict, named: str) -> None:
+    line = session_rec(messages=[WsMessage(0.01, False, b"{}")], close=WsClose(1000, "", "client")).to_dict()
+    response = line["response"]
+    if "close" in change:
+        response["close"] = change["close"]
+    else:
+        response["messages"][0].update(change)
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        json.dumps({"format": "brownout-cassette", "version": VERSION, "session": "s"}) + "\n" + json.dumps(line) + "\n"
+    )
+    with pytest.raises(CassetteError, match=rf"s\.jsonl:2: {named}"):
+        read_cassette(path)
 
 
 def test_a_file_from_another_format_version_is_refused_with_its_name(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ def info(path: str, body: bytes = b"{}", method: str = "POST", query: str = "") 
 
 
 def test_order_and_names() -> None:
-    assert [f.provider for f in FORMATS] == ["mcp", "openai", "anthropic", "gemini", "ollama", "bedrock", "http"]
+    assert [f.provider for f in FORMATS] == [
+        "mcp", "openai", "anthropic", "gemini", "ollama", "bedrock", "openai_realtime", "gemini_live", "http"
+    ]  # fmt: skip
     assert FORMATS[-1] is GENERIC
     for fmt in FORMATS:
         assert by_provider(fmt.provider) is fmt

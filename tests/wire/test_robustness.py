@@ -57,9 +57,12 @@ PATHS = {
     "mcp": "/mcp", "openai": "/v1/chat/completions", "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/g:streamGenerateContent?alt=sse", "ollama": "/api/chat", "http": "/tools/t",
     "bedrock": "/model/m/converse-stream",
+    "openai_realtime": "/v1/realtime?model=m",
+    "gemini_live": "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
 }  # fmt: skip
 OPERATIONS = {"mcp": "tools/call", "openai": "chat", "anthropic": "chat", "gemini": "generate_content",
-              "ollama": "chat", "http": "execute_tool", "bedrock": "chat"}  # fmt: skip
+              "ollama": "chat", "http": "execute_tool", "bedrock": "chat", "openai_realtime": "realtime_session",
+              "gemini_live": "realtime_session"}  # fmt: skip
 
 
 def exchange(fmt: ProviderFormat, operation: str | None = None) -> Exchange:
