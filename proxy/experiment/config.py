@@ -61,6 +61,11 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "inject": 2.0,  # prompt injection into a tool output or completion
     "rug_pull": 2.0,  # an MCP server whose tools change under the agent, or carry instructions
     "mutate": 1.5,  # a request the model sees changed: typos, a planted instruction, lost or reordered history
+    # Realtime WebSocket sessions: a closed session must be reopened (and resumed), a lost event noticed.
+    "close": 1.5,
+    "drop": 1.5,
+    "duplicate": 1.0,
+    "rate_limits": 1.0,
 }
 
 METRICS = (
