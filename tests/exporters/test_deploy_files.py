@@ -247,6 +247,13 @@ def test_the_dashboard_shows_when_an_experiments_phase_was_on() -> None:
     assert panel["gridPos"]["y"] == bottom  # its own row, below the rest
 
 
+def test_the_dashboard_shows_the_shared_state_store() -> None:
+    """A fleet on Redis: whether every replica reaches the store, and which calls fail, by operation."""
+    exprs = [expr for title, expr in dashboard_exprs() if title.startswith("Shared state store")]
+    assert "min(brownout_state_store_up)" in exprs  # the lowest replica's view: 0 when any one is cut off
+    assert any(e.startswith("sum by (op) (rate(brownout_state_errors_total") for e in exprs), exprs
+
+
 def test_the_dashboard_reads_a_fleet_as_one_and_replica_by_replica() -> None:
     """Several replicas: each figure aggregates over them, and two panels draw one line per replica."""
     exprs = dashboard_exprs()

@@ -83,6 +83,10 @@ def test_dashboard_queries_use_only_brownout_metric_names() -> None:
         "brownout_export_dropped_total",
         "brownout_build_info",
         "brownout_experiment_phase",
+        "brownout_state_store_up",
+        "brownout_state_errors_total",
+        "brownout_state_replicas",
+        "brownout_state_config_mismatch",
         "gen_ai_client_operation_duration_seconds_bucket",
         "up",
     }
