@@ -28,9 +28,10 @@ def fleet_config(server: RedisServer, *rules: dict[str, Any]) -> dict[str, Any]:
         "version": 1,
         "seed": 11,
         "proxy": {"announce_faults": True},
-        # A generous budget: on a test machine shared by many processes a 50 ms round trip can be late, and
-        # a late call is (rightly) a skipped decision, which would blur the exact counts checked here.
-        "state": {"backend": "redis", "url": server.url, "timeout_ms": 2000},
+        # Generous budgets: on a test machine shared by many processes a 50 ms round trip (or a reconnect after
+        # a Redis restart) can be late, and a late call is (rightly) a skipped decision, which would blur the
+        # exact counts checked here.
+        "state": {"backend": "redis", "url": server.url, "timeout_ms": 2000, "connect_timeout_ms": 5000},
         "rules": list(rules),
     }
 
