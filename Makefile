@@ -14,9 +14,10 @@ APT_PACKAGES ?= prometheus chromium redis-server
 demo: setup
 	$(VENV)/bin/brownout demo
 
-# Two workers, whole files each (module fixtures run once); files with slow tests start first.
+# Three workers on two cores (many tests wait on subprocesses, scrapes and timed phases: a run with two
+# workers used 1.2 cores on average), whole files each (module fixtures run once); files with slow tests start first.
 test: setup system-deps node-deps lint
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
 
 # ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
 # package-dir mapping, so it checks the brownout.* namespace through a tree of links to the folders.
