@@ -99,7 +99,10 @@ def running_fleet(tmp_path: Path, confdir: Path, config: Path, *extra: str) -> I
                 break
         else:
             raise AssertionError(f"brownout run --workers ended before it was ready: {lines} {proc.communicate()}")
-        listening = lines[0].split(" listening on ")[1].split()[0]
+        # The banner's line, wherever it comes (a worker may log a warning first on a busy machine).
+        banner = next((line for line in lines if " listening on " in line), None)
+        assert banner is not None, lines
+        listening = banner.split(" listening on ")[1].split()[0]
         yield Fleet(
             proc,
             lines,

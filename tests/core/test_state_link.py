@@ -15,7 +15,9 @@ __all__ = ["redis_server"]
 
 
 def link_for(server: RedisServer, errors: list[str], ups: list[bool] | None = None, **kw: Any) -> RedisLink:
-    config = StateConfig(backend="redis", url=server.url, **kw)
+    # Tests of the budget give theirs; the rest get a generous one, since a first call that loads a script on a
+    # busy machine can outlast the default 50 ms, and a late call is (rightly) a failure.
+    config = StateConfig(backend="redis", url=server.url, **{"timeout_ms": 2000, **kw})
     return RedisLink(config, on_error=errors.append, on_up=None if ups is None else ups.append)
 
 
