@@ -140,7 +140,8 @@ def test_redis_keys_expire_after_twice_the_idle_time_and_live_under_the_prefix(t
     with running_redis(tmp_path) as server:
 
         async def main() -> None:
-            link = RedisLink(StateConfig(backend="redis", url=server.url, key_prefix="fleet-a:"))
+            # A generous budget: this test is about keys and their expiry, not about late calls.
+            link = RedisLink(StateConfig(backend="redis", url=server.url, key_prefix="fleet-a:", timeout_ms=2000))
             store = RedisSessions(link, idle_s=30)
             record = await store.load("s1")
             assert isinstance(record, SessionRecord)
