@@ -149,10 +149,10 @@ class EventStreamFramer(Framer):
             return [self._raw_event(self.take_pending())] if buf else []
         out: list[StreamEvent] = []
         start = 0
-        while len(buf) - start >= PRELUDE_LENGTH:
+        while True:
             try:
-                end = start + frame_length(bytes(buf[start : start + PRELUDE_LENGTH]))
-                if len(buf) < end:
+                end = self._boundary(buf, start)
+                if end < 0:
                     break
                 out.append(self._event(bytes(buf[start:end])))
             except FrameError as e:
@@ -177,8 +177,14 @@ class EventStreamFramer(Framer):
     def _raw_event(self, raw: bytes) -> EventStreamEvent:
         return EventStreamEvent(raw=raw, data="", problem=self._broken)
 
-    def _boundary(self, buf: bytearray, pos: int) -> int:  # pragma: no cover - feed() does the framing
-        raise NotImplementedError
+    def _boundary(self, buf: bytearray, pos: int) -> int:
+        """The end of the message starting at `pos` (its prelude gives the length), or -1 until it is whole.
+
+        Raises FrameError on an impossible prelude, which `feed` turns into the stream's `problem`."""
+        if len(buf) - pos < PRELUDE_LENGTH:
+            return -1
+        end = pos + frame_length(bytes(buf[pos : pos + PRELUDE_LENGTH]))
+        return end if len(buf) >= end else -1
 
     def _event(self, raw: bytes) -> StreamEvent:
         try:
