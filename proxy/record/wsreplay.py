@@ -150,7 +150,12 @@ class WsReplayServer:
                 if speed > 0:  # 0: at once
                     due = anchor[0] + (message.t - anchor[1]) / speed
                     await asyncio.sleep(max(0.0, due - loop.time()))
-                await ws.send(message.data if message.binary else message.data.decode("utf-8", "replace"))
+                if closed.is_set():
+                    return
+                try:  # the client may close while a server event is due: the session is over, not broken
+                    await ws.send(message.data if message.binary else message.data.decode("utf-8", "replace"))
+                except (WsClosed, ConnectionError):
+                    return
             close = rec.close
             if close is not None and close.by == "server" and close.code is not None:
                 await ws.close(close.code, close.reason)

@@ -103,6 +103,30 @@ def test_replay_speed_zero_sends_at_once(record_then_replay: Any) -> None:
     assert second[-1] < 0.3  # the recorded 0.6 s of pacing is gone (the bound leaves room for a busy machine)
 
 
+def test_a_client_that_leaves_mid_replay_ends_the_session_quietly(record_then_replay: Any) -> None:
+    """Recorded whole, replayed to a client that hangs up at the first delta while the recorded deltas are still
+    due: replay stops, nothing is a failure (the `brownout_proxy` fixture fails the test on any contained
+    component failure)."""
+    runs: list[str] = []
+
+    def whole_then_leave(up: Any) -> int:
+        runs.append("run")
+        if len(runs) == 1:
+            return len(paced_generation(up))
+        with openai_realtime(up, tools=False) as conn:
+            conn.response.create()
+            for event in conn:
+                if event.type == "response.output_text.delta":
+                    return 1
+        raise AssertionError("no delta")
+
+    events, left, rec = record_then_replay(whole_then_leave)
+    assert events > 3 and left == 1
+    assert wait_for(lambda: rec.sessions())
+    assert rec.sessions()[0].realtime.closed_by == "client"  # type: ignore[union-attr]
+    time.sleep(0.6)  # the recorded deltas still due (150 ms apart) fall inside this wait
+
+
 def test_faults_act_on_a_replayed_session(record_then_replay: Any) -> None:
     cap = "rules:\n  - {name: cap, match: {provider: openai_realtime, event: response.done}, fault: {type: close}, schedule: {first: 1}}\n"
 
