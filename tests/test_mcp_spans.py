@@ -155,3 +155,16 @@ def test_mcp_duration_metric_names_the_prompt_and_the_jsonrpc_code() -> None:
     count = "mcp_client_operation_duration_seconds_count"
     assert metrics.registry.get_sample_value(count, {**labels, "gen_ai_prompt_name": "review"}) == 1
     assert metrics.registry.get_sample_value(count, {**labels, "gen_ai_prompt_name": "other"}) == 1  # over the cap
+
+
+@pytest.mark.parametrize(("method", "operation"), [("DELETE", "session_end"), ("GET", "server_stream")])
+def test_bodiless_transport_requests_name_their_session(otel, method: str, operation: str) -> None:
+    # The DELETE and the GET stream carry their session only in headers; a server need not echo it back.
+    ex = Exchange(id="x", session="s", method=method, host="tools.local", port=8000, path="/mcp")
+    ex.request_headers = {"mcp-session-id": "sess-9", "mcp-protocol-version": "2025-06-18"}
+    ex.operation = operation
+    WIRE.parse_request(ex, b"")
+    ex.status, ex.timings = 200, Timings(start=T0, end=T0 + 0.01)
+    span = _span(otel, ex)
+    assert span.attributes["mcp.session.id"] == "sess-9"
+    assert span.attributes["mcp.protocol.version"] == "2025-06-18"

@@ -115,6 +115,11 @@ class McpFormat(ProviderFormat):
             return JSONRPC_RESPONSE
         return JSONRPC_INVALID if in_session else None
 
+    def parse_request(self, exchange: Exchange, body: bytes) -> None:
+        # The GET stream and the DELETE have no body: their headers alone name the session.
+        _transport_notes(exchange)
+        super().parse_request(exchange, body)
+
     def _load_request(self, body: bytes) -> Any:
         return _decode(body)
 
@@ -130,7 +135,6 @@ class McpFormat(ProviderFormat):
 
     def _request(self, exchange: Exchange, data: Any) -> None:
         exchange.stream = False  # every client accepts SSE; the server picks, so it is not a request flag
-        _transport_notes(exchange)
         methods: dict[str, str] = {}  # str(id) -> method, to interpret the replies
         ids: list[Any] = []
         for msg in _messages(data):
