@@ -3,6 +3,8 @@ own requests (the GET that opens the server-to-client stream, the DELETE that en
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
@@ -23,6 +25,7 @@ __all__ = [
     "TRANSIENT_ERROR_TYPES",
     "McpFormat",
     "McpStreamParser",
+    "request_identity",
     "server_notification",
 ]
 
@@ -83,6 +86,19 @@ def _replay_message(msg: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("params"), dict):
         out["params"] = without(out["params"], ("_meta",))
     return out
+
+
+def request_identity(body: str) -> str:
+    """What asking again repeats: the request's JSON-RPC messages without their ids and `_meta`
+    (progress tokens, trace context, the 2026-07-28 envelope), as a short digest."""
+    try:
+        data = loads(body) if body.strip() else None
+    except (ValueError, RecursionError):
+        data = body  # not JSON: the text itself
+    msgs = data if isinstance(data, list) else [data]
+    messages = [_replay_message(m) if isinstance(m, dict) else m for m in msgs]
+    canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def _messages(data: Any) -> list[dict[str, Any]]:
