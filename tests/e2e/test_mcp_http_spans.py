@@ -80,6 +80,7 @@ def test_the_session_end_and_its_stream_carry_the_session_id(
     session = found["tools/list"].attributes["mcp.session.id"]
     assert found["session_end"].attributes["mcp.session.id"] == session
     assert found["server_stream"].attributes["mcp.session.id"] == session
-    assert found["session_end"].attributes["mcp.protocol.version"] == found["tools/list"].attributes[
-        "mcp.protocol.version"
-    ]
+    assert (
+        found["session_end"].attributes["mcp.protocol.version"]
+        == found["tools/list"].attributes["mcp.protocol.version"]
+    )

@@ -15,10 +15,12 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.trace import StatusCode
 
 from brownout.faults.mcplists import DEFAULT_POISON
 from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
+from tests.e2e.conftest import Spans
 from tests.e2e.mcp_server import weather_server
 from tests.e2e.test_mcp_stdio import BROWNOUT, SERVER_CMD, _config, _records
 
@@ -130,6 +132,36 @@ def test_rug_pull_after_approval_over_http(brownout_proxy: Callable[..., ProxyHa
         "location" in schema["properties"] and "city" not in schema["properties"] and schema["required"] == ["location"]
     )
     assert is_error is True and _wait(violations, 1, timeout_s=1) == []
+
+
+def test_a_violation_found_after_the_next_exchange_began_is_on_the_span_it_is_about(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    # A call that looks stale is judged again once something that started after it has ended: the violation
+    # is found while a later exchange (here the session's end) is checked, and belongs to the call's span.
+    proxy, violations = _proxied(brownout_proxy, "seed: 1\ninvariants: [{type: mcp_tools}]\nrules:" + RUG_PULL)
+    spans = Spans(proxy)
+
+    async def naive() -> None:
+        async with _http(proxy, mcp_url, "late", Notes()) as client:
+            await client.list_tools()
+            await client.call_tool("get_weather", {"city": "Oslo"})
+            await client.call_tool("get_weather", {"city": "Oslo"})  # its reply announces the change
+            await client.call_tool("get_weather", {"city": "Rome"})  # stale
+
+    asyncio.run(naive())
+    (stale,) = _wait(violations, 1)
+    call = spans.by_span_id(stale.span_id or "")
+    assert call.name == "tools/call get_weather"
+    spans.wait("late", 7)  # initialize, initialized, the listing, three calls, the stream and the session end
+    carrying = [s for s in spans.all() if any(e.name == "brownout.violation" for e in s.events)]
+    (late,) = carrying
+    assert late.parent is not None and late.parent.span_id == call.context.span_id
+    assert late.context.trace_id == call.context.trace_id and late.name == "brownout.violation mcp_tools"
+    assert late.attributes["brownout.exchange.id"] == stale.exchange_id
+    assert late.status.status_code is StatusCode.ERROR
+    others = [s for s in spans.of("late") if s.context.span_id not in (call.context.span_id, late.context.span_id)]
+    assert len(others) >= 6 and all(s.status.status_code is not StatusCode.ERROR for s in others)
 
 
 def test_rug_pull_over_stdio(tmp_path: Path) -> None:
