@@ -4,7 +4,8 @@ Faults never see mitmproxy. The proxy layer (proxy/addon.py) asks the active fau
 order, at these points and applies what they return:
 
 1. `before_upstream`: await delays (latency), or answer instead of upstream
-   (`Respond`), or drop the connection (`Reset`), or hold it (`Hang`).
+   (`Respond`), or drop the connection (`Reset`), or hold it (`Hang`). When the request goes on,
+   `announcement` may name a server notification for the session's open subscription streams.
    Then, when nothing answered, `edit_request` rewrites the decoded request body before it
    is forwarded (request mutations); the exchange is re-read from what was sent.
 2. `on_response_headers`: await delays (time to first byte); may edit headers.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import builtins
 import random
 from abc import ABC
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -124,6 +125,9 @@ class Fault(ABC):
 
     type: ClassVar[str]
     Params: ClassVar[builtins.type[FaultParams]]
+    # MCP eras this fault cannot act in, each with why: a rule that names that era (`match.mcp_era`, or an
+    # `mcp_method` only that era has) is refused when the config loads, rather than skipped at run time.
+    mcp_eras_refused: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params
@@ -168,4 +172,10 @@ class Fault(ABC):
         return None
 
     def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
+        return None
+
+    def announcement(self, ctx: FaultContext) -> str | None:
+        """A server notification (its JSON-RPC method) to send on the session's open subscription streams
+        rather than in this exchange's reply, as the request goes upstream: a 2026-07-28 MCP client hears of
+        list changes only on its `subscriptions/listen` stream. NotApplicable when there is none to send it on."""
         return None

@@ -31,6 +31,7 @@ from pydantic import (
 
 from brownout.core import wire
 from brownout.core.config import Model, check_type, context_value
+from brownout.core.wire.mcp_eras import METHOD_ERAS
 from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultParams
 
@@ -72,6 +73,11 @@ class MatchConfig(Model):
     header: dict[str, str] = Field(default_factory=dict, description="Request header name -> glob over its value.")
     session: str | None = Field(None, description="Glob over the session id.")
     mcp_method: str | None = Field(None, description="Glob over the MCP JSON-RPC method (tools/call, ...).")
+    mcp_era: Literal["handshake", "modern"] | None = Field(
+        None,
+        description="The MCP era the request speaks: handshake (initialize and sessions, up to 2025-11-25) or "
+        "modern (the 2026-07-28 per-request envelope).",
+    )
 
     @field_validator("provider")
     @classmethod
@@ -166,7 +172,23 @@ class RuleConfig(Model):
             valid = ", ".join(sorted(fault_types(info))) or "(none registered)"
             raise ValueError(f"rule {self.name!r} needs a fault (valid types: {valid}) unless schedule.quota is set")
         self._check_response_stage(info)
+        self._check_mcp_era(info)
         return self
+
+    def _check_mcp_era(self, info: ValidationInfo) -> None:
+        method_era = METHOD_ERAS.get(self.match.mcp_method or "")
+        era = self.match.mcp_era or method_era
+        if era is None:
+            return
+        if self.match.mcp_era is not None and method_era is not None and method_era != self.match.mcp_era:
+            raise ValueError(
+                f"rule {self.name!r}: {self.match.mcp_method} is a {method_era}-era method, "
+                f"so match.mcp_era {self.match.mcp_era} never matches it"
+            )
+        cls = fault_types(info).get(self.fault_type)
+        reason = cls.mcp_eras_refused.get(era) if cls is not None else None
+        if reason is not None:
+            raise ValueError(f"rule {self.name!r}: {self.fault_type} cannot act on {era}-era MCP requests: {reason}")
 
     def _check_response_stage(self, info: ValidationInfo) -> None:
         # On an LLM provider a `tool` match is decided from the response (the tool the model

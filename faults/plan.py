@@ -130,6 +130,18 @@ class Plan:
                 return result
         return None
 
+    def announcements(self) -> list[str]:
+        """The notifications fired faults send on the session's subscription streams (see Fault.announcement)."""
+        found: list[str] = []
+        for f in list(self.fired):
+            method = self.guard.call(f"fault:{f.type}", _skippable, f.fault.announcement, f.ctx, context="announcement")
+            if isinstance(method, Skipped):
+                self.skip(f, method.reason)
+            elif isinstance(method, str):
+                found.append(method)
+                _note(f)
+        return found
+
     def edits_request(self) -> bool:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
         return any(type(f.fault).edit_request is not Fault.edit_request for f in self.fired)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import secrets
 import ssl
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 
 import h11
@@ -57,6 +57,8 @@ class RelayTarget:
     # Told each body chunk the moment upstream delivers it, before any pacing, and b"" at its end:
     # the clock of a recording, which must not show the waits brownout adds.
     on_upstream: Callable[[bytes], None] | None = None
+    # Whole SSE events to write between upstream's (an MCP listen stream's announcements).
+    inbox: asyncio.Queue[bytes] | None = None
 
 
 class Relay:
@@ -188,8 +190,11 @@ class Relay:
                 await self._sleep(timing.pause_s)  # after_events 0: headers out, no event yet
         # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.
         ahead = None if target.on_upstream is None else _read_ahead(resp, target.on_upstream)
+        chunks: AsyncIterator[bytes] = resp.aiter_raw() if ahead is None else ahead
+        if target.inbox is not None and not resp.headers.get("content-encoding"):
+            chunks = _with_inbox(chunks, target.inbox)  # events go between upstream's, never inside compressed bytes
         try:
-            async for chunk in resp.aiter_raw() if ahead is None else ahead:
+            async for chunk in chunks:
                 cut = stall.feed(chunk) if stall is not None and not stall.done else None
                 if cut is None:
                     await self._send(writer, conn, chunk, timing)
@@ -245,6 +250,37 @@ async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]
             yield item
     finally:
         task.cancel()
+
+
+async def _with_inbox(chunks: AsyncIterator[bytes], inbox: asyncio.Queue[bytes]) -> AsyncGenerator[bytes]:
+    """Upstream's chunks, with the inbox's events put in as they come: only where an upstream event has ended."""
+    upstream = chunks.__aiter__()
+    next_chunk: asyncio.Future[bytes] = asyncio.ensure_future(upstream.__anext__())
+    next_event: asyncio.Future[bytes] = asyncio.ensure_future(inbox.get())
+    held: list[bytes] = []
+    at_boundary = True
+    try:
+        while True:
+            done, _ = await asyncio.wait({next_chunk, next_event}, return_when=asyncio.FIRST_COMPLETED)
+            if next_event in done:
+                held.append(next_event.result())
+                next_event = asyncio.ensure_future(inbox.get())
+            if next_chunk in done:
+                try:
+                    chunk = next_chunk.result()
+                except StopAsyncIteration:
+                    break
+                yield chunk
+                if chunk:
+                    at_boundary = chunk.endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
+                next_chunk = asyncio.ensure_future(upstream.__anext__())
+            if held and at_boundary:
+                for event in held:
+                    yield event
+                held.clear()
+    finally:
+        next_event.cancel()
+        next_chunk.cancel()
 
 
 def _write(writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event) -> None:

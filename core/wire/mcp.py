@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from typing import Any
 
 from brownout.core.exchange import Exchange, ToolCall, ToolSpec
@@ -13,18 +14,30 @@ from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
 from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
 from brownout.core.wire.framing import SSEFramer
 from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
+from brownout.core.wire.mcp_eras import (
+    MODERN,
+    PROTOCOL_VERSION_KEY,
+    decode_header_value,
+    envelope_version,
+    era_of,
+    listened_lists,
+)
 from brownout.core.wire.replaykey import without
 
 __all__ = [
     "JSONRPC_ERROR_TYPES",
     "JSONRPC_INVALID",
     "JSONRPC_RESPONSE",
+    "LISTEN",
     "LIST_METHODS",
+    "MODERN_ERROR_STATUS",
     "SERVER_STREAM",
     "SESSION_END",
+    "SUBSCRIPTION_STREAMS",
     "TRANSIENT_ERROR_TYPES",
     "McpFormat",
     "McpStreamParser",
+    "remember",
     "request_identity",
     "server_notification",
 ]
@@ -37,8 +50,14 @@ JSONRPC_ERROR_TYPES: dict[int, str] = {
     -32601: "method_not_found",
     -32602: "invalid_params",
     -32603: "internal_error",
-    -32002: "resource_not_found",  # MCP's own code
+    -32002: "resource_not_found",  # MCP's own code (handshake era)
+    # The 2026-07-28 revision's codes, allocated from -32020.
+    -32020: "header_mismatch",
+    -32021: "missing_capability",
+    -32022: "unsupported_version",
 }
+# The HTTP status a 2026-07-28 server sends with a JSON-RPC error (the SDKs' table); other codes travel in 200.
+MODERN_ERROR_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 _CODES = {name: code for code, name in JSONRPC_ERROR_TYPES.items()}
 # Error types a client may meet again on a retry (the server or the network failed). The others
 # (tool_error, invalid_params, method_not_found, ...) are answers: asking again changes nothing.
@@ -49,10 +68,16 @@ SERVER_STREAM = "server_stream"  # GET: the stream of server-to-client requests 
 SESSION_END = "session_end"  # DELETE: the client ends its session
 JSONRPC_RESPONSE = "jsonrpc_response"  # POST of JSON-RPC responses only (the client answering the server)
 JSONRPC_INVALID = "jsonrpc_invalid"  # POST from an MCP session whose body is no JSON-RPC message
+LISTEN = "subscriptions/listen"  # 2026-07-28: the long-lived stream of change notifications
+# Streams that carry the server's notifications for as long as they are open.
+SUBSCRIPTION_STREAMS = frozenset({SERVER_STREAM, LISTEN})
 _BY_HTTP_METHOD = {"GET": SERVER_STREAM, "DELETE": SESSION_END}
 _NO_REQUEST = frozenset({SERVER_STREAM, SESSION_END, JSONRPC_RESPONSE, JSONRPC_INVALID})
-# Every request after initialize carries one of them (the spec's Mcp-Session-Id, MCP-Protocol-Version).
-_TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version")
+# Every request after initialize carries one of them (the spec's Mcp-Session-Id, MCP-Protocol-Version), and
+# every 2026-07-28 request the last and Mcp-Method.
+_TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method")
+# The params field 2026-07-28 clients repeat in Mcp-Name, by method.
+_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _SNIFF = b'"jsonrpc"'
 # The listing methods whose replies a server can change under the agent (rug pulls), by what they list.
@@ -116,6 +141,8 @@ class McpFormat(ProviderFormat):
         in_session = any(h in req.headers for h in _TRANSPORT_HEADERS)
         if req.method != "POST":
             return _BY_HTTP_METHOD.get(req.method) if in_session else None
+        if method := req.headers.get("mcp-method"):
+            return method  # a 2026-07-28 client names the method in a header: no body to decode
         body = req.body
         # Cheap sniff first: "jsonrpc" near the start, or anywhere for /mcp-like paths.
         if not in_session and _SNIFF not in body[:256] and ("mcp" not in req.path.lower() or _SNIFF not in body):
@@ -135,6 +162,14 @@ class McpFormat(ProviderFormat):
         # The GET stream and the DELETE have no body: their headers alone name the session.
         _transport_notes(exchange)
         super().parse_request(exchange, body)
+        _route_by_headers(exchange)
+        notes = exchange.notes
+        exchange.mcp_era = era_of(
+            notes.get("mcp_protocol_version"),
+            exchange.mcp_method,
+            envelope="mcp_envelope" in notes,
+            in_session="mcp_session_id" in notes,
+        )
 
     def _load_request(self, body: bytes) -> Any:
         return _decode(body)
@@ -231,7 +266,8 @@ class McpFormat(ProviderFormat):
         retry_after_s: float | None = None,
         exchange: Exchange | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """JSON-RPC errors travel in HTTP 200; error_type "http" gives a transport-level `status`.
+        """JSON-RPC errors travel in HTTP 200 (a 2026-07-28 server sends its table's 400 or 404 with some:
+        `MODERN_ERROR_STATUS`); error_type "http" gives a transport-level `status`.
 
         A request with no JSON-RPC request to answer (the GET stream, the DELETE) always gets the
         transport-level error: there is no id to put a JSON-RPC error under."""
@@ -243,7 +279,12 @@ class McpFormat(ProviderFormat):
             err = {"code": -32000, "message": message or default_message(status)}
             body = {"jsonrpc": "2.0", "id": None, "error": err}
             return status, headers, dumps(body).encode()
-        return 200, headers, dumps(self._error_payload(error_type, message, exchange)).encode()
+        payload = self._error_payload(error_type, message, exchange)
+        code = payload.get("error", {}).get("code") if isinstance(payload, dict) else None
+        status = 200
+        if exchange is not None and exchange.mcp_era == MODERN and isinstance(code, int):
+            status = MODERN_ERROR_STATUS.get(code, 200)
+        return status, headers, dumps(payload).encode()
 
     def stream_error_event(
         self,
@@ -264,8 +305,12 @@ class McpFormat(ProviderFormat):
             result = {"content": [], "isError": False}
         elif method.endswith("/list"):
             result = {method.split("/", 1)[0]: []}  # tools/list -> {"tools": []}
+            if exchange.mcp_era == MODERN:
+                result["cacheScope"] = "private"  # what the SDK servers add to a listing
         else:
             result = {}
+        if exchange.mcp_era == MODERN:
+            result["resultType"] = "complete"  # 2026-07-28 servers must say what a result is
         body = dumps({"jsonrpc": "2.0", "id": exchange.notes.get("jsonrpc_id"), "result": result}).encode()
         if exchange.content_type.startswith("text/event-stream"):
             return dict(_SSE), b"event: message\ndata: " + body + b"\n\n"
@@ -278,7 +323,10 @@ class McpFormat(ProviderFormat):
         one_id = notes.get("jsonrpc_id")
         if error_type == "tool_error":
             text = message or "Tool execution failed"
-            payload: dict[str, Any] = {"result": {"content": [{"type": "text", "text": text}], "isError": True}}
+            result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+            if exchange is not None and exchange.mcp_era == MODERN:
+                result["resultType"] = "complete"
+            payload: dict[str, Any] = {"result": result}
         else:
             code = _CODES.get(error_type or "internal_error")
             if code is None:
@@ -300,6 +348,27 @@ def _transport_notes(exchange: Exchange) -> None:
         exchange.notes["mcp_protocol_version"] = version
 
 
+def _route_by_headers(exchange: Exchange) -> None:
+    """2026-07-28 clients repeat the method and what it acts on in `Mcp-Method` / `Mcp-Name`: where they
+    are, they decide, as they do for any intermediary routing on them (a body that disagrees is refused by
+    the server as a header mismatch, and a body too large to read still gets its rules)."""
+    headers = exchange.request_headers
+    method = headers.get("mcp-method")
+    if not method:
+        return
+    exchange.mcp_method = exchange.operation = method
+    raw = headers.get("mcp-name")
+    name = decode_header_value(raw) if raw else None
+    if name is None or method not in _NAMED_BY:
+        return
+    if method == "tools/call":
+        exchange.tool_name = name
+    elif method == "prompts/get":
+        exchange.notes["mcp_prompt_name"] = name
+    else:
+        exchange.notes.setdefault("mcp_resource_uri", name)
+
+
 def _first_request_notes(exchange: Exchange, method: str, params: dict[str, Any]) -> None:
     """What the MCP semantic conventions name for the request: its target and the caller's trace."""
     meta = params.get("_meta")
@@ -308,12 +377,29 @@ def _first_request_notes(exchange: Exchange, method: str, params: dict[str, Any]
         exchange.traceparent = meta["traceparent"]
         if isinstance(meta.get("tracestate"), str):
             exchange.tracestate = meta["tracestate"]
+    if (version := envelope_version(params)) is not None:
+        # The 2026-07-28 envelope names the request's own version; it wins over a header that disagrees.
+        exchange.notes["mcp_protocol_version"] = version
+        exchange.notes["mcp_envelope"] = True
+    elif isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+        exchange.notes["mcp_envelope"] = True
+    if method == LISTEN:
+        exchange.notes["mcp_listen"] = listened_lists(params)
     if method == "prompts/get" and isinstance(params.get("name"), str):
         exchange.notes["mcp_prompt_name"] = params["name"]
     elif method.startswith("resources/") and isinstance(params.get("uri"), str):
         exchange.notes["mcp_resource_uri"] = params["uri"]
     elif method == "initialize" and isinstance(params.get("protocolVersion"), str):
         exchange.notes.setdefault("mcp_protocol_version", params["protocolVersion"])
+
+
+def remember(notes: list[tuple[str, float]], method: str, at: float, *, keep: int = _NOTIFICATIONS_KEPT) -> None:
+    """Add a server notification and the time it reached the client; at most `keep`, and a chatty
+    server's progress or log messages push out the oldest of their kind, never a list_changed."""
+    notes.append((method, at))
+    if len(notes) > keep:
+        chatter = next((i for i, (m, _) in enumerate(notes) if not m.endswith("/list_changed")), 0)
+        del notes[chatter]
 
 
 def server_notification(exchange: Exchange, method: str) -> None:
@@ -342,6 +428,9 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
     method = methods.get(str(msg.get("id")), exchange.mcp_method)
     if method == "initialize" and isinstance(result.get("protocolVersion"), str):
         exchange.notes["mcp_protocol_version"] = result["protocolVersion"]  # the negotiated one
+    ttl = result.get("ttlMs")
+    if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0:
+        exchange.notes["mcp_ttl_ms"] = ttl  # 2026-07-28: how long the client may treat the answer as fresh
     if method == "tools/list":
         for tool in as_list(result.get("tools")):
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):
@@ -368,22 +457,29 @@ def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
 
 
 class McpStreamParser(BaseStreamParser):
-    """SSE `event: message` frames, each one JSON-RPC message; complete once every request is answered."""
+    """SSE `event: message` frames, each one JSON-RPC message; complete once every request is answered.
+
+    A subscription stream (the handshake era's GET stream, a 2026-07-28 `subscriptions/listen`) lasts until
+    either side closes it: its completeness is unknown (None) unless the server ends a listen with its
+    result, and the notifications on it are timed as they pass (`notifications_before`), since they come
+    long after the stream opened."""
 
     def __init__(self, exchange: Exchange) -> None:
         super().__init__(exchange)
         self._pending = max(1, len(exchange.notes.get("jsonrpc_methods") or ()))
-        # The GET stream has no terminal event: it lasts until either side closes it.
-        self._open_ended = exchange.operation == SERVER_STREAM
-        if self._open_ended:
+        self._subscription = exchange.operation in SUBSCRIPTION_STREAMS
+        if self._subscription:
             exchange.stream_complete = None
 
     def _feed(self, event: StreamEvent) -> None:
         decoded = self._json(event.data)
         if decoded is None:
             return
+        exchange = self.exchange
         for msg in _messages(decoded):
-            if reply(self.exchange, msg, self.text):
+            if self._subscription and isinstance(msg.get("method"), str):
+                remember(exchange.notes.setdefault("notifications_before", []), msg["method"], time.time())
+            elif reply(exchange, msg, self.text):
                 self._pending -= 1
-        if self._pending <= 0 and not self._open_ended:
-            self.exchange.stream_complete = True
+                if self._pending <= 0:
+                    exchange.stream_complete = True  # a listen's result: the server ended it gracefully

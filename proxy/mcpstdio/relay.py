@@ -32,6 +32,7 @@ from typing import Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
+from brownout.core.wire.mcp_eras import MODERN
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
@@ -129,12 +130,13 @@ class StdioRelay:
         )
         ex.timings.start = self.clock()
         ex.operation = msg["method"]
-        ex.notes["mcp_session_id"] = self.mcp_session_id
         if self.protocol_version:
-            ex.notes["mcp_protocol_version"] = self.protocol_version
+            ex.notes["mcp_protocol_version"] = self.protocol_version  # the handshake's, unless the request says
         if self._server_notes:
             ex.notes["notifications_before"], self._server_notes = self._server_notes, []
         self.guard.call("wire", self.wire.parse_request, ex, data, context="mcp stdio request")
+        if ex.mcp_era != MODERN:  # a 2026-07-28 request belongs to no session
+            ex.notes["mcp_session_id"] = self.mcp_session_id
         plan = self.guard.call("engine", self.engine.plan, ex, self.wire, context=f"exchange {ex.id}")
         key = key_of(msg["id"]) if "id" in msg and msg["id"] is not None else None
         return _Open(ex, None if plan is None or plan.empty else plan, key)

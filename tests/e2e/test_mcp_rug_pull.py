@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.trace import StatusCode
 
+from brownout.core.exchange import Exchange
 from brownout.faults.mcplists import DEFAULT_POISON
 from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
@@ -162,6 +163,40 @@ def test_a_violation_found_after_the_next_exchange_began_is_on_the_span_it_is_ab
     assert late.status.status_code is StatusCode.ERROR
     others = [s for s in spans.of("late") if s.context.span_id not in (call.context.span_id, late.context.span_id)]
     assert len(others) >= 6 and all(s.status.status_code is not StatusCode.ERROR for s in others)
+
+
+def test_rug_pull_announced_on_the_listen_stream_in_the_2026_revision(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    # A 2026-07-28 client hears of changes only on its subscriptions/listen stream: the announcement goes there.
+    proxy, violations = _proxied(brownout_proxy, "seed: 1\ninvariants: [{type: mcp_tools}]\nrules:" + RUG_PULL)
+    exchanges: list[Exchange] = []
+    proxy.addon.pipeline.listeners.append(exchanges.append)
+
+    async def naive() -> tuple[list[str], str]:
+        http = httpx2.AsyncClient(proxy=proxy.proxy_url("listening"), timeout=10)
+        async with Client(streamable_http_client(mcp_url, http_client=http), mode="2026-07-28") as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as sub:
+                await client.call_tool("get_weather", {"city": "Oslo"})
+                await client.call_tool("get_weather", {"city": "Oslo"})  # the rule fires: announced on the stream
+                event = await asyncio.wait_for(sub.__anext__(), 5)
+                await client.call_tool("get_weather", {"city": "Rome"})  # stale: the agent did not list again
+                schema = next(t for t in (await client.list_tools()).tools if t.name == "get_weather").input_schema
+            return [type(event).__name__], " ".join(schema["properties"])
+
+    events, fields = asyncio.run(naive())
+    assert events == ["ToolsListChanged"] and fields == "location"
+    (stale,) = _wait(violations, 1)
+    assert stale.details["check"] == "stale" and stale.session_id == "listening"
+    calls = [x for x in exchanges if x.tool_name == "get_weather"]
+    assert stale.exchange_id == calls[2].id
+    announcing, relisting = [x for x in exchanges if x.faults]
+    assert announcing.id == calls[1].id and announcing.faults[0].params["announced"] == LIST_CHANGED
+    assert announcing.content_type == "application/json"  # its own reply untouched
+    assert relisting.operation == "tools/list" and relisting.faults[0].params["items"] == ["get_weather"]
+    listen = next(x for x in exchanges if x.operation == "subscriptions/listen")
+    assert (listen.mcp_era, listen.error_type, listen.notes["mcp_listen"]) == ("modern", None, ["tools"])
 
 
 def test_rug_pull_over_stdio(tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""The MCP subscription streams each session has open: the handshake era's GET stream and 2026-07-28
+`subscriptions/listen` streams, which carry the server's notifications for as long as they last.
+
+Two things need them while they are open, not when they end:
+- the invariants: a notification on such a stream (timed as it passed, by the wire format) is handed
+  to the session's next exchange, so `mcp_tools` judges a call by a `list_changed` the client had
+  already received, as it does on stdio;
+- faults: a 2026-07-28 client hears of list changes only on a listen stream, so a rug pull that
+  announces one has it written onto the session's open listen streams (those routed through the relay,
+  which can put an event between upstream's). Each exchange is told which lists its session hears of
+  (`notes["mcp_listening"]`), so a fault with no stream to speak on is skipped, not silently lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+
+from brownout.core.exchange import Exchange
+from brownout.core.wire.mcp import SUBSCRIPTION_STREAMS
+from brownout.core.wire.mcp_eras import SUBSCRIPTION_ID_KEY
+
+__all__ = ["LISTEN_INBOX_MAX", "McpStreams", "listen_notification"]
+
+log = logging.getLogger(__name__)
+
+LISTEN_INBOX_MAX = 64  # announcements waiting for a listen stream to reach an event boundary
+
+
+@dataclass(slots=True)
+class _Stream:
+    exchange: Exchange
+    inbox: asyncio.Queue[bytes] | None = None  # set once the stream goes through the relay
+
+
+def listen_notification(method: str, subscription_id: object) -> bytes:
+    """The SSE event of a notification on a listen stream, stamped with its subscription as servers send it."""
+    note = {"jsonrpc": "2.0", "method": method, "params": {"_meta": {SUBSCRIPTION_ID_KEY: subscription_id}}}
+    return b"event: message\ndata: " + json.dumps(note, separators=(",", ":")).encode() + b"\n\n"
+
+
+class McpStreams:
+    """Open subscription streams by session; everything here runs on the proxy's event loop."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, dict[str, _Stream]] = {}  # session -> exchange id -> stream
+
+    def __len__(self) -> int:
+        return sum(len(streams) for streams in self._open.values())
+
+    def begin(self, exchange: Exchange) -> None:
+        """A new MCP exchange: it takes the notifications its session's open streams carried so far, learns
+        which lists the session hears of, and is kept if it is a subscription stream itself."""
+        streams = self._open.get(exchange.session)
+        if streams:
+            handed: list[tuple[str, float]] = []
+            listening: set[str] = set()
+            for stream in streams.values():
+                passed = stream.exchange.notes.get("notifications_before")
+                if passed:
+                    handed += passed
+                    passed.clear()
+                if stream.inbox is not None:
+                    listening.update(stream.exchange.notes.get("mcp_listen") or ())
+            if handed:
+                before = exchange.notes.setdefault("notifications_before", [])
+                before[:0] = sorted(handed, key=lambda note: note[1])
+            if listening:
+                exchange.notes["mcp_listening"] = sorted(listening)
+        if exchange.operation in SUBSCRIPTION_STREAMS:
+            self._open.setdefault(exchange.session, {})[exchange.id] = _Stream(exchange)
+
+    def attach(self, exchange: Exchange, inbox: asyncio.Queue[bytes]) -> None:
+        """Events put in `inbox` reach this listen stream's client (the relay that carries it reads them)."""
+        stream = self._open.get(exchange.session, {}).get(exchange.id)
+        if stream is not None:
+            stream.inbox = inbox
+
+    def end(self, exchange: Exchange) -> None:
+        streams = self._open.get(exchange.session)
+        if streams is not None and streams.pop(exchange.id, None) is not None and not streams:
+            del self._open[exchange.session]
+
+    def announce(self, session: str, method: str) -> int:
+        """Write `method` (`notifications/<list>/list_changed`) onto the session's listen streams that asked
+        for that list; how many got it."""
+        which = method.split("/")[1] if method.count("/") == 2 else ""
+        sent = 0
+        for stream in self._open.get(session, {}).values():
+            notes = stream.exchange.notes
+            if stream.inbox is None or which not in (notes.get("mcp_listen") or ()):
+                continue
+            try:
+                stream.inbox.put_nowait(listen_notification(method, notes.get("jsonrpc_id")))
+                sent += 1
+            except asyncio.QueueFull:
+                log.info("listen stream %s: too many announcements waiting; one dropped", stream.exchange.id)
+        return sent

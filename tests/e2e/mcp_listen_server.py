@@ -1,0 +1,66 @@
+"""A real MCP server whose tools change at the client's request: MCPServer over streamable HTTP, both eras.
+
+`change_tools` adds a tool and publishes the change the way each era hears of it (the handshake era's
+`notifications/tools/list_changed`, and the 2026-07-28 `subscriptions/listen` streams); tools/list
+answers carry a `ttlMs` cache hint."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import uvicorn
+from mcp.server.caching import CacheHint
+from mcp.server.mcpserver import Context, MCPServer
+
+__all__ = ["LIST_TTL_MS", "listen_server"]
+
+LIST_TTL_MS = 1500
+
+
+def _server() -> MCPServer:
+    server = MCPServer("changing", cache_hints={"tools/list": CacheHint(ttl_ms=LIST_TTL_MS)})
+
+    @server.tool()
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"Sunny in {city}"
+
+    @server.tool()
+    async def change_tools(ctx: Context) -> str:
+        """Adds a tool and announces that the tool list changed."""
+
+        def admin_reset(confirm: bool) -> str:
+            """Reset everything."""
+            return "reset" if confirm else "kept"
+
+        server.add_tool(admin_reset)
+        await ctx.notify_tools_changed()
+        return "changed"
+
+    return server
+
+
+@contextlib.contextmanager
+def listen_server() -> Iterator[str]:
+    """Serve it on an ephemeral loopback port; yields its endpoint URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(_server().streamable_http_app(), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="mcp-listen", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the MCP server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
