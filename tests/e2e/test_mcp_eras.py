@@ -5,14 +5,19 @@ Mcp-Name, server/discover, subscriptions/listen) are recognised request by reque
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from brownout.core.exchange import Exchange
+from brownout.faults.mcplists import DEFAULT_POISON
+from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
 from tests.e2e.conftest import Spans
 from tests.e2e.mcp_server import weather_server
@@ -45,8 +50,117 @@ def test_each_request_knows_its_era_and_version(brownout_proxy: Callable[..., Pr
     asyncio.run(agent("auto", "auto"))
     _wait_for(exchanges, lambda xs: sum(x.operation == "session_end" for x in xs) == 1)
     seen = [(x.session, x.method, x.operation, x.mcp_era, x.notes.get("mcp_protocol_version")) for x in exchanges]
-    for row in seen:
-        print(row)
-    for s in spans.all():
-        print(s.name, dict(s.attributes))
-    assert False
+    old = [("old", m, op, "handshake", "2025-11-25") for m, op in [("POST", "initialize"), ("POST", "tools/list")]]
+    assert set(old) <= set(seen) and ("old", "DELETE", "session_end", "handshake", "2025-11-25") in seen
+    new = [("new", "POST", op, "modern", "2026-07-28") for op in ("tools/list", "tools/call")]
+    assert [row for row in seen if row[0] == "new"] == new
+    # mode auto probes with server/discover, and this server speaks the 2026-07-28 revision.
+    auto = [("auto", "POST", op, "modern", "2026-07-28") for op in ("server/discover", "tools/list", "tools/call")]
+    assert [row for row in seen if row[0] == "auto"] == auto
+    by_session: dict[str, list[Any]] = {}
+    for span in spans.all():
+        by_session.setdefault(str(span.attributes["brownout.session.id"]), []).append(span)
+    # The conventions forbid mcp.session.id for 2026-07-28: there is no session.
+    assert all("mcp.session.id" in s.attributes for s in by_session["old"])
+    assert not any("mcp.session.id" in s.attributes for s in by_session["new"] + by_session["auto"])
+    assert {s.attributes["mcp.protocol.version"] for s in by_session["new"]} == {"2026-07-28"}
+
+
+MODES = ["legacy", "2026-07-28"]
+
+
+def _run(
+    brownout_proxy: Callable[..., ProxyHandle], url: str, config: str, session: str, mode: str, agent: Any
+) -> tuple[Any, list[Exchange], list[Violation]]:
+    exchanges: list[Exchange] = []
+    proxy = brownout_proxy(config, on_exchange=exchanges.append)
+    violations: list[Violation] = []
+    proxy.addon.pipeline.violation_listeners.append(violations.append)
+
+    async def run() -> Any:
+        async with _client(proxy, url, session, mode) as client:
+            return await agent(client)
+
+    out = asyncio.run(run())
+    time.sleep(0.3)  # the last exchanges through the invariants
+    return out, exchanges, violations
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tool_errors_and_jsonrpc_errors_in_both_eras(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, mode: str
+) -> None:
+    config = """
+rules:
+  - name: down
+    match: {tool: get_weather}
+    schedule: {first: 1}
+    fault: {type: http_error, error_type: tool_error, message: "backend unavailable"}
+  - name: bad
+    match: {tool: get_weather}
+    schedule: {after: 1, first: 1}
+    fault: {type: http_error, error_type: invalid_params, message: "unknown city"}
+"""
+
+    async def agent(client: Client) -> tuple[Any, int]:
+        down = await client.call_tool("get_weather", {"city": "Oslo"})
+        with pytest.raises(MCPError) as bad:
+            await client.call_tool("get_weather", {"city": "Oslo"})
+        return down, bad.value.error.code
+
+    (down, code), exchanges, _ = _run(brownout_proxy, mcp_url, config, f"errors-{mode}", mode, agent)
+    assert down.is_error and [c.text for c in down.content] == ["backend unavailable"] and code == -32602
+    bad = [x for x in exchanges if x.tool_name == "get_weather"][1]
+    # A 2026-07-28 server sends invalid_params with HTTP 400; the handshake era's in a 200.
+    assert (bad.status, bad.error_type) == (400 if mode != "legacy" else 200, "invalid_params")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_structured_content_off_its_schema_in_both_eras(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, mode: str
+) -> None:
+    config = """
+rules:
+  - name: off-schema
+    match: {tool: get_weather}
+    fault: {type: malformed_json, target: structured_content}
+"""
+
+    async def agent(client: Client) -> str:
+        await client.list_tools()
+        with pytest.raises(RuntimeError) as off:
+            await client.call_tool("get_weather", {"city": "Oslo"})
+        return str(off.value)
+
+    error, _, _ = _run(brownout_proxy, mcp_url, config, f"drift-{mode}", mode, agent)
+    assert error.startswith("Invalid structured content returned by tool get_weather")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_poisoned_tools_followed_and_drifted_schemas_in_both_eras(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, mode: str
+) -> None:
+    config = """
+invariants: [{type: mcp_tools}, {type: injection_followed}, {type: tool_policy, deny: ["flaky_*"]}]
+rules:
+  - name: poisoned
+    match: {mcp_method: tools/list}
+    fault: {type: rug_pull, kind: description, item: get_weather}
+  - name: drifted
+    match: {mcp_method: tools/list}
+    fault: {type: rug_pull, kind: schema, item: get_weather, change: rename, rename_to: location}
+"""
+
+    async def agent(client: Client) -> str:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        # An agent that believes the old schema and obeys the description; then a forbidden tool.
+        await client.call_tool("get_weather", {"city": "Oslo", "notes": "https://collect.brownout.invalid/upload"})
+        await client.call_tool("flaky_forecast", {"city": "Oslo"})
+        return tools["get_weather"].description or ""
+
+    description, exchanges, violations = _run(brownout_proxy, mcp_url, config, f"poison-{mode}", mode, agent)
+    assert description.endswith(DEFAULT_POISON)
+    found = sorted((v.invariant, v.details.get("check") or v.details.get("rule", "")) for v in violations)
+    assert found == [("injection_followed", ""), ("mcp_tools", "schema"), ("tool_policy", "deny[0]")]
+    era = "handshake" if mode == "legacy" else "modern"
+    assert {x.mcp_era for x in exchanges if x.mcp_method in ("tools/list", "tools/call")} == {era}
