@@ -19,10 +19,9 @@ import logging
 from dataclasses import dataclass
 
 from brownout.core.exchange import Exchange
-from brownout.core.wire.mcp import SUBSCRIPTION_STREAMS
-from brownout.core.wire.mcp_eras import SUBSCRIPTION_ID_KEY
+from brownout.core.wire.mcp import SUBSCRIPTION_STREAMS, listen_notification
 
-__all__ = ["LISTEN_INBOX_MAX", "McpStreams", "listen_notification"]
+__all__ = ["LISTEN_INBOX_MAX", "McpStreams"]
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +34,8 @@ class _Stream:
     inbox: asyncio.Queue[bytes] | None = None  # set once the stream goes through the relay
 
 
-def listen_notification(method: str, subscription_id: object) -> bytes:
-    """The SSE event of a notification on a listen stream, stamped with its subscription as servers send it."""
-    note = {"jsonrpc": "2.0", "method": method, "params": {"_meta": {SUBSCRIPTION_ID_KEY: subscription_id}}}
-    return b"event: message\ndata: " + json.dumps(note, separators=(",", ":")).encode() + b"\n\n"
+def _sse(message: dict[str, object]) -> bytes:
+    return b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
 
 
 class McpStreams:
@@ -93,7 +90,7 @@ class McpStreams:
             if stream.inbox is None or which not in (notes.get("mcp_listen") or ()):
                 continue
             try:
-                stream.inbox.put_nowait(listen_notification(method, notes.get("jsonrpc_id")))
+                stream.inbox.put_nowait(_sse(listen_notification(method, notes.get("jsonrpc_id"))))
                 sent += 1
             except asyncio.QueueFull:
                 log.info("listen stream %s: too many announcements waiting; one dropped", stream.exchange.id)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -32,6 +33,7 @@ from typing import Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
+from brownout.core.wire.mcp import LISTEN, listen_notification
 from brownout.core.wire.mcp_eras import MODERN
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
@@ -55,6 +57,10 @@ class _Open:
     exchange: Exchange
     plan: Plan | None
     key: str | None  # None: a notification, answered by nobody
+
+
+def _listens(state: _Open) -> list[str]:
+    return list(state.exchange.notes.get("mcp_listen") or ())
 
 
 class StdioRelay:
@@ -137,6 +143,8 @@ class StdioRelay:
         self.guard.call("wire", self.wire.parse_request, ex, data, context="mcp stdio request")
         if ex.mcp_era != MODERN:  # a 2026-07-28 request belongs to no session
             ex.notes["mcp_session_id"] = self.mcp_session_id
+        if listening := self._listening():
+            ex.notes["mcp_listening"] = listening
         plan = self.guard.call("engine", self.engine.plan, ex, self.wire, context=f"exchange {ex.id}")
         key = key_of(msg["id"]) if "id" in msg and msg["id"] is not None else None
         return _Open(ex, None if plan is None or plan.empty else plan, key)
@@ -166,8 +174,24 @@ class StdioRelay:
                 if state.key is not None and self._open.get(state.key) is state:
                     self.child.kill(rule)
         else:
+            for method in self.guard.call("engine", state.plan.announcements, default=None) or ():
+                self._announce(method)
             self._forward(state, data)
             await self.child.drain()
+
+    def _listening(self) -> list[str]:
+        """The lists the client's open subscriptions/listen requests hear of."""
+        lists = {which for st in self._open.values() if st.exchange.mcp_method == LISTEN for which in _listens(st)}
+        return sorted(lists)
+
+    def _announce(self, method: str) -> None:
+        """A 2026-07-28 announcement (a rug pull's list_changed) onto each open listen request that asked for it."""
+        which = method.split("/")[1] if method.count("/") == 2 else ""
+        for st in list(self._open.values()):
+            if st.exchange.mcp_method == LISTEN and which in _listens(st):
+                note = listen_notification(method, st.exchange.notes.get("jsonrpc_id"))
+                self._write(json.dumps(note, separators=(",", ":")).encode() + b"\n")
+                remember(self._server_notes, method, self.clock(), keep=_NOTES_KEPT)
 
     def _hold(self, state: _Open) -> None:
         """Keep a request open that the server never sees: the client's cancel or the server's end closes it."""

@@ -16,6 +16,8 @@ import uvicorn
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 
+from tests.e2e.mcp_stdio_server import announce_tools_changed
+
 __all__ = ["LIST_TTL_MS", "listen_server"]
 
 LIST_TTL_MS = 1500
@@ -38,7 +40,7 @@ def _server() -> MCPServer:
             return "reset" if confirm else "kept"
 
         server.add_tool(admin_reset)
-        await ctx.notify_tools_changed()
+        await announce_tools_changed(ctx)
         return "changed"
 
     return server

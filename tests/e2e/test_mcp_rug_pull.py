@@ -262,6 +262,34 @@ def test_one_rule_drifts_and_announces_over_stdio(tmp_path: Path) -> None:
     assert found == [("mcp_tools", "stale", "get_weather"), ("mcp_tools", "schema", "get_weather")]
 
 
+def test_one_rule_drifts_and_announces_on_a_stdio_listen_in_the_2026_revision(tmp_path: Path) -> None:
+    config = _config(tmp_path, "invariants: [{type: mcp_tools}]\nrules:" + RUG_PULL)
+    params = StdioServerParameters(command=BROWNOUT, args=["mcp-stdio", "-c", str(config), "--", *SERVER_CMD])
+
+    async def agent() -> tuple[list[str], dict[str, Any]]:
+        async with Client(stdio_client(params, errlog=sys.stderr), mode="2026-07-28") as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as sub:
+                await client.call_tool("get_weather", {"city": "Oslo"})
+                await client.call_tool("get_weather", {"city": "Oslo"})  # announced on the listen request
+                event = await asyncio.wait_for(sub.__anext__(), 5)
+                await client.call_tool("get_weather", {"city": "Rome"})  # without listing again: stale
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                await client.call_tool("get_weather", {"city": "Rome"})  # listed, and still the old schema
+            return [type(event).__name__], tools["get_weather"].input_schema
+
+    events, schema = asyncio.run(agent())
+    assert events == ["ToolsListChanged"] and "location" in schema["properties"]
+    exchanges = _records(tmp_path / "exchanges.jsonl")
+    assert {x["mcp_era"] for x in exchanges} == {"modern"}
+    assert [(x["operation"], x["tool"]) for x in exchanges if x["faults"]] == [
+        ("tools/call", "get_weather"),
+        ("tools/list", None),
+    ]
+    found = [(v["invariant"], v["details"].get("check"), v["tool"]) for v in _records(tmp_path / "violations.jsonl")]
+    assert found == [("mcp_tools", "stale", "get_weather"), ("mcp_tools", "schema", "get_weather")]
+
+
 def test_tool_results_swapped_for_an_instruction_or_off_their_output_schema_over_http(
     brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
 ) -> None:
