@@ -34,7 +34,7 @@ from brownout.proxy.fleet import Fleet
 from brownout.proxy.flowstate import FlowState
 from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.lifecycle import Lifecycle
-from brownout.proxy.mcpstreams import LISTEN_INBOX_MAX, McpStreams
+from brownout.proxy.mcpstreams import LISTEN_INBOX_MAX, McpStreams, McpVersions
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.pipeline import Pipeline
 from brownout.proxy.record.tape import Tape
@@ -85,6 +85,7 @@ class Brownout(Lifecycle, ResponseHooks):
         self._reloading = threading.Lock()
         self._states: dict[str, FlowState] = {}
         self.mcp_streams = McpStreams()  # open MCP subscription streams, by session
+        self.mcp_versions = McpVersions()  # the version each MCP session negotiated
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(self.config.proxy.buffer_max_bytes) or 0
@@ -246,6 +247,7 @@ class Brownout(Lifecycle, ResponseHooks):
         exchange.provider, exchange.operation = wire.provider, operation
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
         if exchange.provider == "mcp":
+            self.mcp_versions.fill(exchange)
             self.guard.call("exchange", self.mcp_streams.begin, exchange, context="mcp streams")
         plan = self.guard.call("engine", self.engine.plan, exchange, wire, context=f"exchange {exchange.id}")
         if plan is not None and plan.empty:
@@ -278,6 +280,8 @@ class Brownout(Lifecycle, ResponseHooks):
             self._complete(state, defer=defer)
 
     def _complete(self, state: FlowState, *, defer: bool) -> None:
+        if state.exchange.mcp_method == "initialize":
+            self.mcp_versions.learn(state.exchange)
         if state.plan is not None:
             self.guard.call("engine", state.plan.finish)
         self.tape.finish(state, state.exchange.timings.end)

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from brownout.core.exchange import Exchange
 from brownout.core.wire.mcp import SUBSCRIPTION_STREAMS, listen_notification
 
-__all__ = ["LISTEN_INBOX_MAX", "McpStreams"]
+__all__ = ["LISTEN_INBOX_MAX", "McpStreams", "McpVersions"]
 
 log = logging.getLogger(__name__)
 
 LISTEN_INBOX_MAX = 64  # announcements waiting for a listen stream to reach an event boundary
+_VERSIONS_KEPT = 4096  # MCP sessions whose negotiated version is remembered
 
 
 @dataclass(slots=True)
@@ -95,3 +96,28 @@ class McpStreams:
             except asyncio.QueueFull:
                 log.info("listen stream %s: too many announcements waiting; one dropped", stream.exchange.id)
         return sent
+
+
+class McpVersions:
+    """The protocol version each handshake-era HTTP session negotiated, for its requests that do not say it
+    (2025-03-26 clients send no MCP-Protocol-Version header): bounded, the oldest sessions forgotten first."""
+
+    def __init__(self, keep: int = _VERSIONS_KEPT) -> None:
+        self._keep = keep
+        self._by_session: dict[str, str] = {}
+
+    def learn(self, exchange: Exchange) -> None:
+        """An answered `initialize`: the session id the server handed out and the version it chose."""
+        session = exchange.response_headers.get("mcp-session-id")
+        version = exchange.notes.get("mcp_protocol_version")
+        if exchange.mcp_method != "initialize" or not session or not isinstance(version, str):
+            return
+        self._by_session[session] = version
+        while len(self._by_session) > self._keep:
+            del self._by_session[next(iter(self._by_session))]
+
+    def fill(self, exchange: Exchange) -> None:
+        """A request of a known session that names no version gets the one its session negotiated."""
+        session = exchange.notes.get("mcp_session_id")
+        if session and "mcp_protocol_version" not in exchange.notes and session in self._by_session:
+            exchange.notes["mcp_protocol_version"] = self._by_session[session]

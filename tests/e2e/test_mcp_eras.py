@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -164,3 +165,24 @@ rules:
     assert found == [("injection_followed", ""), ("mcp_tools", "schema"), ("tool_policy", "deny[0]")]
     era = "handshake" if mode == "legacy" else "modern"
     assert {x.mcp_era for x in exchanges if x.mcp_method in ("tools/list", "tools/call")} == {era}
+
+
+def test_a_2025_03_26_session_without_version_headers_is_known_by_its_handshake(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    # Clients of 2025-03-26 send Mcp-Session-Id but no MCP-Protocol-Version: the session's handshake tells.
+    exchanges: list[Exchange] = []
+    proxy = brownout_proxy(on_exchange=exchanges.append)
+    accept = {"accept": "application/json, text/event-stream"}
+    init = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}
+    with httpx.Client(proxy=proxy.proxy_url("old-client"), timeout=10) as http:
+        answer = http.post(
+            mcp_url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, headers=accept
+        )
+        session = {**accept, "mcp-session-id": answer.headers["mcp-session-id"]}
+        http.post(mcp_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        listing = http.post(mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=session)
+        assert "get_weather" in listing.text
+    _wait_for(exchanges, lambda xs: any(x.operation == "tools/list" for x in xs))
+    found = {x.operation: (x.mcp_era, x.notes.get("mcp_protocol_version")) for x in exchanges}
+    assert found["tools/list"] == found["initialize"] == ("handshake", "2025-03-26")
