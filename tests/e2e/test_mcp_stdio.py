@@ -118,6 +118,44 @@ def test_tool_error_rule_written_for_http_works_on_stdio(tmp_path: Path, http_re
     assert len({a["mcp.session.id"] for attrs in by_name.values() for a in attrs}) == 1
 
 
+def test_2026_spans_over_stdio_carry_the_revision_and_no_session(tmp_path: Path, http_receiver) -> None:
+    endpoint, got = http_receiver
+    rules = """rules:
+  - name: bad-params
+    match: {tool: get_weather, mcp_era: modern}
+    schedule: {first: 1}
+    fault: {type: http_error, error_type: invalid_params, message: no such city}
+"""
+    config = _config(tmp_path, rules, otlp=endpoint)
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    params = StdioServerParameters(command=BROWNOUT, args=["mcp-stdio", "-c", str(config), "--", *SERVER_CMD])
+
+    async def agent() -> None:
+        async with Client(stdio_client(params, errlog=sys.stderr), mode="2026-07-28", read_timeout_seconds=10) as c:
+            await c.list_tools()
+            with pytest.raises(MCPError):
+                await c.call_tool("get_weather", {"city": "Atlantis"})
+            await c.call_tool("flaky_forecast", {"city": "Oslo"}, meta={"traceparent": f"00-{trace_id}-{parent}-01"})
+
+    asyncio.run(agent())
+    spans = {s.name: s for s in _wait_spans(got, lambda s: len(s) >= 3)}
+    attrs = {name: _attrs(s.attributes) for name, s in spans.items()}
+    for one in attrs.values():
+        assert (one["network.transport"], one["mcp.protocol.version"]) == ("pipe", "2026-07-28")
+        assert "mcp.session.id" not in one  # the conventions forbid it for 2026-07-28: there is no session
+    bad, flaky = attrs["tools/call get_weather"], attrs["tools/call flaky_forecast"]
+    assert (bad["error.type"], bad["rpc.response.status_code"], bad["mcp.method.name"]) == (
+        "-32602",
+        "-32602",
+        "tools/call",
+    )
+    assert flaky["error.type"] == "tool_error" and "rpc.response.status_code" not in flaky
+    assert flaky["jsonrpc.request.id"].isdigit() and flaky["gen_ai.tool.name"] == "flaky_forecast"
+    # Trace context travels in params._meta: the call joins the caller's trace.
+    joined = spans["tools/call flaky_forecast"]
+    assert (joined.trace_id.hex(), joined.parent_span_id.hex()) == (trace_id, parent)
+
+
 def test_pipe_faults_latency_jsonrpc_error_garbled_frame_and_stall(tmp_path: Path) -> None:
     config = _config(
         tmp_path,
