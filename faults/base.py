@@ -118,6 +118,8 @@ class FaultContext:
     # Kept for this rule and session across exchanges (dropped with the schedule's session counters):
     # what a fault remembers it did in the session, such as an announcement made once.
     session_state: dict[str, Any] = field(default_factory=dict)
+    # Kept for this rule across sessions, in this process: what its fault broke for good (see Fault.follows_up).
+    rule_memory: dict[str, Any] = field(default_factory=dict)
 
 
 class Fault(ABC):
@@ -131,6 +133,13 @@ class Fault(ABC):
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params
+
+    @classmethod
+    def follows_up(cls, memory: dict[str, Any], exchange: Exchange, now: float) -> str | None:
+        """Why this rule's fault acts on `exchange` again whatever its schedule says, because of what it broke
+        earlier (`memory`: its FaultContext.rule_memory): an expired session stays expired, a server that is gone
+        stays gone. The reason goes to the decision log; None: the schedule decides."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Parameters for the fault record, span event and decision log."""

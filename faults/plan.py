@@ -121,10 +121,13 @@ class Plan:
 
     async def before_upstream(self) -> Respond | Reset | Hang | None:
         """Run request-phase faults in rule order; the first answer wins, delays add up."""
-        for f in self.fired:
+        for f in list(self.fired):
             result = await self.guard.acall(
-                f"fault:{f.type}", f.fault.before_upstream, f.ctx, context="before_upstream"
+                f"fault:{f.type}", _askippable, f.fault.before_upstream, f.ctx, context="before_upstream"
             )
+            if isinstance(result, Skipped):
+                self.skip(f, result.reason)
+                continue
             _note(f)
             if result is not None:
                 return result
@@ -316,6 +319,14 @@ def _skippable(fn: Any, *args: Any) -> Any:
     """fn(*args), with NotApplicable turned into a Skipped result: not a failure, not counted as one."""
     try:
         return fn(*args)
+    except NotApplicable as e:
+        return Skipped(str(e))
+
+
+async def _askippable(fn: Any, *args: Any) -> Any:
+    """`_skippable` for a coroutine phase."""
+    try:
+        return await fn(*args)
     except NotApplicable as e:
         return Skipped(str(e))
 
