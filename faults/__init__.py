@@ -19,6 +19,8 @@ from brownout.faults.malformed_json import MalformedJsonFault
 from brownout.faults.mutate import MutateFault
 from brownout.faults.reset import ResetFault
 from brownout.faults.rug_pull import RugPullFault
+from brownout.faults.server_gone import ServerGoneFault
+from brownout.faults.session_expired import SessionExpiredFault
 from brownout.faults.stall import StallFault
 from brownout.faults.throttle import ThrottleFault
 from brownout.faults.truncate import TruncateFault
@@ -38,6 +40,8 @@ FAULTS: tuple[type[Fault], ...] = (
     InjectFault,
     RugPullFault,
     MutateFault,
+    SessionExpiredFault,
+    ServerGoneFault,
 )
 
 # The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.

@@ -120,6 +120,7 @@ class FaultContext:
     session_state: dict[str, Any] = field(default_factory=dict)
     # Kept for this rule across sessions, in this process: what its fault broke for good (see Fault.follows_up).
     rule_memory: dict[str, Any] = field(default_factory=dict)
+    now: float = 0.0  # when the engine decided this exchange's rules (seconds since the epoch)
 
 
 class Fault(ABC):
@@ -181,6 +182,12 @@ class Fault(ABC):
         return None
 
     def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
+        return None
+
+    def cuts_streams(self, ctx: FaultContext) -> str | None:
+        """Which open streams go down with this fault's failure, as they would with the real one: "server" (the
+        server is gone: every stream clients have open to it, such as MCP GET and listen streams), "session"
+        (the MCP session is gone: its streams), or None."""
         return None
 
     def announcement(self, ctx: FaultContext) -> str | None:

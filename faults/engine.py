@@ -206,6 +206,15 @@ class FaultEngine(SharedSchedules):
         now = 0.0
         matched = False
         for rule in self._by_host(exchange.host):
+            if rule.memory and rule.follows_up and not self.paused:
+                # What the fault broke earlier stays broken, whatever the match, schedule and counters say.
+                why = self._follow_up(rule, exchange, now := self.clock())
+                if why is not None:
+                    matched = True
+                    f, _ = self._decide(rule, exchange, wire, now, None, Ticket(FIRED, why, 0, 0))
+                    if f is not None:
+                        (fired := fired or []).append(f)
+                    continue
             stage = rule.match.request_stage(exchange)
             if stage is Stage.NO:
                 continue
@@ -219,12 +228,6 @@ class FaultEngine(SharedSchedules):
                 # match the rule counts either, so its schedule goes on as if the handshake had not been seen.
                 reason = f"a WebSocket handshake (101, no body): {rule.fault_type} cannot act on it"
                 self._record(exchange, rule, SKIPPED_NOT_APPLICABLE, reason, 0, 0, now)
-                continue
-            if rule.follows_up and (why := self._follow_up(rule, exchange, now)) is not None:
-                # Outside the schedule and its counters: what the fault broke earlier stays broken.
-                f, _ = self._decide(rule, exchange, wire, now, None, Ticket(FIRED, why, 0, 0))
-                if f is not None:
-                    (fired := fired or []).append(f)
                 continue
             if stage is Stage.DEFER:
                 # Quota rules answer before upstream, so a tool known only later cannot gate them.
@@ -297,7 +300,7 @@ class FaultEngine(SharedSchedules):
             sleep=self.sleep,
             rule=rule.name,
         )
-        ctx.rule_memory = rule.memory
+        ctx.rule_memory, ctx.now = rule.memory, now
         if ticket.session_state is not None:
             ctx.session_state = ticket.session_state
         if ticket.retry_after_s is not None:

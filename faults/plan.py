@@ -133,6 +133,13 @@ class Plan:
                 return result
         return None
 
+    def cuts_streams(self) -> set[str]:
+        """What fired faults take down with them: "server", "session" (see Fault.cuts_streams)."""
+        found = (
+            self.guard.call(f"fault:{f.type}", f.fault.cuts_streams, f.ctx, context="cuts_streams") for f in self.fired
+        )
+        return {scope for scope in found if isinstance(scope, str)}
+
     def announcements(self) -> list[str]:
         """The notifications fired faults send on the session's subscription streams (see Fault.announcement)."""
         found: list[str] = []

@@ -168,6 +168,10 @@ class Brownout(Lifecycle, ResponseHooks):
                 self._route_listen(flow, state, StreamTiming(), inbox)
             return
         action = await self.guard.acall("engine", plan.before_upstream)
+        if isinstance(action, Respond | Reset):
+            for scope in self.guard.call("engine", plan.cuts_streams, default=None) or ():
+                why = f"the {scope} went away ({_rules(state.exchange)})"
+                self.mcp_streams.cut(state.exchange, scope, why)
         if isinstance(action, Respond):
             flow.response = http.Response.make(action.status, action.body, action.headers)
         elif isinstance(action, Reset):
@@ -248,7 +252,8 @@ class Brownout(Lifecycle, ResponseHooks):
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
         if exchange.provider == "mcp":
             self.mcp_versions.fill(exchange)
-            self.guard.call("exchange", self.mcp_streams.begin, exchange, context="mcp streams")
+            cut = lambda: effects.drop(flow, self.guard, now=True)
+            self.guard.call("exchange", self.mcp_streams.begin, exchange, cut, context="mcp streams")
         plan = self.guard.call("engine", self.engine.plan, exchange, wire, context=f"exchange {exchange.id}")
         if plan is not None and plan.empty:
             plan = None
@@ -294,3 +299,7 @@ class Brownout(Lifecycle, ResponseHooks):
             asyncio.get_running_loop().call_soon(self.pipeline.complete, state.exchange)
         except RuntimeError:  # no running loop (driven synchronously, e.g. by a test harness)
             self.pipeline.complete(state.exchange)
+
+
+def _rules(exchange: Exchange) -> str:
+    return "brownout rule " + ", ".join(dict.fromkeys(f.rule for f in exchange.faults))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from brownout.core.exchange import Exchange
@@ -32,6 +33,7 @@ _VERSIONS_KEPT = 4096  # MCP sessions whose negotiated version is remembered
 @dataclass(slots=True)
 class _Stream:
     exchange: Exchange
+    cut: Callable[[], None] | None = None  # resets the client's connection
     inbox: asyncio.Queue[bytes] | None = None  # set once the stream goes through the relay
 
 
@@ -48,7 +50,7 @@ class McpStreams:
     def __len__(self) -> int:
         return sum(len(streams) for streams in self._open.values())
 
-    def begin(self, exchange: Exchange) -> None:
+    def begin(self, exchange: Exchange, cut: Callable[[], None] | None = None) -> None:
         """A new MCP exchange: it takes the notifications its session's open streams carried so far, learns
         which lists the session hears of, and is kept if it is a subscription stream itself."""
         streams = self._open.get(exchange.session)
@@ -68,7 +70,7 @@ class McpStreams:
             if listening:
                 exchange.notes["mcp_listening"] = sorted(listening)
         if exchange.operation in SUBSCRIPTION_STREAMS:
-            self._open.setdefault(exchange.session, {})[exchange.id] = _Stream(exchange)
+            self._open.setdefault(exchange.session, {})[exchange.id] = _Stream(exchange, cut)
 
     def attach(self, exchange: Exchange, inbox: asyncio.Queue[bytes]) -> None:
         """Events put in `inbox` reach this listen stream's client (the relay that carries it reads them)."""
@@ -80,6 +82,22 @@ class McpStreams:
         streams = self._open.get(exchange.session)
         if streams is not None and streams.pop(exchange.id, None) is not None and not streams:
             del self._open[exchange.session]
+
+    def cut(self, exchange: Exchange, scope: str, why: str) -> int:
+        """The failure of `exchange` takes down its "server" (every stream any session has open to it) or its
+        MCP "session" (that session's streams): they end with their connection."""
+        if scope == "server":
+            ended = [s for ss in self._open.values() for s in ss.values() if s.exchange.upstream == exchange.upstream]
+        else:
+            session = exchange.notes.get("mcp_session_id")
+            mine = self._open.get(exchange.session, {}).values()
+            ended = [s for s in mine if session and s.exchange.notes.get("mcp_session_id") == session]
+        for stream in ended:
+            ex = stream.exchange
+            ex.error_type, ex.error_message = "connection", why
+            if stream.cut is not None:
+                stream.cut()
+        return len(ended)
 
     def announce(self, session: str, method: str) -> int:
         """Write `method` (`notifications/<list>/list_changed`) onto the session's listen streams that asked
