@@ -111,7 +111,7 @@ rules:
 
     # The SDK client's transport fails with the connection: the reset ends the client, as a real crash does.
     for attempt in (until_gone, while_gone):
-        with pytest.raises(Exception) as failed:  # noqa: PT011 - an ExceptionGroup around the transport error
+        with pytest.raises(Exception) as failed:  # an ExceptionGroup around the transport error
             asyncio.run(attempt())
         assert "ReadError" in repr(
             failed.value.exceptions if isinstance(failed.value, ExceptionGroup) else failed.value
