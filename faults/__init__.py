@@ -12,6 +12,7 @@ from brownout.core.registry import build_registry
 from brownout.faults.base import Fault, FaultParams
 from brownout.faults.empty import EmptyFault
 from brownout.faults.hang import HangFault
+from brownout.faults.header_mismatch import HeaderMismatchFault
 from brownout.faults.http_error import HttpErrorFault
 from brownout.faults.inject import InjectFault
 from brownout.faults.latency import LatencyFault
@@ -24,6 +25,7 @@ from brownout.faults.session_expired import SessionExpiredFault
 from brownout.faults.stall import StallFault
 from brownout.faults.throttle import ThrottleFault
 from brownout.faults.truncate import TruncateFault
+from brownout.faults.unsupported_version import UnsupportedVersionFault
 
 __all__ = ["FAULTS", "REGISTRY", "create"]
 
@@ -42,6 +44,8 @@ FAULTS: tuple[type[Fault], ...] = (
     MutateFault,
     SessionExpiredFault,
     ServerGoneFault,
+    HeaderMismatchFault,
+    UnsupportedVersionFault,
 )
 
 # The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.

@@ -103,6 +103,12 @@ class StreamTiming:
     pause_s: float = 0.0  # ... pause this long
     bytes_per_s: float | None = None  # throttle: deliver at this rate
     reset_after_bytes: int | None = None  # reset mid-body after this many body bytes
+    event_delay_s: float | None = None  # latency on the stream: each chunk reaches the client this much later
+
+    @property
+    def paced(self) -> bool:
+        """Needs real waits while the body flows (the proxy's relay does them)."""
+        return self.pause_after_events is not None or bool(self.bytes_per_s) or bool(self.event_delay_s)
 
 
 @dataclass

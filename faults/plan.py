@@ -350,7 +350,7 @@ EMPTY_PLAN = Plan(None, None, None)
 
 def merge_timings(timings: Sequence[StreamTiming]) -> StreamTiming | None:
     """One pacing for several faults: the earliest stall (pauses at that event add up), the
-    slowest rate, the earliest reset."""
+    slowest rate, the earliest reset, the longest delay on the stream."""
     if not timings:
         return None
     if len(timings) == 1:
@@ -365,6 +365,8 @@ def merge_timings(timings: Sequence[StreamTiming]) -> StreamTiming | None:
     merged.bytes_per_s = min(rates) if rates else None
     resets = [t.reset_after_bytes for t in timings if t.reset_after_bytes is not None]
     merged.reset_after_bytes = min(resets) if resets else None
+    delays = [t.event_delay_s for t in timings if t.event_delay_s]
+    merged.event_delay_s = max(delays) if delays else None
     return merged
 
 

@@ -193,8 +193,8 @@ class Brownout(Lifecycle, ResponseHooks):
             if self.tape.on_request(flow, state, body):  # answered from a cassette, or a replay miss
                 return
             timing = state.timing
-            paced = timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s)
-            clock = self.tape.upstream_clock(flow, state, paced=bool(paced))
+            paced = timing is not None and timing.paced
+            clock = self.tape.upstream_clock(flow, state, paced=paced)
             if (paced or clock is not None or inbox is not None) and self.relay:
                 self._route_listen(flow, state, timing or StreamTiming(), inbox, on_upstream=clock)
 

@@ -14,11 +14,14 @@ in upstream mode flows are not routed here (see `proxy.effects.route_to_relay`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import h11
 import httpx
@@ -162,7 +165,7 @@ class Relay:
                 log.info("relay: cannot reach upstream %s: %r", url.host, e)
             return
         try:
-            await self._relay_response(resp, conn, writer, target)
+            await _until_closed(reader, self._relay_response(resp, conn, writer, target))
         finally:
             await resp.aclose()
 
@@ -191,6 +194,8 @@ class Relay:
         # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.
         ahead = None if target.on_upstream is None else _read_ahead(resp, target.on_upstream)
         chunks: AsyncIterator[bytes] = resp.aiter_raw() if ahead is None else ahead
+        if timing.event_delay_s:
+            chunks = _delayed(chunks, timing.event_delay_s, self._sleep)
         if target.inbox is not None and not resp.headers.get("content-encoding"):
             chunks = _with_inbox(chunks, target.inbox)  # events go between upstream's, never inside compressed bytes
         try:
@@ -248,6 +253,54 @@ async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]
             if isinstance(item, Exception):
                 raise item
             yield item
+    finally:
+        task.cancel()
+
+
+async def _until_closed(reader: asyncio.StreamReader, relaying: Coroutine[Any, Any, None]) -> None:
+    """Relay until done, or until mitmproxy closes its end (the client left): a long-lived stream with nothing
+    to send (an MCP listen stream) would otherwise keep its upstream connection, and the server's
+    subscription, open for as long as the server lets it."""
+    task = asyncio.ensure_future(relaying)
+    closed = asyncio.ensure_future(reader.read(1))  # nothing more comes after the request but the close
+    try:
+        await asyncio.wait({task, closed}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        closed.cancel()
+        task.cancel()
+
+
+async def _delayed(
+    chunks: AsyncIterator[bytes], delay_s: float, sleep: Callable[[float], Awaitable[None]]
+) -> AsyncGenerator[bytes]:
+    """Each chunk `delay_s` after upstream delivered it, in order: read by a task of its own, so the wait
+    for one chunk never holds back reading the next (a delay, not a slower rate)."""
+    queue: asyncio.Queue[tuple[float, bytes] | BaseException | None] = asyncio.Queue(_READ_AHEAD)
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                await queue.put((time.monotonic(), chunk))
+            await queue.put(None)
+        except Exception as e:  # noqa: BLE001 - handed to the reader below, whose handler sorts it out
+            await queue.put(e)
+
+    task = asyncio.create_task(read())
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            arrived, chunk = item
+            wait = arrived + delay_s - time.monotonic()
+            if wait > 0:
+                await sleep(wait)
+            yield chunk
     finally:
         task.cancel()
 

@@ -34,7 +34,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
 from brownout.core.wire.mcp import LISTEN, listen_notification
-from brownout.core.wire.mcp_eras import MODERN
+from brownout.core.wire.mcp_eras import MODERN, SUBSCRIPTION_ID_KEY
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
@@ -57,6 +57,7 @@ class _Open:
     exchange: Exchange
     plan: Plan | None
     key: str | None  # None: a notification, answered by nobody
+    delay_s: float = 0.0  # a listen request's latency: each notification on it reaches the client this late
 
 
 def _listens(state: _Open) -> list[str]:
@@ -176,6 +177,9 @@ class StdioRelay:
         else:
             for method in self.guard.call("engine", state.plan.announcements, default=None) or ():
                 self._announce(method)
+            if state.exchange.mcp_method == LISTEN:
+                timing: StreamTiming | None = self.guard.call("engine", state.plan.stream_timing)
+                state.delay_s = timing.event_delay_s or 0.0 if timing is not None else 0.0
             self._forward(state, data)
             await self.child.drain()
 
@@ -223,6 +227,8 @@ class StdioRelay:
     async def from_server(self) -> None:
         """Relay the server's messages until its stdout closes; then every open request fails."""
         async for frame in frames(self.child.stdout):
+            if delay := self.guard.call("exchange", self._listen_delay, frame, default=0.0, context="stdio listen"):
+                await asyncio.sleep(delay)  # a pipe keeps its order: what follows the notification waits too
             state = self.guard.call("exchange", self._reply_to, frame, context="stdio reply")
             if state is None:
                 self._write(frame.data + (b"\n" if frame.whole else b""))
@@ -242,6 +248,17 @@ class StdioRelay:
         for state in list(self._open.values()):
             self._fail(state, "connection", reason)
         self._open.clear()
+
+    def _listen_delay(self, frame: Frame) -> float:
+        """How late a notification on a delayed listen request reaches the client (latency phase events)."""
+        delayed = [st for st in self._open.values() if st.delay_s]
+        msg = decode(frame.data) if delayed and frame.whole else None
+        params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("method"), str) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if not isinstance(meta, dict) or SUBSCRIPTION_ID_KEY not in meta:
+            return 0.0
+        listen = key_of(meta[SUBSCRIPTION_ID_KEY])
+        return next((st.delay_s for st in delayed if st.key == listen), 0.0)
 
     def _reply_to(self, frame: Frame) -> _Open | None:
         """The open request this line answers; None for server notifications and requests (remembered)."""
@@ -272,6 +289,7 @@ class StdioRelay:
             size = sum(len(line) + 1 for line in lines)
             delay = timing.pause_s if timing.pause_after_events is not None else 0.0
             delay += size / timing.bytes_per_s if timing.bytes_per_s else 0.0
+            delay += timing.event_delay_s or 0.0
             if delay > 0:
                 await asyncio.sleep(delay)
             if timing.reset_after_bytes is not None and timing.reset_after_bytes < size:

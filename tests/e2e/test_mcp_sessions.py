@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from brownout.core.exchange import Exchange
 from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
+from tests.e2e.mcp_listen_server import listen_server
 from tests.e2e.mcp_server import weather_server
 from tests.e2e.test_mcp_sdk import _wait_for
 
@@ -125,3 +126,102 @@ rules:
     if mode == "legacy":  # the session's GET stream went down with the server
         stream = next(x for x in exchanges if x.operation == "server_stream")
         assert (stream.error_type, stream.error_message) == ("connection", "the server went away (brownout rule crash)")
+
+
+def test_a_header_mismatch_makes_the_sdk_client_list_again_and_resend(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    config = """
+rules:
+  - name: mismatch
+    match: {tool: get_weather}
+    schedule: {first: 1}
+    fault: {type: header_mismatch, header: mcp-name}
+  - name: always
+    match: {tool: flaky_forecast}
+    fault: {type: header_mismatch}
+"""
+    proxy, exchanges, _ = _proxied(brownout_proxy, config)
+
+    async def agent() -> tuple[bool, tuple[int, str]]:
+        async with _client(proxy, mcp_url, "mismatch", "2026-07-28") as client:
+            recovered = await client.call_tool("get_weather", {"city": "Oslo"})
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("flaky_forecast", {"city": "Oslo"})
+            return recovered.is_error, (refused.value.error.code, refused.value.error.message)
+
+    recovered, refused = asyncio.run(agent())
+    assert recovered is False
+    assert refused == (-32020, "mcp-method header does not match the request body's method")
+    _wait_for(exchanges, lambda xs: len(xs) >= 6)
+    seen = [(x.operation, x.tool_name, x.status, x.error_type) for x in exchanges]
+    # The spec's recovery: the call refused, the listing fetched again, the call sent once more.
+    assert seen[:3] == [
+        ("tools/call", "get_weather", 400, "header_mismatch"),
+        ("tools/list", None, 200, None),
+        ("tools/call", "get_weather", 200, None),
+    ]
+    assert [s[2:] for s in seen[3:]] == [(400, "header_mismatch"), (200, None), (400, "header_mismatch")]
+
+
+def test_an_unsupported_version_sends_an_auto_client_back_to_the_handshake_and_fails_a_pinned_one(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    config = """
+rules:
+  - name: rolled-back
+    match: {mcp_era: modern}
+    fault: {type: unsupported_version}
+"""
+    proxy, exchanges, _ = _proxied(brownout_proxy, config)
+
+    async def auto() -> str | None:
+        async with _client(proxy, mcp_url, "auto", "auto") as client:
+            await client.call_tool("get_weather", {"city": "Oslo"})
+            return client.session.protocol_version
+
+    async def pinned() -> Any:
+        async with _client(proxy, mcp_url, "pinned", "2026-07-28") as client:
+            with pytest.raises(MCPError) as refused:
+                await client.list_tools()
+            return refused.value.error
+
+    assert asyncio.run(auto()) == "2025-11-25"
+    error = asyncio.run(pinned())
+    assert (error.code, error.message, error.data) == (
+        -32022,
+        "Unsupported protocol version",
+        {"supported": ["2025-11-25"], "requested": "2026-07-28"},
+    )
+    _wait_for(exchanges, lambda xs: any(x.session == "pinned" for x in xs))
+    auto_seen = [(x.operation, x.status, x.mcp_era) for x in exchanges if x.session == "auto"]
+    assert auto_seen[:2] == [("server/discover", 400, "modern"), ("initialize", 200, "handshake")]
+
+
+def test_latency_on_a_listen_stream_delays_what_it_carries(brownout_proxy: Callable[..., ProxyHandle]) -> None:
+    config = """
+rules:
+  - name: slow-notes
+    match: {mcp_method: subscriptions/listen}
+    fault: {type: latency, phase: events, delay_ms: 600}
+"""
+    proxy, exchanges, _ = _proxied(brownout_proxy, config)
+
+    async def agent() -> tuple[float, float]:
+        async with _client(proxy, url, "slow-listen", "2026-07-28") as client:
+            opened = time.monotonic()
+            async with client.listen(tools_list_changed=True) as sub:
+                acked = time.monotonic() - opened  # the acknowledgment is on the stream too
+                changed = time.monotonic()
+                await client.call_tool("change_tools", {})
+                await asyncio.wait_for(sub.__anext__(), 5)
+                return acked, time.monotonic() - changed
+
+    with listen_server() as url:
+        acked, heard = asyncio.run(agent())
+    assert acked >= 0.55 and heard >= 0.55, (acked, heard)
+    _wait_for(exchanges, lambda xs: any(x.operation == "subscriptions/listen" for x in xs))
+    listen = next(x for x in exchanges if x.operation == "subscriptions/listen")
+    assert listen.faults[0].params["delay_s"] == 0.6 and listen.error_type is None
+    calls = [x for x in exchanges if x.tool_name == "change_tools"]
+    assert calls[0].timings.duration_s is not None and calls[0].timings.duration_s < 0.5  # the call itself is not slow

@@ -349,3 +349,29 @@ def test_metrics_listen_with_prometheus_off_in_the_config_is_an_error(tmp_path: 
         "brownout: --metrics-listen 127.0.0.1:0 asks for /metrics, but the config turns it off "
         "(exporters.prometheus.enabled: false): drop one of the two"
     ]  # and the server was never started
+
+
+def test_latency_on_a_stdio_listen_delays_its_notifications(tmp_path: Path) -> None:
+    rules = """rules:
+  - name: slow-notes
+    match: {mcp_method: subscriptions/listen}
+    fault: {type: latency, phase: events, delay_ms: 600}
+"""
+    config = _config(tmp_path, rules)
+    params = StdioServerParameters(command=BROWNOUT, args=["mcp-stdio", "-c", str(config), "--", *SERVER_CMD])
+
+    async def agent() -> tuple[float, float]:
+        async with Client(stdio_client(params, errlog=sys.stderr), mode="2026-07-28", read_timeout_seconds=10) as c:
+            await c.list_tools()  # the server is up
+            opened = time.monotonic()
+            async with c.listen(tools_list_changed=True) as sub:
+                acked = time.monotonic() - opened
+                changed = time.monotonic()
+                await c.call_tool("install_plugin", {})
+                await asyncio.wait_for(sub.__anext__(), 5)
+                return acked, time.monotonic() - changed
+
+    acked, heard = asyncio.run(agent())
+    assert acked >= 0.55 and heard >= 0.55, (acked, heard)
+    (listen,) = [x for x in _records(tmp_path / "exchanges.jsonl") if x["operation"] == "subscriptions/listen"]
+    assert [f["rule"] for f in listen["faults"]] == ["slow-notes"]
