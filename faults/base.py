@@ -137,6 +137,8 @@ class Fault(ABC):
     # MCP eras this fault cannot act in, each with why: a rule that names that era (`match.mcp_era`, or an
     # `mcp_method` only that era has) is refused when the config loads, rather than skipped at run time.
     mcp_eras_refused: ClassVar[Mapping[str, str]] = {}
+    # Why this fault cannot act on a stdio MCP server, if it cannot: `brownout mcp-stdio` refuses the rule.
+    stdio_refused: ClassVar[str | None] = None
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params

@@ -31,6 +31,7 @@ class HeaderMismatchFault(Fault):
 
     type = "header_mismatch"
     Params = HeaderMismatchParams
+    stdio_refused: ClassVar[str | None] = "stdio carries no headers"
     params: HeaderMismatchParams
     mcp_eras_refused: ClassVar[Mapping[str, str]] = {
         HANDSHAKE: "handshake-era requests carry no Mcp-Method or Mcp-Name to disagree with their body"

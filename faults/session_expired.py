@@ -39,6 +39,9 @@ class SessionExpiredFault(Fault):
 
     type = "session_expired"
     Params = SessionExpiredParams
+    stdio_refused: ClassVar[str | None] = (
+        "a stdio server has no session to expire: its process is the session (see server_gone)"
+    )
     params: SessionExpiredParams
     mcp_eras_refused: ClassVar[Mapping[str, str]] = {MODERN: _NO_SESSIONS}
 
