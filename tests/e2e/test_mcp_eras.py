@@ -21,6 +21,7 @@ from brownout.faults.mcplists import DEFAULT_POISON
 from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
 from tests.e2e.conftest import Spans
+from tests.e2e.mcp_listen_server import LIST_TTL_MS, listen_server
 from tests.e2e.mcp_server import weather_server
 from tests.e2e.test_mcp_sdk import _wait_for
 
@@ -186,3 +187,35 @@ def test_a_2025_03_26_session_without_version_headers_is_known_by_its_handshake(
     _wait_for(exchanges, lambda xs: any(x.operation == "tools/list" for x in xs))
     found = {x.operation: (x.mcp_era, x.notes.get("mcp_protocol_version")) for x in exchanges}
     assert found["tools/list"] == found["initialize"] == ("handshake", "2025-03-26")
+
+
+def test_mcp_tools_honours_the_listing_ttl_after_a_change_heard_on_the_listen_stream(
+    brownout_proxy: Callable[..., ProxyHandle],
+) -> None:
+    # The server's listing says ttlMs 1500: a call right after a change may still use it; one past it is stale.
+    exchanges: list[Exchange] = []
+    proxy = brownout_proxy("invariants: [{type: mcp_tools}]\n", on_exchange=exchanges.append)
+    violations: list[Violation] = []
+    proxy.addon.pipeline.violation_listeners.append(violations.append)
+
+    async def agent(url: str) -> None:
+        async with _client(proxy, url, "ttl", "2026-07-28") as client:
+            await client.list_tools()
+            listed = time.monotonic()
+            async with client.listen(tools_list_changed=True) as sub:
+                await client.call_tool("change_tools", {})
+                await asyncio.wait_for(sub.__anext__(), 5)
+                await client.call_tool("get_weather", {"city": "Oslo"})  # within the ttl: fine
+                await asyncio.sleep(max(0.0, LIST_TTL_MS / 1000 + 0.2 - (time.monotonic() - listed)))
+                await client.call_tool("get_weather", {"city": "Rome"})  # past it, not listed again: stale
+            await client.list_tools()  # a suspect call is judged once something that started after it ended
+
+    with listen_server() as url:
+        asyncio.run(agent(url))
+    _wait_for(exchanges, lambda xs: any(x.operation == "subscriptions/listen" for x in xs))
+    time.sleep(0.3)
+    calls = [x for x in exchanges if x.tool_name == "get_weather"]
+    listing = next(x for x in exchanges if x.operation == "tools/list")
+    assert listing.notes["mcp_ttl_ms"] == LIST_TTL_MS
+    (stale,) = violations
+    assert stale.exchange_id == calls[1].id and stale.details["ttl_ms"] == LIST_TTL_MS
