@@ -47,13 +47,14 @@ def test_an_expired_session_stays_expired_until_the_client_starts_a_new_one(
     brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
 ) -> None:
     config = """
+invariants: [{type: mcp_reconnect_discipline}]
 rules:
   - name: expire
     match: {mcp_method: tools/call}
     schedule: {after: 1, first: 1}
     fault: {type: session_expired}
 """
-    proxy, exchanges, _ = _proxied(brownout_proxy, config)
+    proxy, exchanges, violations = _proxied(brownout_proxy, config)
 
     async def agent() -> list[Any]:
         errors: list[Any] = []
@@ -80,6 +81,11 @@ rules:
     stream = next(x for x in of_old if x.operation == "server_stream")
     assert stream.error_type == "connection" and "the session went away" in (stream.error_message or "")
     assert all(not x.faults and x.status in (200, 202) for x in exchanges if x.notes.get("mcp_session_id") == new)
+    # Listing on the dead session is what the spec forbids (the SDK client leaves reconnecting to its caller);
+    # the new session that followed at once is what it asks for.
+    (dead,) = [v for v in violations if v.details["check"] == "expired_session"]
+    assert dead.message.startswith("tools/list sent on an MCP session") and dead.rule == "expire"
+    assert {v.details["check"] for v in violations} <= {"expired_session"}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -225,3 +231,44 @@ rules:
     assert listen.faults[0].params["delay_s"] == 0.6 and listen.error_type is None
     calls = [x for x in exchanges if x.tool_name == "change_tools"]
     assert calls[0].timings.duration_s is not None and calls[0].timings.duration_s < 0.5  # the call itself is not slow
+
+
+def _reconnecting(proxy: ProxyHandle, url: str, session: str, waits: list[float]) -> int:
+    """An agent that opens a new client after each failure, waiting `waits[i]` before attempt i; the attempts made."""
+
+    async def attempt() -> None:
+        async with _client(proxy, url, session) as client:
+            await client.call_tool("get_weather", {"city": "Oslo"})
+
+    for n, wait in enumerate(waits, start=1):
+        time.sleep(wait)
+        try:
+            asyncio.run(attempt())
+            return n
+        except Exception:  # noqa: BLE001 - the SDK client's transport error, wrapped in task groups
+            continue
+    return len(waits)
+
+
+@pytest.mark.parametrize(
+    ("waits", "found"),
+    [([0.0] * 7, ["backoff", "storm"]), ([0.0, 0.6, 1.2, 2.4], [])],
+    ids=["storm", "backoff"],
+)
+def test_reconnect_discipline_after_the_server_goes_away(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, waits: list[float], found: list[str]
+) -> None:
+    config = """
+invariants: [{type: mcp_reconnect_discipline, max_per_minute: 5}]
+rules:
+  - name: crash
+    match: {tool: get_weather}
+    schedule: {after: 1, first: 1}
+    fault: {type: server_gone, down_s: 2.5}
+"""
+    proxy, exchanges, violations = _proxied(brownout_proxy, config)
+    assert _reconnecting(proxy, mcp_url, "reconnecting", [0.0]) == 1  # works
+    _reconnecting(proxy, mcp_url, "reconnecting", waits)
+    time.sleep(0.3)
+    assert [v.details["check"] for v in violations] == found
+    assert all(v.rule == "crash" for v in violations)
