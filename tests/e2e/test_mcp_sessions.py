@@ -245,7 +245,7 @@ def _reconnecting(proxy: ProxyHandle, url: str, session: str, waits: list[float]
         try:
             asyncio.run(attempt())
             return n
-        except Exception:  # noqa: BLE001 - the SDK client's transport error, wrapped in task groups
+        except Exception:  # the SDK client's transport error, wrapped in task groups
             continue
     return len(waits)
 
@@ -266,7 +266,7 @@ rules:
     schedule: {after: 1, first: 1}
     fault: {type: server_gone, down_s: 2.5}
 """
-    proxy, exchanges, violations = _proxied(brownout_proxy, config)
+    proxy, _, violations = _proxied(brownout_proxy, config)
     assert _reconnecting(proxy, mcp_url, "reconnecting", [0.0]) == 1  # works
     _reconnecting(proxy, mcp_url, "reconnecting", waits)
     time.sleep(0.3)
