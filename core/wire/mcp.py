@@ -257,8 +257,8 @@ class McpFormat(ProviderFormat):
             result = {"content": [], "isError": False}
         elif method.endswith("/list"):
             result = {method.split("/", 1)[0]: []}  # tools/list -> {"tools": []}
-            if exchange.mcp_era == MODERN:
-                result["cacheScope"] = "private"  # what the SDK servers add to a listing
+            if exchange.mcp_era == MODERN:  # what a 2026-07-28 listing must carry (ttlMs 0: do not cache it)
+                result.update(cacheScope="private", ttlMs=0)
         else:
             result = {}
         if exchange.mcp_era == MODERN:

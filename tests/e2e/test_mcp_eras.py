@@ -219,3 +219,30 @@ def test_mcp_tools_honours_the_listing_ttl_after_a_change_heard_on_the_listen_st
     assert listing.notes["mcp_ttl_ms"] == LIST_TTL_MS
     (stale,) = violations
     assert stale.exchange_id == calls[1].id and stale.details["ttl_ms"] == LIST_TTL_MS
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_answers_take_each_eras_shape(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, mode: str
+) -> None:
+    config = """
+rules:
+  - name: nothing-listed
+    match: {mcp_method: tools/list}
+    schedule: {first: 1}
+    fault: {type: empty}
+  - name: nothing-returned
+    match: {tool: flaky_forecast}
+    fault: {type: empty}
+"""
+
+    async def agent(client: Client) -> tuple[list[str], str]:
+        listed = [t.name for t in (await client.list_tools()).tools]
+        await client.list_tools()  # the tool's outputSchema, which the empty result then misses
+        with pytest.raises(RuntimeError) as empty:
+            await client.call_tool("flaky_forecast", {"city": "Oslo"})
+        return listed, str(empty.value)
+
+    (listed, error), exchanges, _ = _run(brownout_proxy, mcp_url, config, f"empty-{mode}", mode, agent)
+    assert listed == [] and error == "Tool flaky_forecast has an output schema but did not return structured content"
+    assert [x.operation for x in exchanges if x.faults] == ["tools/list", "tools/call"]
