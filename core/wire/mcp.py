@@ -14,6 +14,7 @@ from brownout.core.wire.jsonutil import TextBuffer, dumps, loads
 from brownout.core.wire.mcp_eras import (
     MODERN,
     PROTOCOL_VERSION_KEY,
+    SUBSCRIPTION_ID_KEY,
     decode_header_value,
     envelope_version,
     era_of,
@@ -259,6 +260,12 @@ class McpFormat(ProviderFormat):
             result = {method.split("/", 1)[0]: []}  # tools/list -> {"tools": []}
             if exchange.mcp_era == MODERN:  # what a 2026-07-28 listing must carry (ttlMs 0: do not cache it)
                 result.update(cacheScope="private", ttlMs=0)
+        elif method == "server/discover":  # a server that offers nothing, at the version asked for
+            version = exchange.notes.get("mcp_protocol_version")
+            result = {"capabilities": {}, "supportedVersions": [version] if version else [], "ttlMs": 0}
+            result["cacheScope"] = "private"
+        elif method == LISTEN:  # the subscription ended at once, gracefully
+            result = {"_meta": {SUBSCRIPTION_ID_KEY: exchange.notes.get("jsonrpc_id")}}
         else:
             result = {}
         if exchange.mcp_era == MODERN:

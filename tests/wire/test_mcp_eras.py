@@ -100,3 +100,35 @@ def test_2026_errors_carry_the_revision_status_and_shape() -> None:
     assert status == 200  # the revision gives -32603 no status of its own
     handshake = parsed({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}, {"mcp-protocol-version": "2025-11-25"})
     assert fmt.error_response(400, "invalid_params", exchange=handshake)[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "result"),
+    [
+        ("tools/list", {"tools": [], "cacheScope": "private", "ttlMs": 0, "resultType": "complete"}),
+        ("tools/call", {"content": [], "isError": False, "resultType": "complete"}),
+        (
+            "server/discover",
+            {
+                "capabilities": {},
+                "supportedVersions": ["2026-07-28"],
+                "ttlMs": 0,
+                "cacheScope": "private",
+                "resultType": "complete",
+            },
+        ),
+        (
+            "subscriptions/listen",
+            {"_meta": {"io.modelcontextprotocol/subscriptionId": 1}, "resultType": "complete"},
+        ),
+    ],
+)
+def test_empty_2026_results_are_valid_for_the_revision(method: str, result: dict[str, Any]) -> None:
+    from mcp_types.methods import validate_server_result
+
+    ex = modern(method)
+    fmt = detect(RequestInfo("POST", "h", "/mcp", "", {"mcp-method": method}, b""))[0]
+    _, body = fmt.empty_response(ex)
+    got = json.loads(body)["result"]
+    assert got == result
+    validate_server_result(method, "2026-07-28", got)  # what the SDK's 2026-07-28 schema accepts
