@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from brownout.core.spans import ExchangeSpan
-from brownout.core.wire.mcp import request_identity
+from brownout.core.wire.mcp_messages import request_identity
 from brownout.core.wire.replaykey import normalised_body
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation

@@ -22,7 +22,7 @@ from mitmproxy.utils import human
 from brownout.core.exchange import SHUTDOWN, Exchange
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
-from brownout.core.wire.mcp import LISTEN, SUBSCRIPTION_STREAMS
+from brownout.core.wire.mcp_messages import LISTEN, SUBSCRIPTION_STREAMS
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.rug_pull import RugPullFault

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from brownout.core.exchange import Exchange
-from brownout.core.wire.mcp import SUBSCRIPTION_STREAMS, listen_notification
+from brownout.core.wire.mcp_messages import SUBSCRIPTION_STREAMS, listen_notification
 
 __all__ = ["LISTEN_INBOX_MAX", "McpStreams", "McpVersions"]
 

@@ -1,9 +1,10 @@
-"""An in-process relay that paces a response body with real awaits (stall, throttle).
+"""An in-process relay that paces a response body with real awaits (stall, throttle, latency on the
+stream) and can put events of brownout's own between upstream's (an MCP listen stream's announcements).
 
-mitmproxy's stream callable is synchronous, so a sleep inside it would stall every flow.
-Instead a flow that needs pacing is re-routed, in the `request` hook, to this HTTP/1.1
-server on the proxy's own event loop. It fetches the real upstream with httpx and writes
-the body back with `await asyncio.sleep(...)` between slices; mitmproxy streams it on.
+mitmproxy's stream callable is synchronous, so a sleep inside it would stall every flow, and it runs
+only when upstream sends something. Instead a flow that needs either is re-routed, in the `request`
+hook, to this HTTP/1.1 server on the proxy's own event loop. It fetches the real upstream with httpx and
+writes the body back with `await asyncio.sleep(...)` between slices; mitmproxy streams it on.
 
 Limits: mitmproxy speaks HTTP/1.1 to the relay, but its client side may be HTTP/2; the
 relay speaks HTTP/1.1 to the upstream and trusts what mitmproxy trusts (the addon passes
@@ -192,10 +193,12 @@ class Relay:
             if stall.at_start:
                 await self._sleep(timing.pause_s)  # after_events 0: headers out, no event yet
         # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.
-        ahead = None if target.on_upstream is None else _read_ahead(resp, target.on_upstream)
-        chunks: AsyncIterator[bytes] = resp.aiter_raw() if ahead is None else ahead
-        if timing.event_delay_s:
-            chunks = _delayed(chunks, timing.event_delay_s, self._sleep)
+        ahead = None
+        if target.on_upstream is not None or timing.event_delay_s:
+            ahead = _read_ahead(resp.aiter_raw(), target.on_upstream)
+        chunks: AsyncIterator[bytes] = resp.aiter_raw() if ahead is None else _chunks(ahead)
+        if ahead is not None and timing.event_delay_s:
+            chunks = _delayed(ahead, timing.event_delay_s, self._sleep)
         if target.inbox is not None and not resp.headers.get("content-encoding"):
             chunks = _with_inbox(chunks, target.inbox)  # events go between upstream's, never inside compressed bytes
         try:
@@ -232,17 +235,21 @@ class Relay:
             await self._sleep(len(piece) / rate)
 
 
-async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]) -> AsyncGenerator[bytes]:
-    """The body read by its own task, so pacing and mitmproxy's holds never delay the reads that
-    `on_upstream` times; the chunks are handed on in order."""
-    queue: asyncio.Queue[bytes | Exception | None] = asyncio.Queue(_READ_AHEAD)
+async def _read_ahead(
+    chunks: AsyncIterator[bytes], on_upstream: Callable[[bytes], None] | None = None
+) -> AsyncGenerator[tuple[float, bytes]]:
+    """The body read by its own task, so pacing and mitmproxy's holds never delay the reads (which
+    `on_upstream` times, told b"" at the end); each chunk is handed on in order with when it arrived."""
+    queue: asyncio.Queue[tuple[float, bytes] | Exception | None] = asyncio.Queue(_READ_AHEAD)
 
     async def read() -> None:
         try:
-            async for chunk in resp.aiter_raw():
-                on_upstream(chunk)
-                await queue.put(chunk)
-            on_upstream(b"")
+            async for chunk in chunks:
+                if on_upstream is not None:
+                    on_upstream(chunk)
+                await queue.put((time.monotonic(), chunk))
+            if on_upstream is not None:
+                on_upstream(b"")
             await queue.put(None)
         except Exception as e:  # noqa: BLE001 - handed to the reader below, whose handler sorts it out
             await queue.put(e)
@@ -255,6 +262,11 @@ async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]
             yield item
     finally:
         task.cancel()
+
+
+async def _chunks(timed: AsyncIterator[tuple[float, bytes]]) -> AsyncGenerator[bytes]:
+    async for _, chunk in timed:
+        yield chunk
 
 
 async def _until_closed(reader: asyncio.StreamReader, relaying: Coroutine[Any, Any, None]) -> None:
@@ -277,32 +289,15 @@ async def _until_closed(reader: asyncio.StreamReader, relaying: Coroutine[Any, A
 
 
 async def _delayed(
-    chunks: AsyncIterator[bytes], delay_s: float, sleep: Callable[[float], Awaitable[None]]
+    timed: AsyncIterator[tuple[float, bytes]], delay_s: float, sleep: Callable[[float], Awaitable[None]]
 ) -> AsyncGenerator[bytes]:
-    """Each chunk `delay_s` after upstream delivered it, in order: read by a task of its own, so the wait
-    for one chunk never holds back reading the next (a delay, not a slower rate)."""
-    queue: asyncio.Queue[tuple[float, bytes] | BaseException | None] = asyncio.Queue(_READ_AHEAD)
-
-    async def read() -> None:
-        try:
-            async for chunk in chunks:
-                await queue.put((time.monotonic(), chunk))
-            await queue.put(None)
-        except Exception as e:  # noqa: BLE001 - handed to the reader below, whose handler sorts it out
-            await queue.put(e)
-
-    task = asyncio.create_task(read())
-    try:
-        while (item := await queue.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            arrived, chunk = item
-            wait = arrived + delay_s - time.monotonic()
-            if wait > 0:
-                await sleep(wait)
-            yield chunk
-    finally:
-        task.cancel()
+    """Each chunk `delay_s` after upstream delivered it, in order (read ahead, so the wait for one chunk never
+    holds back reading the next: a delay, not a slower rate)."""
+    async for arrived, chunk in timed:
+        wait = arrived + delay_s - time.monotonic()
+        if wait > 0:
+            await sleep(wait)
+        yield chunk
 
 
 async def _with_inbox(chunks: AsyncIterator[bytes], inbox: asyncio.Queue[bytes]) -> AsyncGenerator[bytes]:

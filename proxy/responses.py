@@ -11,7 +11,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.framing import Framer, framer_for
-from brownout.core.wire.mcp import SUBSCRIPTION_STREAMS
+from brownout.core.wire.mcp_messages import SUBSCRIPTION_STREAMS
 from brownout.faults.engine import FaultEngine
 from brownout.proxy import bodies, effects, flowmodel, lateswitch
 from brownout.proxy.config import BrownoutConfig

@@ -29,34 +29,25 @@ from brownout.core.wire.mcp_messages import (
     MODERN_ERROR_STATUS,
     SERVER_STREAM,
     SESSION_END,
-    SUBSCRIPTION_STREAMS,
     TRANSIENT_ERROR_TYPES,
     McpStreamParser,
     jsonrpc_messages,
-    listen_notification,
-    remember,
     replay_message,
     reply,
-    request_identity,
     server_notification,
 )
 
+# The names modules imported from here before the JSON-RPC messages moved to mcp_messages, kept for them.
 __all__ = [
     "JSONRPC_ERROR_TYPES",
     "JSONRPC_INVALID",
     "JSONRPC_RESPONSE",
-    "LISTEN",
     "LIST_METHODS",
-    "MODERN_ERROR_STATUS",
     "SERVER_STREAM",
     "SESSION_END",
-    "SUBSCRIPTION_STREAMS",
     "TRANSIENT_ERROR_TYPES",
     "McpFormat",
     "McpStreamParser",
-    "listen_notification",
-    "remember",
-    "request_identity",
     "server_notification",
 ]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from brownout.core.exchange import Exchange
 from brownout.core.wire.framing import SSEFramer
-from brownout.core.wire.mcp import remember
+from brownout.core.wire.mcp_messages import remember
 
 __all__ = ["decode", "key_of", "remember", "reply_lines", "rule_of", "with_id"]
 

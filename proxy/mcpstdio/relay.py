@@ -33,8 +33,8 @@ from typing import Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
-from brownout.core.wire.mcp import LISTEN, listen_notification
 from brownout.core.wire.mcp_eras import MODERN, SUBSCRIPTION_ID_KEY
+from brownout.core.wire.mcp_messages import LISTEN, listen_notification
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan

@@ -7,15 +7,12 @@ answers carry a `ttlMs` cache hint."""
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
-import uvicorn
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 
+from tests.e2e.mcp_server import serve
 from tests.e2e.mcp_stdio_server import announce_tools_changed
 
 __all__ = ["LIST_TTL_MS", "listen_server"]
@@ -49,20 +46,5 @@ def _server() -> MCPServer:
 @contextlib.contextmanager
 def listen_server() -> Iterator[str]:
     """Serve it on an ephemeral loopback port; yields its endpoint URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(_server().streamable_http_app(), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="mcp-listen", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the MCP server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with serve(_server()) as url:
+        yield url

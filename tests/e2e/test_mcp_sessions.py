@@ -14,28 +14,16 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from brownout.core.exchange import Exchange
-from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
 from tests.e2e.mcp_listen_server import listen_server
 from tests.e2e.mcp_server import weather_server
-from tests.e2e.test_mcp_sdk import _wait_for
+from tests.e2e.test_mcp_sdk import _proxied, _wait_for
 
 
 @pytest.fixture(scope="module")
 def mcp_url() -> Iterator[str]:
     with weather_server() as url:
         yield url
-
-
-def _proxied(
-    brownout_proxy: Callable[..., ProxyHandle], config: str
-) -> tuple[ProxyHandle, list[Exchange], list[Violation]]:
-    exchanges: list[Exchange] = []
-    proxy = brownout_proxy(config, on_exchange=exchanges.append)
-    violations: list[Violation] = []
-    proxy.addon.pipeline.violation_listeners.append(violations.append)
-    return proxy, exchanges, violations
 
 
 def _client(proxy: ProxyHandle, url: str, session: str, mode: str = "legacy") -> Client:
@@ -251,20 +239,20 @@ def _reconnecting(proxy: ProxyHandle, url: str, session: str, waits: list[float]
 
 
 @pytest.mark.parametrize(
-    ("waits", "found"),
-    [([0.0] * 7, ["backoff", "storm"]), ([0.0, 0.6, 1.2, 2.4], [])],
+    ("down_s", "waits", "found"),
+    [(30, [0.0] * 7, ["backoff", "storm"]), (2.5, [0.0, 0.6, 1.2, 2.4], [])],
     ids=["storm", "backoff"],
 )
 def test_reconnect_discipline_after_the_server_goes_away(
-    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, waits: list[float], found: list[str]
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, down_s: float, waits: list[float], found: list[str]
 ) -> None:
-    config = """
-invariants: [{type: mcp_reconnect_discipline, max_per_minute: 5}]
+    config = f"""
+invariants: [{{type: mcp_reconnect_discipline, max_per_minute: 5}}]
 rules:
   - name: crash
-    match: {tool: get_weather}
-    schedule: {after: 1, first: 1}
-    fault: {type: server_gone, down_s: 2.5}
+    match: {{tool: get_weather}}
+    schedule: {{after: 1, first: 1}}
+    fault: {{type: server_gone, down_s: {down_s}}}
 """
     proxy, _, violations = _proxied(brownout_proxy, config)
     assert _reconnecting(proxy, mcp_url, "reconnecting", [0.0]) == 1  # works
