@@ -119,14 +119,20 @@ class Plan:
             if self.guard.call(f"fault:{f.type}", f.fault.wants_body, f.ctx, context="wants_body"):
                 self.skip(f, reason)
 
-    async def before_upstream(self) -> Respond | Reset | Hang | None:
-        """Run request-phase faults in rule order; the first answer wins, delays add up."""
+    async def before_upstream(self, *, sent: str | None = None) -> Respond | Reset | Hang | None:
+        """Run request-phase faults in rule order; the first answer wins, delays add up.
+
+        `sent`: why the request is already on its way upstream (it streamed): a fault that would answer,
+        reset or hold it instead can no longer, and is skipped with that reason."""
         for f in list(self.fired):
             result = await self.guard.acall(
                 f"fault:{f.type}", _askippable, f.fault.before_upstream, f.ctx, context="before_upstream"
             )
             if isinstance(result, Skipped):
                 self.skip(f, result.reason)
+                continue
+            if result is not None and sent is not None:
+                self.skip(f, sent)
                 continue
             _note(f)
             if result is not None:

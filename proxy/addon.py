@@ -10,6 +10,7 @@ config, start-up, shutdown) proxy/lifecycle.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -48,6 +49,9 @@ from brownout.proxy.watch import ConfigWatcher
 __all__ = ["Brownout"]
 
 log = logging.getLogger(__name__)
+
+# A request larger than proxy.buffer_max_bytes streams upstream before the request hook runs.
+_STREAMED = "the request streamed to the server before brownout could hold it (larger than proxy.buffer_max_bytes)"
 
 
 class Brownout(Lifecycle, ResponseHooks):
@@ -167,7 +171,8 @@ class Brownout(Lifecycle, ResponseHooks):
             if not self.tape.on_request(flow, state, body) and inbox is not None:
                 self._route_listen(flow, state, StreamTiming(), inbox)
             return
-        action = await self.guard.acall("engine", plan.before_upstream)
+        streamed = _STREAMED if flow.request.stream else None
+        action = await self.guard.acall("engine", functools.partial(plan.before_upstream, sent=streamed))
         if isinstance(action, Respond | Reset):
             for scope in self.guard.call("engine", plan.cuts_streams, default=None) or ():
                 why = f"the {scope} went away ({_rules(state.exchange)})"

@@ -246,3 +246,36 @@ rules:
     (listed, error), exchanges, _ = _run(brownout_proxy, mcp_url, config, f"empty-{mode}", mode, agent)
     assert listed == [] and error == "Tool flaky_forecast has an output schema but did not return structured content"
     assert [x.operation for x in exchanges if x.faults] == ["tools/list", "tools/call"]
+
+
+@pytest.mark.parametrize(("mode", "matched"), [("2026-07-28", True), ("legacy", False)])
+def test_mcp_method_and_name_headers_route_a_request_too_large_to_read(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str, mode: str, matched: bool
+) -> None:
+    # A request past proxy.buffer_max_bytes streams to the server unread: only a 2026-07-28 client's
+    # Mcp-Method and Mcp-Name headers still say what it is, so a rule on the tool matches it. What it can
+    # do is on the reply (the request is on its way already): an answer in its place is skipped, with why.
+    config = """
+proxy: {buffer_max_bytes: 64k}
+rules:
+  - name: slow
+    match: {tool: get_weather}
+    fault: {type: latency, phase: first_byte, delay_ms: 50}
+  - name: too-late
+    match: {tool: get_weather}
+    fault: {type: http_error, error_type: tool_error}
+"""
+
+    async def agent(client: Client) -> bool:
+        await client.list_tools()
+        return (await client.call_tool("get_weather", {"city": "Oslo" + " " * 100_000})).is_error
+
+    is_error, exchanges, _ = _run(brownout_proxy, mcp_url, config, f"large-{mode}", mode, agent)
+    assert is_error is False
+    (call,) = [x for x in exchanges if x.method == "POST" and x.operation not in ("tools/list", "initialize")][-1:]
+    assert (call.operation == "tools/call", call.tool_name) == (matched, "get_weather" if matched else None)
+    assert ([f.rule for f in call.faults], [f.rule for f in call.faults_skipped]) == (
+        (["slow"], ["too-late"]) if matched else ([], [])
+    )
+    if matched:
+        assert "streamed to the server before brownout could hold it" in call.faults_skipped[0].params["skipped"]
