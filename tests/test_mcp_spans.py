@@ -168,3 +168,21 @@ def test_bodiless_transport_requests_name_their_session(otel, method: str, opera
     span = _span(otel, ex)
     assert span.attributes["mcp.session.id"] == "sess-9"
     assert span.attributes["mcp.protocol.version"] == "2025-06-18"
+
+
+def test_the_2026_methods_and_error_codes_keep_their_labels() -> None:
+    metrics = Metrics(registry=CollectorRegistry())
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
+    refused = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "Unsupported protocol version"}}
+    metrics.observe_exchange(_exchange(discover, refused))
+    labels = {
+        "mcp_method_name": "server/discover",
+        "gen_ai_tool_name": "",
+        "gen_ai_prompt_name": "",
+        "rpc_response_status_code": "-32022",
+        "error_type": "-32022",
+        "network_transport": "tcp",
+    }
+    assert metrics.registry.get_sample_value("mcp_client_operation_duration_seconds_count", labels) == 1
+    requests = {"provider": "mcp", "operation": "server/discover", "tool": "none", "status_class": "2xx"}
+    assert metrics.registry.get_sample_value("brownout_requests_total", requests) == 1
