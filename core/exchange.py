@@ -216,6 +216,9 @@ class Exchange:
     tool_name: str | None = None  # execute_tool exchanges (MCP tools/call, plain tool APIs)
     tool_call_id: str | None = None
     mcp_method: str | None = None
+    # The MCP era the request speaks: "handshake" (initialize, sessions) or "modern" (2026-07-28, a
+    # per-request envelope); None when nothing in it tells (see brownout.core.wire.mcp_eras).
+    mcp_era: str | None = None
     request_body: str = ""  # decoded request body, capped at capture_max_bytes
     request_headers: dict[str, str] = field(default_factory=dict)  # lower-case names, secrets redacted
 

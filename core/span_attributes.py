@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 from brownout.core import secret_paths
 from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.secrets import is_secret_param, redact_text
+from brownout.core.wire.mcp_eras import MODERN
 
 __all__ = [
     "LLM_OPERATIONS",
@@ -205,7 +206,7 @@ def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
     if exchange.mcp_method:
         attrs["mcp.method.name"] = exchange.mcp_method
     session = notes.get("mcp_session_id") or exchange.response_headers.get("mcp-session-id")
-    if session:
+    if session and exchange.mcp_era != MODERN:  # the conventions forbid it for 2026-07-28: there are no sessions
         attrs["mcp.session.id"] = session
     if version := notes.get("mcp_protocol_version"):
         attrs["mcp.protocol.version"] = version

@@ -52,6 +52,14 @@ class ViolationLike(Protocol):
     def severity(self) -> str: ...
     @property
     def message(self) -> str: ...
+    @property
+    def trace_id(self) -> str | None: ...
+    @property
+    def span_id(self) -> str | None: ...
+    @property
+    def exchange_id(self) -> str | None: ...
+    @property
+    def session_id(self) -> str: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -185,17 +193,20 @@ class SpanBuilder:
         )
 
     def finish(self, exchange_span: ExchangeSpan, violations: Iterable[ViolationLike] = ()) -> None:
-        """Add violation events, set the status, end the span (idempotent)."""
+        """Add violation events, set the status, end the span (idempotent).
+
+        A violation about another exchange (found late: an invariant judged an earlier call again once a
+        later exchange ended) is not this span's: it becomes a child span of the exchange it is about."""
         if exchange_span.ended:
             return
         span = exchange_span.span
         worst: ViolationLike | None = None
+        late: list[ViolationLike] = []
         for violation in violations:
-            attrs = {
-                "brownout.violation.invariant": violation.invariant,
-                "brownout.violation.severity": violation.severity,
-                "brownout.violation.message": violation.message,
-            }
+            if violation.span_id is not None and violation.span_id != exchange_span.span_id_hex:
+                late.append(violation)
+                continue
+            attrs = _violation_attributes(violation)
             event = SpanEvent("brownout.violation", attrs, exchange_span.end_ns)
             span.add_event(event.name, attrs, event.timestamp_ns)
             exchange_span.events.append(event)
@@ -208,6 +219,38 @@ class SpanBuilder:
             span.set_status(Status(StatusCode.ERROR, message))
         span.end(end_time=exchange_span.end_ns)
         exchange_span.ended = True
+        for violation in late:
+            self.late_violation(violation)
+
+    def late_violation(self, violation: ViolationLike) -> None:
+        """A `brownout.violation {invariant}` span, child of the (already ended) span the violation is about:
+        it shows under that exchange in a trace, at the time it was found."""
+        try:
+            parent_ctx = SpanContext(
+                int(violation.trace_id or "", 16),
+                int(violation.span_id or "", 16),
+                is_remote=False,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        except ValueError:
+            return  # no valid ids to hang it under: the violation's own record still says what it is about
+        now_ns = int(self._clock() * 1e9)
+        attrs = _violation_attributes(violation)
+        span = self._tracer.start_span(
+            f"brownout.violation {violation.invariant}",
+            context=trace.set_span_in_context(NonRecordingSpan(parent_ctx)),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "brownout.session.id": violation.session_id,
+                "brownout.exchange.id": violation.exchange_id or "",
+                **attrs,
+            },
+            start_time=now_ns,
+        )
+        span.add_event("brownout.violation", attrs, now_ns)
+        if violation.severity in ERROR_SEVERITIES:
+            span.set_status(Status(StatusCode.ERROR, f"invariant {violation.invariant}: {violation.message}"))
+        span.end(end_time=now_ns)
 
     def build(
         self,
@@ -227,6 +270,14 @@ class SpanBuilder:
         finally:
             self.finish(exchange_span, found)
         return exchange_span, found
+
+
+def _violation_attributes(violation: ViolationLike) -> dict[str, Any]:
+    return {
+        "brownout.violation.invariant": violation.invariant,
+        "brownout.violation.severity": violation.severity,
+        "brownout.violation.message": violation.message,
+    }
 
 
 def _status_message(exchange: Exchange) -> str | None:

@@ -250,6 +250,7 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
         "stream": exchange.stream,
         "tool": exchange.tool_name,
         "mcp_method": exchange.mcp_method,
+        "mcp_era": exchange.mcp_era,
         "status": exchange.status,
         "status_class": exchange.status_class,
         "error_type": exchange.error_type,

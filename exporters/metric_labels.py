@@ -25,10 +25,14 @@ __all__ = [
     "mcp_error_label",
 ]
 
-# The MCP semantic conventions' well-known mcp.method.name values: a bounded label set.
+# The MCP semantic conventions' well-known mcp.method.name values, and the 2026-07-28 revision's own
+# (discover, listen and its acknowledgment): a bounded label set.
 MCP_METHODS = frozenset(
     {
         "completion/complete",
+        "server/discover",
+        "subscriptions/listen",
+        "notifications/subscriptions/acknowledged",
         "elicitation/create",
         "initialize",
         "logging/setLevel",
@@ -103,8 +107,12 @@ GENAI_DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
 GENAI_TOKEN_BUCKETS = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
 # The MCP semantic conventions' explicit bucket boundaries for mcp.client.operation.duration.
 MCP_DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
-# JSON-RPC codes a server may send are unbounded: the standard and MCP ones keep their own label.
-_MCP_ERROR_LABELS = frozenset({"-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32000", "tool_error"})
+# JSON-RPC codes a server may send are unbounded: the standard and MCP ones keep their own label (with the
+# 2026-07-28 codes, and -32001, the TypeScript SDK servers' "Session not found").
+_MCP_ERROR_LABELS = frozenset(
+    {"-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32000", "-32001", "-32020", "-32021", "-32022"}
+    | {"tool_error"}
+)
 
 
 def mcp_code_label(exchange: Exchange) -> str:

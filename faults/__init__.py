@@ -15,6 +15,7 @@ from brownout.faults.drop import DropFault
 from brownout.faults.duplicate import DuplicateFault
 from brownout.faults.empty import EmptyFault
 from brownout.faults.hang import HangFault
+from brownout.faults.header_mismatch import HeaderMismatchFault
 from brownout.faults.http_error import HttpErrorFault
 from brownout.faults.inject import InjectFault
 from brownout.faults.latency import LatencyFault
@@ -23,9 +24,12 @@ from brownout.faults.mutate import MutateFault
 from brownout.faults.rate_limits import RateLimitsFault
 from brownout.faults.reset import ResetFault
 from brownout.faults.rug_pull import RugPullFault
+from brownout.faults.server_gone import ServerGoneFault
+from brownout.faults.session_expired import SessionExpiredFault
 from brownout.faults.stall import StallFault
 from brownout.faults.throttle import ThrottleFault
 from brownout.faults.truncate import TruncateFault
+from brownout.faults.unsupported_version import UnsupportedVersionFault
 
 __all__ = ["FAULTS", "REGISTRY", "create"]
 
@@ -46,6 +50,10 @@ FAULTS: tuple[type[Fault], ...] = (
     DuplicateFault,
     CloseFault,
     RateLimitsFault,
+    SessionExpiredFault,
+    ServerGoneFault,
+    HeaderMismatchFault,
+    UnsupportedVersionFault,
 )
 
 # The built-in types, read-only. A config's plugins add theirs to its own catalogue, never here.

@@ -4,7 +4,8 @@ Faults never see mitmproxy. The proxy layer (proxy/addon.py) asks the active fau
 order, at these points and applies what they return:
 
 1. `before_upstream`: await delays (latency), or answer instead of upstream
-   (`Respond`), or drop the connection (`Reset`), or hold it (`Hang`).
+   (`Respond`), or drop the connection (`Reset`), or hold it (`Hang`). When the request goes on,
+   `announcement` may name a server notification for the session's open subscription streams.
    Then, when nothing answered, `edit_request` rewrites the decoded request body before it
    is forwarded (request mutations); the exchange is re-read from what was sent.
 2. `on_response_headers`: await delays (time to first byte); may edit headers.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import builtins
 import random
 from abc import ABC
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -106,6 +107,12 @@ class StreamTiming:
     pause_s: float = 0.0  # ... pause this long
     bytes_per_s: float | None = None  # throttle: deliver at this rate
     reset_after_bytes: int | None = None  # reset mid-body after this many body bytes
+    event_delay_s: float | None = None  # latency on the stream: each chunk reaches the client this much later
+
+    @property
+    def paced(self) -> bool:
+        """Needs real waits while the body flows (the proxy's relay does them)."""
+        return self.pause_after_events is not None or bool(self.bytes_per_s) or bool(self.event_delay_s)
 
 
 @dataclass
@@ -121,6 +128,9 @@ class FaultContext:
     # Kept for this rule and session across exchanges (dropped with the schedule's session counters):
     # what a fault remembers it did in the session, such as an announcement made once.
     session_state: dict[str, Any] = field(default_factory=dict)
+    # Kept for this rule across sessions, in this process: what its fault broke for good (see Fault.follows_up).
+    rule_memory: dict[str, Any] = field(default_factory=dict)
+    now: float = 0.0  # when the engine decided this exchange's rules (seconds since the epoch)
 
 
 class Fault(ABC):
@@ -128,9 +138,21 @@ class Fault(ABC):
 
     type: ClassVar[str]
     Params: ClassVar[builtins.type[FaultParams]]
+    # MCP eras this fault cannot act in, each with why: a rule that names that era (`match.mcp_era`, or an
+    # `mcp_method` only that era has) is refused when the config loads, rather than skipped at run time.
+    mcp_eras_refused: ClassVar[Mapping[str, str]] = {}
+    # Why this fault cannot act on a stdio MCP server, if it cannot: `brownout mcp-stdio` refuses the rule.
+    stdio_refused: ClassVar[str | None] = None
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params
+
+    @classmethod
+    def follows_up(cls, memory: dict[str, Any], exchange: Exchange, now: float) -> str | None:
+        """Why this rule's fault acts on `exchange` again whatever its schedule says, because of what it broke
+        earlier (`memory`: its FaultContext.rule_memory): an expired session stays expired, a server that is gone
+        stays gone. The reason goes to the decision log; None: the schedule decides."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Parameters for the fault record, span event and decision log."""
@@ -193,3 +215,15 @@ class Fault(ABC):
     @classmethod
     def acts_on_events(cls) -> bool:
         return cls.on_event is not Fault.on_event
+
+    def cuts_streams(self, ctx: FaultContext) -> str | None:
+        """Which open streams go down with this fault's failure, as they would with the real one: "server" (the
+        server is gone: every stream clients have open to it, such as MCP GET and listen streams), "session"
+        (the MCP session is gone: its streams), or None."""
+        return None
+
+    def announcement(self, ctx: FaultContext) -> str | None:
+        """A server notification (its JSON-RPC method) to send on the session's open subscription streams
+        rather than in this exchange's reply, as the request goes upstream: a 2026-07-28 MCP client hears of
+        list changes only on its `subscriptions/listen` stream. NotApplicable when there is none to send it on."""
+        return None

@@ -31,6 +31,7 @@ from pydantic import (
 
 from brownout.core import wire
 from brownout.core.config import Model, check_type, context_value
+from brownout.core.wire.mcp_eras import METHOD_ERAS
 from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultParams
 
@@ -79,6 +80,11 @@ class MatchConfig(Model):
     )
     direction: Literal["server", "client"] | None = Field(
         None, description="Realtime WebSocket sessions: only events the server (or the client) sends."
+    )
+    mcp_era: Literal["handshake", "modern"] | None = Field(
+        None,
+        description="The MCP era the request speaks: handshake (initialize and sessions, up to 2025-11-25) or "
+        "modern (the 2026-07-28 per-request envelope).",
     )
 
     @property
@@ -181,6 +187,7 @@ class RuleConfig(Model):
         self._check_response_stage(info)
         self._check_signed(info)
         self._check_events(info)
+        self._check_mcp_era(info)
         return self
 
     def _check_signed(self, info: ValidationInfo) -> None:
@@ -221,6 +228,21 @@ class RuleConfig(Model):
                 f"rule {self.name!r}: {self.fault_type} acts on the events of realtime WebSocket sessions: "
                 f"give match.event (a glob on the event type) or match.direction"
             )
+
+    def _check_mcp_era(self, info: ValidationInfo) -> None:
+        method_era = METHOD_ERAS.get(self.match.mcp_method or "")
+        era = self.match.mcp_era or method_era
+        if era is None:
+            return
+        if self.match.mcp_era is not None and method_era is not None and method_era != self.match.mcp_era:
+            raise ValueError(
+                f"rule {self.name!r}: {self.match.mcp_method} is a {method_era}-era method, "
+                f"so match.mcp_era {self.match.mcp_era} never matches it"
+            )
+        cls = fault_types(info).get(self.fault_type)
+        reason = cls.mcp_eras_refused.get(era) if cls is not None else None
+        if reason is not None:
+            raise ValueError(f"rule {self.name!r}: {self.fault_type} cannot act on {era}-era MCP requests: {reason}")
 
     def _check_response_stage(self, info: ValidationInfo) -> None:
         # On an LLM provider a `tool` match is decided from the response (the tool the model

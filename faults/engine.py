@@ -34,17 +34,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from brownout.core import wire
 from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.guard import Guard
 from brownout.core.state.schedule import SKIPPED_STATE_UNAVAILABLE, ScheduleStore
 from brownout.core.state.schedule_memory import MemorySchedules
 from brownout.core.wire.base import WireFormat
-from brownout.faults import REGISTRY
 from brownout.faults.base import Fault, FaultContext
 from brownout.faults.config import RuleConfig
 from brownout.faults.decisions import Decision, DecisionLog
@@ -54,47 +51,12 @@ from brownout.faults.engine_shared import SharedSchedules, counters_key
 from brownout.faults.match import ByHost, CompiledMatch, Stage
 from brownout.faults.plan import EMPTY_PLAN, Fired, Plan
 from brownout.faults.quota import QuotaExceeded, QuotaParams
+from brownout.faults.rules import CompiledRule, RuleSet, websocket_handshake
 from brownout.faults.schedule import FIRED, SKIPPED_NOT_APPLICABLE, SKIPPED_PAUSED, Schedule, Ticket, rng_for
 
 __all__ = ["CompiledRule", "FaultEngine", "Plan", "RuleSet"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class RuleSet:
-    """What the engine runs: the rules, the seed every decision derives from, and the types they may use."""
-
-    rules: Sequence[RuleConfig] = ()
-    seed: int = 0
-    session_ttl_s: float = 300.0  # per-session counters are dropped after this much silence
-    fault_types: Mapping[str, type[Fault]] = field(default_factory=lambda: REGISTRY)
-    llm_providers: frozenset[str] = wire.BUILTIN.llm_providers  # a `tool` match waits for their responses
-
-
-def _websocket_handshake(exchange: Exchange) -> bool:
-    """An HTTP/1.1 upgrade request to a WebSocket (RFC 6455): `Upgrade: websocket`."""
-    return exchange.request_headers.get("upgrade", "").strip().lower() == "websocket"
-
-
-@dataclass(slots=True)
-class CompiledRule:
-    """A rule ready for the hot path: compiled match, live schedule, fault class."""
-
-    name: str
-    config: RuleConfig
-    match: CompiledMatch
-    schedule: Schedule
-    fault_cls: type[Fault]
-    fault_type: str
-    enabled: bool
-    # Only quota rules with a token limit need the exchange's usage at finish.
-    counts_tokens: bool = False
-    # Its fault can act on a WebSocket handshake (see Fault.acts_on_handshake); quota rules answer 429.
-    acts_on_handshake: bool = True
-    # Bound by a counter beyond the session's match index: skipped while a shared store is away.
-    counted: bool = False
-    key: str = ""  # keys its counters in a shared store (name and counter shape)
 
 
 class FaultEngine(SharedSchedules, OverlayRules, EventRules):
@@ -169,6 +131,9 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
                     acts_on_handshake=rc.fault is None or self._acts_on_handshake(fault_cls, rc),
                     counted=schedule.spec.counted,
                     key=counters_key(rc),
+                    memory=old.memory if old is not None else {},
+                    follows_up=getattr(fault_cls.follows_up, "__func__", None)
+                    is not getattr(Fault.follows_up, "__func__", None),
                 )
             )
         return out
@@ -249,6 +214,15 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
         now = 0.0
         matched = False
         for rule in self._by_host(exchange.host):
+            if rule.memory and rule.follows_up and not self.paused:
+                # What the fault broke earlier stays broken, whatever the match, schedule and counters say.
+                why = self._follow_up(rule, exchange, now := self.clock())
+                if why is not None:
+                    matched = True
+                    f, _ = self._decide(rule, exchange, wire, now, None, Ticket(FIRED, why, 0, 0))
+                    if f is not None:
+                        (fired := fired or []).append(f)
+                    continue
             stage = rule.match.request_stage(exchange)
             if stage is Stage.NO:
                 continue
@@ -257,7 +231,7 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
             if self.paused:
                 self._record(exchange, rule, SKIPPED_PAUSED, "engine paused", 0, 0, now)
                 continue
-            if not rule.acts_on_handshake and _websocket_handshake(exchange):
+            if not rule.acts_on_handshake and websocket_handshake(exchange):
                 # Upstream answers 101 and the connection becomes a WebSocket: no body for this fault. Not a
                 # match the rule counts either, so its schedule goes on as if the handshake had not been seen.
                 reason = f"a WebSocket handshake (101, no body): {rule.fault_type} cannot act on it"
@@ -283,6 +257,12 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
         if pending is not None:
             plan.pending, plan.at = pending, now
         return plan
+
+    def _follow_up(self, rule: CompiledRule, exchange: Exchange, now: float) -> str | None:
+        why: str | None = self.guard.call(
+            f"fault:{rule.fault_type}", rule.fault_cls.follows_up, rule.memory, exchange, now, context="follows_up"
+        )
+        return why
 
     def _decide(
         self,
@@ -328,6 +308,7 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
             sleep=self.sleep,
             rule=rule.name,
         )
+        ctx.rule_memory, ctx.now = rule.memory, now
         if ticket.session_state is not None:
             ctx.session_state = ticket.session_state
         if ticket.retry_after_s is not None:

@@ -7,6 +7,7 @@ Where a completion's text is belongs to the exchange's wire format (`WireFormat.
 from __future__ import annotations
 
 import contextlib
+import json
 from functools import partial
 from typing import Any, Literal
 
@@ -63,22 +64,59 @@ def inject_tool_output(doc: Any, p: InjectParams) -> bool:
         return bool(hits)
     result = doc.get("result") if isinstance(doc, dict) and "jsonrpc" in doc else None
     if isinstance(result, dict) and isinstance(result.get("content"), list):
-        # An MCP tool result: the model reads `content` text items, so the text goes there.
-        texts = [c for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"]
-        if p.position == "replace":
-            result["content"] = [{"type": "text", "text": p.text}]  # the whole result swapped
-        elif texts:
-            texts[0]["text"] = _join(str(texts[0].get("text", "")), p)
-        else:
-            result["content"].append({"type": "text", "text": p.text})
+        _inject_mcp_result(result, p)
         return True
     # A plain JSON tool API: the longest string is where the prose (and the agent's eye) is.
+    return _inject_longest(doc, p)
+
+
+def _inject_longest(doc: Any, p: InjectParams) -> bool:
     spot = find_longest_string(doc)
     if spot is None:
         return False
     container, key = spot
     container[key] = _join(container[key], p)
     return True
+
+
+def _inject_mcp_result(result: dict[str, Any], p: InjectParams) -> None:
+    """An MCP tool result: the model reads its `content` text, a client with an outputSchema its
+    `structuredContent`; both get the text. A text item that is the JSON of the structured result (as
+    servers send it beside one) is written again from the edited result, so the two stay one."""
+    structured = result.get("structuredContent")
+    serialised: list[dict[str, Any]] = []
+    if isinstance(structured, dict | list):
+        serialised = [c for c in result["content"] if _serialises(c, structured)]
+        if not _inject_longest(structured, p):
+            serialised = []  # no string to carry the text (e.g. only numbers): the content text does
+    if serialised and p.position != "replace":
+        for item in serialised:
+            item["text"] = _serialise_like(item["text"], structured)
+        return
+    texts = [c for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"]
+    if p.position == "replace":
+        result["content"] = [{"type": "text", "text": p.text}]  # the whole result swapped
+    elif texts:
+        texts[0]["text"] = _join(str(texts[0].get("text", "")), p)
+    else:
+        result["content"].append({"type": "text", "text": p.text})
+
+
+def _serialises(item: Any, structured: Any) -> bool:
+    if not isinstance(item, dict) or item.get("type") != "text" or not isinstance(item.get("text"), str):
+        return False
+    try:
+        return bool(json.loads(item["text"]) == structured)
+    except ValueError:
+        return False
+
+
+def _serialise_like(text: str, value: Any) -> str:
+    """`value` as JSON in the layout of `text`: indented (Python's and JavaScript's 2 spaces) or compact."""
+    if "\n" in text:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    separators = (", ", ": ") if '": ' in text else (",", ":")
+    return json.dumps(value, separators=separators, ensure_ascii=False)
 
 
 class InjectFault(Fault):

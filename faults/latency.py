@@ -1,4 +1,6 @@
-"""latency: delay the request before forwarding, or the response headers (time to first byte)."""
+"""latency: delay the request before forwarding, the response headers (time to first byte), or everything the
+response stream carries (`events`: each chunk as it comes, order kept, as over a slow link; what a long-lived
+stream such as an MCP `subscriptions/listen` or GET stream feels)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from brownout.core.wire.realtime import RealtimeEvent
-from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond
+from brownout.faults.base import Fault, FaultContext, FaultParams, Hang, Reset, Respond, StreamTiming
 from brownout.faults.events import EventAction
 
 __all__ = ["LatencyFault", "LatencyParams", "sample_delay_s"]
@@ -30,7 +32,7 @@ class LatencyParams(FaultParams):
     )
     # None: uniform when jitter_ms is set, else fixed.
     distribution: Literal["fixed", "uniform", "normal", "lognormal"] | None = None
-    phase: Literal["request", "first_byte"] = "request"
+    phase: Literal["request", "first_byte", "events"] = "request"
 
     @model_validator(mode="after")
     def _jitter_needs_a_distribution(self) -> LatencyParams:
@@ -87,3 +89,13 @@ class LatencyFault(Fault):
         delay_s = sample_delay_s(self.params, ctx.rng)
         ctx.extra["delay_s"] = delay_s
         return EventAction(delay_s=delay_s)
+
+    def acts_on_handshake(self) -> bool:
+        return self.params.phase != "events"  # a 101 has no body to delay
+
+    def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
+        if self.params.phase != "events":
+            return None
+        delay_s = sample_delay_s(self.params, ctx.rng)  # once per exchange: every chunk gets the same
+        ctx.extra["delay_s"] = delay_s
+        return StreamTiming(event_delay_s=delay_s)

@@ -95,6 +95,9 @@ class CompiledMatch:
         if c.mcp_method is not None:
             mcp = compile_glob(c.mcp_method)
             checks.append(lambda ex: ex.mcp_method is not None and mcp(ex.mcp_method))
+        if c.mcp_era is not None:
+            era = c.mcp_era
+            checks.append(lambda ex: ex.mcp_era == era)
         for name, glob in c.header.items():
             checks.append(_header_check(name, compile_glob(glob)))
         return checks

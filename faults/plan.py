@@ -119,16 +119,44 @@ class Plan:
             if self.guard.call(f"fault:{f.type}", f.fault.wants_body, f.ctx, context="wants_body"):
                 self.skip(f, reason)
 
-    async def before_upstream(self) -> Respond | Reset | Hang | None:
-        """Run request-phase faults in rule order; the first answer wins, delays add up."""
-        for f in self.fired:
+    async def before_upstream(self, *, sent: str | None = None) -> Respond | Reset | Hang | None:
+        """Run request-phase faults in rule order; the first answer wins, delays add up.
+
+        `sent`: why the request is already on its way upstream (it streamed): a fault that would answer,
+        reset or hold it instead can no longer, and is skipped with that reason."""
+        for f in list(self.fired):
             result = await self.guard.acall(
-                f"fault:{f.type}", f.fault.before_upstream, f.ctx, context="before_upstream"
+                f"fault:{f.type}", _askippable, f.fault.before_upstream, f.ctx, context="before_upstream"
             )
+            if isinstance(result, Skipped):
+                self.skip(f, result.reason)
+                continue
+            if result is not None and sent is not None:
+                self.skip(f, sent)
+                continue
             _note(f)
             if result is not None:
                 return result
         return None
+
+    def cuts_streams(self) -> set[str]:
+        """What fired faults take down with them: "server", "session" (see Fault.cuts_streams)."""
+        found = (
+            self.guard.call(f"fault:{f.type}", f.fault.cuts_streams, f.ctx, context="cuts_streams") for f in self.fired
+        )
+        return {scope for scope in found if isinstance(scope, str)}
+
+    def announcements(self) -> list[str]:
+        """The notifications fired faults send on the session's subscription streams (see Fault.announcement)."""
+        found: list[str] = []
+        for f in list(self.fired):
+            method = self.guard.call(f"fault:{f.type}", _skippable, f.fault.announcement, f.ctx, context="announcement")
+            if isinstance(method, Skipped):
+                self.skip(f, method.reason)
+            elif isinstance(method, str):
+                found.append(method)
+                _note(f)
+        return found
 
     def edits_request(self) -> bool:
         """True when a fired fault rewrites requests (the proxy then decodes the body for it)."""
@@ -313,6 +341,14 @@ def _skippable(fn: Any, *args: Any) -> Any:
         return Skipped(str(e))
 
 
+async def _askippable(fn: Any, *args: Any) -> Any:
+    """`_skippable` for a coroutine phase."""
+    try:
+        return await fn(*args)
+    except NotApplicable as e:
+        return Skipped(str(e))
+
+
 def _note(f: Fired) -> None:
     # Values a fault sampled while acting (e.g. latency's delay_s) belong on its record.
     if f.ctx.extra:
@@ -325,7 +361,7 @@ EMPTY_PLAN = Plan(None, None, None)
 
 def merge_timings(timings: Sequence[StreamTiming]) -> StreamTiming | None:
     """One pacing for several faults: the earliest stall (pauses at that event add up), the
-    slowest rate, the earliest reset."""
+    slowest rate, the earliest reset, the longest delay on the stream."""
     if not timings:
         return None
     if len(timings) == 1:
@@ -340,6 +376,8 @@ def merge_timings(timings: Sequence[StreamTiming]) -> StreamTiming | None:
     merged.bytes_per_s = min(rates) if rates else None
     resets = [t.reset_after_bytes for t in timings if t.reset_after_bytes is not None]
     merged.reset_after_bytes = min(resets) if resets else None
+    delays = [t.event_delay_s for t in timings if t.event_delay_s]
+    merged.event_delay_s = max(delays) if delays else None
     return merged
 
 

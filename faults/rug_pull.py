@@ -4,7 +4,11 @@ schemas, tools that vanish or appear), and the list_changed notification that an
 A list change edits list replies only. With `notify`, the same rule also announces it: the first
 reply to another request the rule fires on in a session carries `notifications/<list>/list_changed`
 (a session whose first changed reply is the listing itself already has the new list). On any other
-message the fault does nothing and is recorded as not applicable."""
+message the fault does nothing and is recorded as not applicable.
+
+In the 2026-07-28 revision a client hears of changes only on a `subscriptions/listen` stream: there the
+announcement is written onto the session's open listen streams that asked for that list (with their
+subscription id), as the request the rule fires on goes upstream, and its reply is left alone."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pydantic import Field, model_validator
 
 from brownout.core.wire.base import StreamEvent
 from brownout.core.wire.mcp import LIST_METHODS
+from brownout.core.wire.mcp_eras import MODERN
 from brownout.faults.base import Fault, FaultContext, FaultParams, NotApplicable, StreamEditor
 from brownout.faults.jsonedit import NOT_JSON, dumps, load
 from brownout.faults.mcplists import DEFAULT_POISON, add_item, change_schema, poison_descriptions, remove_items
@@ -109,10 +114,30 @@ class RugPullFault(Fault):
     params: RugPullParams
 
     def wants_body(self, ctx: FaultContext) -> bool:
-        return True
+        return not self._announces_aside(ctx)
 
     def _changes_lists(self) -> bool:
         return self.params.kind != "list_changed"
+
+    def _announces_aside(self, ctx: FaultContext) -> bool:
+        """A 2026-07-28 exchange whose reply this fault leaves alone: its announcement goes on the session's
+        listen streams (`announcement`), the only place such a client hears of list changes."""
+        listing = self._changes_lists() and ctx.exchange.mcp_method in LIST_METHODS
+        return ctx.exchange.mcp_era == MODERN and not listing
+
+    def announcement(self, ctx: FaultContext) -> str | None:
+        if not self._announces_aside(ctx):
+            return None
+        if self._changes_lists():
+            self._announce_only(ctx)  # raises NotApplicable when there is nothing (more) to announce
+        which = self._which(ctx)
+        if which not in (ctx.exchange.notes.get("mcp_listening") or ()):
+            raise NotApplicable(
+                f"a 2026-07-28 client hears of list changes only on a subscriptions/listen stream, and this "
+                f"session has none open for {which} through brownout"
+            )
+        self._mark_announced(ctx)
+        return f"notifications/{which}/list_changed"
 
     def _announce_only(self, ctx: FaultContext) -> bool:
         """True when this exchange gets only the notification (a list change on a message that lists nothing);
@@ -161,6 +186,8 @@ class RugPullFault(Fault):
         return family if family in ("prompts", "resources") else "tools"
 
     def stream_editor(self, ctx: FaultContext) -> StreamEditor | None:
+        if self._announces_aside(ctx):
+            return None  # announced on the listen streams
         if not self._changes_lists():
             return _Announce(list_changed_event(self._which(ctx)))
         if self._announce_only(ctx):
@@ -169,6 +196,8 @@ class RugPullFault(Fault):
         return JsonEventEditor(lambda doc: self._edit(ctx, doc))
 
     def edit_body(self, ctx: FaultContext, body: bytes, headers: dict[str, str]) -> bytes:
+        if self._announces_aside(ctx):
+            return body  # announced on the listen streams
         ct = headers.get("content-type", ctx.exchange.content_type)
         if not self._changes_lists():
             return self._announce(ctx, body, headers, ct)

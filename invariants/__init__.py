@@ -15,6 +15,7 @@ from brownout.invariants.cost_budget import CostBudget
 from brownout.invariants.custom import Custom
 from brownout.invariants.injection_followed import InjectionFollowed
 from brownout.invariants.latency_budget import LatencyBudget
+from brownout.invariants.mcp_reconnect_discipline import McpReconnectDiscipline
 from brownout.invariants.mcp_tools import McpTools
 from brownout.invariants.no_loop import NoLoop
 from brownout.invariants.no_pii import NoPii
@@ -40,6 +41,7 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     StreamComplete,
     InjectionFollowed,
     McpTools,
+    McpReconnectDiscipline,
     ToolPolicy,
     ReconnectDiscipline,
     RealtimeSessionBudget,

@@ -4,7 +4,8 @@ Three checks on every `tools/call`, against the session's latest `tools/list` re
 - `schema`: the arguments fit the tool's current inputSchema (a drifted schema is the current one);
 - `unknown`: the tool is still offered (a removed tool is not);
 - `stale`: the server announced `notifications/tools/list_changed` and the agent called a tool
-  without listing again (it keeps using a definition that may have changed under it).
+  without listing again (it keeps using a definition that may have changed under it); a listing with a
+  `ttlMs` (2026-07-28) may be used until it runs out, so only a call after that is stale.
 
 Everything is ordered by when it reached the agent: a call is judged by the listings and announcements
 the agent had received when it sent the call, and an announcement that reached the agent before a
@@ -52,11 +53,16 @@ _MAX_SUSPECTS = 64
 
 @dataclass(slots=True, frozen=True)
 class _Offer:
-    """One tools/list reply: when the agent had it, and what it offered."""
+    """One tools/list reply: when the agent had it, what it offered, and for how long it is fresh (ttlMs)."""
 
     delivered: float
     tools: dict[str, dict[str, Any] | None]
     listed_in: str
+    ttl_s: float | None = None  # None: no ttlMs; the listing holds until the server announces a change
+
+    def fresh_at(self, t: float) -> bool:
+        """The server said the listing may be used without fetching it again until then."""
+        return self.ttl_s is not None and t <= self.delivered + self.ttl_s
 
 
 @dataclass(slots=True, frozen=True)
@@ -121,8 +127,12 @@ class McpTools(Invariant[McpToolsConfig]):
         if LIST_CHANGED in exchange.server_notifications:  # with this exchange's reply
             state.announce(_delivered(exchange), exchange.exchange_id)
         if exchange.mcp_method == "tools/list" and exchange.error_type is None:
+            ttl = exchange.mcp_ttl_ms
             offer = _Offer(
-                _delivered(exchange), {t.name: t.schema for t in exchange.tools_declared}, exchange.exchange_id
+                _delivered(exchange),
+                {t.name: t.schema for t in exchange.tools_declared},
+                exchange.exchange_id,
+                None if ttl is None else ttl / 1000,
             )
             state.offers = sorted([*state.offers, offer], key=lambda o: o.delivered)[-_KEEP_LISTINGS:]
         # Calls that looked wrong are judged again once something started after they ended.
@@ -142,7 +152,7 @@ class McpTools(Invariant[McpToolsConfig]):
     def dump_state(self, state: _Listing) -> dict[str, Any]:
         # A suspect call keeps its whole arguments (validators are the invariant's, not the session's).
         return {
-            "offers": [[o.delivered, o.tools, o.listed_in] for o in state.offers],
+            "offers": [[o.delivered, o.tools, o.listed_in, o.ttl_s] for o in state.offers],
             "announcements": [[a.delivered, a.exchange_id] for a in state.announcements],
             "stale_reported": sorted(map(list, state.stale_reported)),
             "suspects": [dump_summary(replace(c.light(), executed_call=c.executed_call)) for c in state.suspects],
@@ -150,7 +160,7 @@ class McpTools(Invariant[McpToolsConfig]):
 
     def load_state(self, data: dict[str, Any]) -> _Listing:
         return _Listing(
-            offers=[_Offer(delivered, tools, listed_in) for delivered, tools, listed_in in data["offers"]],
+            offers=[_Offer(*offer) for offer in data["offers"]],
             announcements=[_Announcement(delivered, exchange_id) for delivered, exchange_id in data["announcements"]],
             stale_reported={(exchange_id, tool) for exchange_id, tool in data["stale_reported"]},
             suspects=[load_summary(c) for c in data["suspects"]],
@@ -173,13 +183,17 @@ class McpTools(Invariant[McpToolsConfig]):
         """The call went out after an announcement that no listing the agent had by then answered."""
         tool = exchange.tool_name or ""
         announced = state.announced_for(exchange)
-        if announced is None or offer.delivered >= announced.delivered:
-            return []
+        if announced is None or offer.delivered >= announced.delivered or offer.fresh_at(exchange.start):
+            return []  # no change since the listing, or one the listing's ttlMs lets the client catch up with
         message = (
             f"tools/call {tool!r} after the server announced that its tools changed (exchange "
             f"{announced.exchange_id}) without listing them again"
         )
-        return [(message, {"check": "stale", "tool": tool, "announced_exchange_id": announced.exchange_id})]
+        details: dict[str, Any] = {"check": "stale", "tool": tool, "announced_exchange_id": announced.exchange_id}
+        if offer.ttl_s is not None:
+            message += f", past the listing's ttlMs {offer.ttl_s * 1000:g}"
+            details["ttl_ms"] = round(offer.ttl_s * 1000)
+        return [(message, details)]
 
     def _judge(self, state: _Listing, exchange: ExchangeSummary) -> list[tuple[str, dict[str, Any]]]:
         checks = set(self.config.checks)

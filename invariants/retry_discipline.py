@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from brownout.core.spans import ExchangeSpan
+from brownout.core.wire.mcp_messages import request_identity
 from brownout.core.wire.replaykey import normalised_body
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
@@ -25,7 +26,7 @@ _CONCURRENT_SLACK_S = 0.001  # a request that started before the failure ended i
 
 class RetryDisciplineConfig(InvariantConfigBase):
     """Times in seconds; a retry is the session's next request for the same thing after a failure: the same
-    endpoint (METHOD host/path), and for MCP the same JSON-RPC method (and tool) at that endpoint."""
+    endpoint (METHOD host/path), and for MCP the same JSON-RPC method, tool and arguments at that endpoint."""
 
     type: Literal["retry_discipline"]
     max_retries: int = Field(3, ge=0, description="Retries allowed after one failure before giving up.")
@@ -66,16 +67,17 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             # socket); how it reconnects is reconnect_discipline's. Refused upgrades are judged here.
             return []
         chains: OrderedDict[str, _Chain] = session.state_for(self.name, OrderedDict)
-        chain = chains.get(exchange.retry_target)
+        key = _chain_key(exchange)
+        chain = chains.get(key)
         found: list[Violation] = []
         if chain is not None and exchange.start - chain.failure.end > self.config.chain_reset_s:
             chain = None
-            del chains[exchange.retry_target]
+            del chains[key]
         is_retry = chain is not None and exchange.start >= chain.failure.end - _CONCURRENT_SLACK_S
         if chain is not None and is_retry and chain.failure.stream_cut and not _repeats(exchange, chain.failure):
             # After a cut stream the client has part of an answer: a request that is not the same one again
             # (the next turn, carrying what arrived) goes on with it rather than retrying.
-            del chains[exchange.retry_target]
+            del chains[key]
             chain, is_retry = None, False
         if chain is not None and is_retry:
             found += self._judge(chain, exchange, session)
@@ -85,14 +87,14 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
         if exchange.is_failure:
             if chain is None:
                 chain = _Chain(failure=exchange, first=exchange)
-                chains[exchange.retry_target] = chain
+                chains[key] = chain
                 while len(chains) > _ENDPOINTS_MAX:
                     chains.popitem(last=False)
             elif is_retry:
                 chain.failure = exchange
-            chains.move_to_end(exchange.retry_target)
+            chains.move_to_end(key)
         elif is_retry:
-            del chains[exchange.retry_target]  # the retry succeeded: the chain is over
+            del chains[key]  # the retry succeeded: the chain is over
         return found
 
     def _judge(self, chain: _Chain, exchange: ExchangeSummary, session: Session) -> list[Violation]:
@@ -175,6 +177,14 @@ class RetryDiscipline(Invariant[RetryDisciplineConfig]):
             cause=cause,
             details={"retries": retries, "max_retries": self.config.max_retries, "check": "max_retries"},
         )
+
+
+def _chain_key(exchange: ExchangeSummary) -> str:
+    """Which chain a request belongs to: its retry target, and for MCP (one endpoint, many calls) also what
+    the request asks, so that a call of the same tool with other arguments is another request, not a retry."""
+    if exchange.provider != "mcp":
+        return exchange.retry_target
+    return f"{exchange.retry_target} {request_identity(exchange.request_body)}"
 
 
 def _dump_failure(failure: ExchangeSummary) -> dict[str, Any]:

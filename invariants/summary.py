@@ -78,10 +78,13 @@ class ExchangeSummary:
     tools_declared: tuple[ToolSpec, ...]
     faults: tuple[FaultRecord, ...]
     mcp_method: str | None = None
-    # MCP notifications the server sent: with this exchange's reply, and (stdio) before its request, each
-    # with the time it reached the client.
+    # MCP notifications the server sent: with this exchange's reply, and, each with the time it reached the
+    # client, those on a subscription stream or (stdio) between requests.
     server_notifications: tuple[str, ...] = ()
     notifications_before: tuple[tuple[str, float], ...] = ()
+    mcp_era: str | None = None  # "handshake" or "modern" (2026-07-28)
+    mcp_session_id: str | None = None  # the handshake era's Mcp-Session-Id (stdio: one per server process)
+    mcp_ttl_ms: int | None = None  # a 2026-07-28 result's ttlMs: how long the client may use it
     # Large text: present on the current exchange only, dropped by light().
     messages: tuple[Message, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
@@ -196,6 +199,9 @@ class ExchangeSummary:
             mcp_method=exchange.mcp_method,
             server_notifications=tuple(exchange.notes.get("server_notifications") or ()),
             notifications_before=_timed_notes(exchange.notes.get("notifications_before")),
+            mcp_era=exchange.mcp_era,
+            mcp_session_id=_str_or_none(exchange.notes.get("mcp_session_id")),
+            mcp_ttl_ms=exchange.notes.get("mcp_ttl_ms"),
             messages=tuple(exchange.messages),
             tool_results=tuple(exchange.tool_results),
             request_body=exchange.request_body,
@@ -214,6 +220,10 @@ def _timed_notes(value: Any) -> tuple[tuple[str, float], ...]:
         for p in pairs
         if isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int | float)
     )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _retry_target(exchange: Exchange, endpoint: str) -> str:

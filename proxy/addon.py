@@ -10,6 +10,7 @@ config, start-up, shutdown) proxy/lifecycle.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -22,8 +23,10 @@ from mitmproxy.utils import human
 from brownout.core.exchange import SHUTDOWN, Exchange
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
+from brownout.core.wire.mcp_messages import LISTEN, SUBSCRIPTION_STREAMS
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
+from brownout.faults.rug_pull import RugPullFault
 from brownout.proxy import bodies, effects, flowmodel
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
@@ -32,6 +35,7 @@ from brownout.proxy.fleet import Fleet
 from brownout.proxy.flowstate import FlowState
 from brownout.proxy.ignore import IGNORED, HostGlobs
 from brownout.proxy.lifecycle import Lifecycle
+from brownout.proxy.mcpstreams import LISTEN_INBOX_MAX, McpStreams, McpVersions
 from brownout.proxy.onloop import LoopRunner
 from brownout.proxy.overlay import PhaseOverlay
 from brownout.proxy.pipeline import Pipeline
@@ -47,6 +51,9 @@ from brownout.proxy.watch import ConfigWatcher
 __all__ = ["Brownout"]
 
 log = logging.getLogger(__name__)
+
+# A request larger than proxy.buffer_max_bytes streams upstream before the request hook runs.
+_STREAMED = "the request streamed to the server before brownout could hold it (larger than proxy.buffer_max_bytes)"
 
 
 class Brownout(Lifecycle, ResponseHooks):
@@ -84,6 +91,8 @@ class Brownout(Lifecycle, ResponseHooks):
         self.heap_owned = False
         self._reloading = threading.Lock()
         self._states: dict[str, FlowState] = {}
+        self.mcp_streams = McpStreams()  # open MCP subscription streams, by session
+        self.mcp_versions = McpVersions()  # the version each MCP session negotiated
         self._conn_users: dict[str, str] = {}  # client connection id -> proxy username (from CONNECT)
         self._stream_above = human.parse_size(self.config.proxy.stream_large_bodies) or 0
         self._buffer_max = human.parse_size(self.config.proxy.buffer_max_bytes) or 0
@@ -161,10 +170,17 @@ class Brownout(Lifecycle, ResponseHooks):
             await self.guard.acall("engine", self.engine.settle, plan, context=f"exchange {state.exchange.id}")
             if plan.empty:
                 state.plan = plan = None
+        inbox = self._listen_inbox(state)
         if plan is None:
-            self.tape.on_request(flow, state, body)
+            if not self.tape.on_request(flow, state, body) and inbox is not None:
+                self._route_listen(flow, state, StreamTiming(), inbox)
             return
-        action = await self.guard.acall("engine", plan.before_upstream)
+        streamed = _STREAMED if flow.request.stream else None
+        action = await self.guard.acall("engine", functools.partial(plan.before_upstream, sent=streamed))
+        if isinstance(action, Respond | Reset):
+            for scope in self.guard.call("engine", plan.cuts_streams, default=None) or ():
+                why = f"the {scope} went away ({_rules(state.exchange)})"
+                self.mcp_streams.cut(state.exchange, scope, why)
         if isinstance(action, Respond):
             flow.response = http.Response.make(action.status, action.body, action.headers)
         elif isinstance(action, Reset):
@@ -181,15 +197,42 @@ class Brownout(Lifecycle, ResponseHooks):
                     )
                     body = body if sent is None else sent  # what the request now carries: recorded as such
             state.timing = self.guard.call("engine", plan.stream_timing)
+            for method in self.guard.call("engine", plan.announcements, default=None) or ():
+                self.mcp_streams.announce(state.exchange.session, method)
             if self.tape.on_request(flow, state, body):  # answered from a cassette, or a replay miss
                 return
             timing = state.timing
-            paced = timing is not None and (timing.pause_after_events is not None or timing.bytes_per_s)
-            clock = self.tape.upstream_clock(flow, state, paced=bool(paced))
-            if (paced or clock is not None) and self.relay:
-                state.relay_token = effects.route_to_relay(
-                    flow, self.relay, timing or StreamTiming(), self.guard, on_upstream=clock
-                )
+            paced = timing is not None and timing.paced
+            clock = self.tape.upstream_clock(flow, state, paced=paced)
+            if (paced or clock is not None or inbox is not None) and self.relay:
+                self._route_listen(flow, state, timing or StreamTiming(), inbox, on_upstream=clock)
+
+    def _listen_inbox(self, state: FlowState) -> asyncio.Queue[bytes] | None:
+        """A queue for announcements onto a 2026-07-28 listen stream, when a rule may make one (a rug pull)."""
+        ex = state.exchange
+        if ex.operation != LISTEN or ex.provider != "mcp" or self.relay is None:
+            return None
+        if not any(rule.fault_type == RugPullFault.type for rule in self.config.ruleset.rules):
+            return None
+        return asyncio.Queue(LISTEN_INBOX_MAX)
+
+    def _route_listen(
+        self,
+        flow: http.HTTPFlow,
+        state: FlowState,
+        timing: StreamTiming,
+        inbox: asyncio.Queue[bytes] | None,
+        *,
+        on_upstream: Callable[[bytes], None] | None = None,
+    ) -> None:
+        """Through the relay (pacing, a recording's clock, events put onto a listen stream)."""
+        if self.relay is None:
+            return
+        state.relay_token = effects.route_to_relay(
+            flow, self.relay, timing, self.guard, on_upstream=on_upstream, inbox=inbox
+        )
+        if state.relay_token is not None and inbox is not None:
+            self.mcp_streams.attach(state.exchange, inbox)
 
     async def _request_body(self, flow: http.HTTPFlow) -> bytes | bodies.Uninspected:
         """The request body decoded for recognition (bounded: a compression bomb is not inflated)."""
@@ -216,6 +259,10 @@ class Brownout(Lifecycle, ResponseHooks):
         wire, operation = self.config.catalogue.wire.detect(flowmodel.request_info(flow, headers, body), on_error)
         exchange.provider, exchange.operation = wire.provider, operation
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
+        if exchange.provider == "mcp":
+            self.mcp_versions.fill(exchange)
+            cut = lambda: effects.drop(flow, self.guard, now=True)
+            self.guard.call("exchange", self.mcp_streams.begin, exchange, cut, context="mcp streams")
         plan = self.guard.call("engine", self.engine.plan, exchange, wire, context=f"exchange {exchange.id}")
         if plan is not None and plan.empty:
             plan = None
@@ -237,6 +284,8 @@ class Brownout(Lifecycle, ResponseHooks):
     def _close(self, state: FlowState, *, defer: bool = True) -> None:
         if state.relay_token and self.relay is not None:
             self.relay.discard(state.relay_token)
+        if state.exchange.operation in SUBSCRIPTION_STREAMS:
+            self.mcp_streams.end(state.exchange)
         if state.tap is not None:
             # A compressed stream's copy may still be parsing (in slices, on this loop): the
             # exchange completes once it is done (at shutdown at once, with what was parsed).
@@ -245,6 +294,8 @@ class Brownout(Lifecycle, ResponseHooks):
             self._complete(state, defer=defer)
 
     def _complete(self, state: FlowState, *, defer: bool) -> None:
+        if state.exchange.mcp_method == "initialize":
+            self.mcp_versions.learn(state.exchange)
         if state.plan is not None:
             self.guard.call("engine", state.plan.finish)
         self.tape.finish(state, state.exchange.timings.end)
@@ -257,3 +308,7 @@ class Brownout(Lifecycle, ResponseHooks):
             asyncio.get_running_loop().call_soon(self.pipeline.complete, state.exchange)
         except RuntimeError:  # no running loop (driven synchronously, e.g. by a test harness)
             self.pipeline.complete(state.exchange)
+
+
+def _rules(exchange: Exchange) -> str:
+    return "brownout rule " + ", ".join(dict.fromkeys(f.rule for f in exchange.faults))

@@ -122,18 +122,19 @@ def route_to_relay(
     guard: Guard,
     *,
     on_upstream: Callable[[bytes], None] | None = None,
+    inbox: asyncio.Queue[bytes] | None = None,
 ) -> str | None:
     """Send the request through the pacing relay; the relay token to discard later, or None.
 
     A flow the relay cannot take (see `can_relay`) is not paced: it is counted and logged as a
-    "relay" failure and continues through mitmproxy as usual. `on_upstream`: see `RelayTarget`.
+    "relay" failure and continues through mitmproxy as usual. `on_upstream`, `inbox`: see `RelayTarget`.
     """
     if not can_relay(flow):
         mode = getattr(flow.client_conn.proxy_mode, "type_name", "")
         err = RelayUnsupported(f"stall/throttle need regular or reverse mode, not {mode or 'unknown'}; not paced")
         guard.failed("relay", err, redact_url(flow.request.pretty_url), level=logging.WARNING)
         return None
-    token = relay.register(RelayTarget(url=flow.request.url, timing=timing, on_upstream=on_upstream))
+    token = relay.register(RelayTarget(url=flow.request.url, timing=timing, on_upstream=on_upstream, inbox=inbox))
     host_header = flow.request.host_header
     flow.request.scheme, flow.request.host, flow.request.port = "http", "127.0.0.1", relay.port
     flow.request.host_header = host_header  # the upstream still sees its own Host

@@ -1,9 +1,10 @@
-"""An in-process relay that paces a response body with real awaits (stall, throttle).
+"""An in-process relay that paces a response body with real awaits (stall, throttle, latency on the
+stream) and can put events of brownout's own between upstream's (an MCP listen stream's announcements).
 
-mitmproxy's stream callable is synchronous, so a sleep inside it would stall every flow.
-Instead a flow that needs pacing is re-routed, in the `request` hook, to this HTTP/1.1
-server on the proxy's own event loop. It fetches the real upstream with httpx and writes
-the body back with `await asyncio.sleep(...)` between slices; mitmproxy streams it on.
+mitmproxy's stream callable is synchronous, so a sleep inside it would stall every flow, and it runs
+only when upstream sends something. Instead a flow that needs either is re-routed, in the `request`
+hook, to this HTTP/1.1 server on the proxy's own event loop. It fetches the real upstream with httpx and
+writes the body back with `await asyncio.sleep(...)` between slices; mitmproxy streams it on.
 
 Limits: mitmproxy speaks HTTP/1.1 to the relay, but its client side may be HTTP/2; the
 relay speaks HTTP/1.1 to the upstream and trusts what mitmproxy trusts (the addon passes
@@ -14,11 +15,14 @@ in upstream mode flows are not routed here (see `proxy.effects.route_to_relay`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import ssl
-from collections.abc import AsyncGenerator, Callable
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import h11
 import httpx
@@ -57,6 +61,8 @@ class RelayTarget:
     # Told each body chunk the moment upstream delivers it, before any pacing, and b"" at its end:
     # the clock of a recording, which must not show the waits brownout adds.
     on_upstream: Callable[[bytes], None] | None = None
+    # Whole SSE events to write between upstream's (an MCP listen stream's announcements).
+    inbox: asyncio.Queue[bytes] | None = None
 
 
 class Relay:
@@ -160,7 +166,7 @@ class Relay:
                 log.info("relay: cannot reach upstream %s: %r", url.host, e)
             return
         try:
-            await self._relay_response(resp, conn, writer, target)
+            await _until_closed(reader, self._relay_response(resp, conn, writer, target))
         finally:
             await resp.aclose()
 
@@ -187,9 +193,16 @@ class Relay:
             if stall.at_start:
                 await self._sleep(timing.pause_s)  # after_events 0: headers out, no event yet
         # Chunks go on as upstream sent them; only the one holding the Nth event's end is split.
-        ahead = None if target.on_upstream is None else _read_ahead(resp, target.on_upstream)
+        ahead = None
+        if target.on_upstream is not None or timing.event_delay_s:
+            ahead = _read_ahead(resp.aiter_raw(), target.on_upstream)
+        chunks: AsyncIterator[bytes] = resp.aiter_raw() if ahead is None else _chunks(ahead)
+        if ahead is not None and timing.event_delay_s:
+            chunks = _delayed(ahead, timing.event_delay_s, self._sleep)
+        if target.inbox is not None and not resp.headers.get("content-encoding"):
+            chunks = _with_inbox(chunks, target.inbox)  # events go between upstream's, never inside compressed bytes
         try:
-            async for chunk in resp.aiter_raw() if ahead is None else ahead:
+            async for chunk in chunks:
                 cut = stall.feed(chunk) if stall is not None and not stall.done else None
                 if cut is None:
                     await self._send(writer, conn, chunk, timing)
@@ -222,17 +235,21 @@ class Relay:
             await self._sleep(len(piece) / rate)
 
 
-async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]) -> AsyncGenerator[bytes]:
-    """The body read by its own task, so pacing and mitmproxy's holds never delay the reads that
-    `on_upstream` times; the chunks are handed on in order."""
-    queue: asyncio.Queue[bytes | Exception | None] = asyncio.Queue(_READ_AHEAD)
+async def _read_ahead(
+    chunks: AsyncIterator[bytes], on_upstream: Callable[[bytes], None] | None = None
+) -> AsyncGenerator[tuple[float, bytes]]:
+    """The body read by its own task, so pacing and mitmproxy's holds never delay the reads (which
+    `on_upstream` times, told b"" at the end); each chunk is handed on in order with when it arrived."""
+    queue: asyncio.Queue[tuple[float, bytes] | Exception | None] = asyncio.Queue(_READ_AHEAD)
 
     async def read() -> None:
         try:
-            async for chunk in resp.aiter_raw():
-                on_upstream(chunk)
-                await queue.put(chunk)
-            on_upstream(b"")
+            async for chunk in chunks:
+                if on_upstream is not None:
+                    on_upstream(chunk)
+                await queue.put((time.monotonic(), chunk))
+            if on_upstream is not None:
+                on_upstream(b"")
             await queue.put(None)
         except Exception as e:  # noqa: BLE001 - handed to the reader below, whose handler sorts it out
             await queue.put(e)
@@ -245,6 +262,73 @@ async def _read_ahead(resp: httpx.Response, on_upstream: Callable[[bytes], None]
             yield item
     finally:
         task.cancel()
+
+
+async def _chunks(timed: AsyncIterator[tuple[float, bytes]]) -> AsyncGenerator[bytes]:
+    async for _, chunk in timed:
+        yield chunk
+
+
+async def _until_closed(reader: asyncio.StreamReader, relaying: Coroutine[Any, Any, None]) -> None:
+    """Relay until done, or until mitmproxy closes its end (the client left): a long-lived stream with nothing
+    to send (an MCP listen stream) would otherwise keep its upstream connection, and the server's
+    subscription, open for as long as the server lets it."""
+    task = asyncio.ensure_future(relaying)
+    closed = asyncio.ensure_future(reader.read(1))  # nothing more comes after the request but the close
+    try:
+        await asyncio.wait({task, closed}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        closed.cancel()
+        task.cancel()
+
+
+async def _delayed(
+    timed: AsyncIterator[tuple[float, bytes]], delay_s: float, sleep: Callable[[float], Awaitable[None]]
+) -> AsyncGenerator[bytes]:
+    """Each chunk `delay_s` after upstream delivered it, in order (read ahead, so the wait for one chunk never
+    holds back reading the next: a delay, not a slower rate)."""
+    async for arrived, chunk in timed:
+        wait = arrived + delay_s - time.monotonic()
+        if wait > 0:
+            await sleep(wait)
+        yield chunk
+
+
+async def _with_inbox(chunks: AsyncIterator[bytes], inbox: asyncio.Queue[bytes]) -> AsyncGenerator[bytes]:
+    """Upstream's chunks, with the inbox's events put in as they come: only where an upstream event has ended."""
+    upstream = chunks.__aiter__()
+    next_chunk: asyncio.Future[bytes] = asyncio.ensure_future(upstream.__anext__())
+    next_event: asyncio.Future[bytes] = asyncio.ensure_future(inbox.get())
+    held: list[bytes] = []
+    at_boundary = True
+    try:
+        while True:
+            done, _ = await asyncio.wait({next_chunk, next_event}, return_when=asyncio.FIRST_COMPLETED)
+            if next_event in done:
+                held.append(next_event.result())
+                next_event = asyncio.ensure_future(inbox.get())
+            if next_chunk in done:
+                try:
+                    chunk = next_chunk.result()
+                except StopAsyncIteration:
+                    break
+                yield chunk
+                if chunk:
+                    at_boundary = chunk.endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
+                next_chunk = asyncio.ensure_future(upstream.__anext__())
+            if held and at_boundary:
+                for event in held:
+                    yield event
+                held.clear()
+    finally:
+        next_event.cancel()
+        next_chunk.cancel()
 
 
 def _write(writer: asyncio.StreamWriter, conn: h11.Connection, event: h11.Event) -> None:

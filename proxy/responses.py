@@ -11,6 +11,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.framing import Framer, framer_for
+from brownout.core.wire.mcp_messages import SUBSCRIPTION_STREAMS
 from brownout.faults.engine import FaultEngine
 from brownout.proxy import bodies, effects, flowmodel, lateswitch
 from brownout.proxy.config import BrownoutConfig
@@ -178,7 +179,9 @@ class ResponseHooks:
         # The stream's answer was complete (an LLM's terminal event, every JSON-RPC request of an MCP reply
         # answered): a client may hang up once it has it, before the server ends the stream. Nothing failed.
         answered = ex.stream_complete is True
-        if ex.error_type is None and not cut and not answered:
+        # A client ends an MCP subscription stream (the GET stream, a subscriptions/listen) by closing it.
+        unsubscribed = ex.operation in SUBSCRIPTION_STREAMS and ex.provider == "mcp" and not flow.client_conn.connected
+        if ex.error_type is None and not cut and not answered and not unsubscribed:
             ex.error_type = "connection"
             ex.error_message = flow.error.msg if flow.error else None
         if flow.response is None and flow.client_conn.connected and flow.killable:

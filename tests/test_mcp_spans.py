@@ -155,3 +155,34 @@ def test_mcp_duration_metric_names_the_prompt_and_the_jsonrpc_code() -> None:
     count = "mcp_client_operation_duration_seconds_count"
     assert metrics.registry.get_sample_value(count, {**labels, "gen_ai_prompt_name": "review"}) == 1
     assert metrics.registry.get_sample_value(count, {**labels, "gen_ai_prompt_name": "other"}) == 1  # over the cap
+
+
+@pytest.mark.parametrize(("method", "operation"), [("DELETE", "session_end"), ("GET", "server_stream")])
+def test_bodiless_transport_requests_name_their_session(otel, method: str, operation: str) -> None:
+    # The DELETE and the GET stream carry their session only in headers; a server need not echo it back.
+    ex = Exchange(id="x", session="s", method=method, host="tools.local", port=8000, path="/mcp")
+    ex.request_headers = {"mcp-session-id": "sess-9", "mcp-protocol-version": "2025-06-18"}
+    ex.operation = operation
+    WIRE.parse_request(ex, b"")
+    ex.status, ex.timings = 200, Timings(start=T0, end=T0 + 0.01)
+    span = _span(otel, ex)
+    assert span.attributes["mcp.session.id"] == "sess-9"
+    assert span.attributes["mcp.protocol.version"] == "2025-06-18"
+
+
+def test_the_2026_methods_and_error_codes_keep_their_labels() -> None:
+    metrics = Metrics(registry=CollectorRegistry())
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
+    refused = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "Unsupported protocol version"}}
+    metrics.observe_exchange(_exchange(discover, refused))
+    labels = {
+        "mcp_method_name": "server/discover",
+        "gen_ai_tool_name": "",
+        "gen_ai_prompt_name": "",
+        "rpc_response_status_code": "-32022",
+        "error_type": "-32022",
+        "network_transport": "tcp",
+    }
+    assert metrics.registry.get_sample_value("mcp_client_operation_duration_seconds_count", labels) == 1
+    requests = {"provider": "mcp", "operation": "server/discover", "tool": "none", "status_class": "2xx"}
+    assert metrics.registry.get_sample_value("brownout_requests_total", requests) == 1

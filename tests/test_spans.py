@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from opentelemetry import propagate, trace
@@ -277,6 +278,21 @@ def test_connection_error_is_error(otel) -> None:
     (span,) = exporter.get_finished_spans()
     assert span.attributes["error.type"] == "connection"
     assert span.status.status_code is StatusCode.ERROR
+
+
+def test_a_violation_about_an_earlier_exchange_is_a_child_of_its_span(otel) -> None:
+    tp, exporter = otel
+    builder = SpanBuilder(tp, clock=lambda: T0 + 9)
+    earlier, _ = builder.build(chat(id="a"))
+    late = replace(violation("error"), trace_id=earlier.trace_id_hex, span_id=earlier.span_id_hex, exchange_id="a")
+    builder.build(chat(id="b"), check=lambda span, _: [late])
+    first, second, child = exporter.get_finished_spans()
+    assert second.events == () and second.status.status_code is StatusCode.UNSET
+    assert child.name == "brownout.violation no_pii" and child.kind is SpanKind.INTERNAL
+    assert child.parent is not None and child.parent.span_id == first.context.span_id
+    assert child.context.trace_id == first.context.trace_id and child.start_time == int((T0 + 9) * 1e9)
+    assert [e.name for e in child.events] == ["brownout.violation"] and child.status.status_code is StatusCode.ERROR
+    assert child.attributes["brownout.exchange.id"] == "a"
 
 
 def test_violation_events_and_status(otel) -> None:

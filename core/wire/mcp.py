@@ -6,13 +6,38 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from brownout.core.exchange import Exchange, ToolCall, ToolSpec
+from brownout.core.exchange import Exchange, ToolCall
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser
-from brownout.core.wire.common import JSON_HEADERS, BaseStreamParser, ProviderFormat, default_message
+from brownout.core.wire.common import JSON_HEADERS, ProviderFormat, default_message
 from brownout.core.wire.framing import SSEFramer
-from brownout.core.wire.jsonutil import TextBuffer, as_list, dumps, loads
-from brownout.core.wire.replaykey import without
+from brownout.core.wire.jsonutil import TextBuffer, dumps, loads
+from brownout.core.wire.mcp_eras import (
+    MODERN,
+    PROTOCOL_VERSION_KEY,
+    SUBSCRIPTION_ID_KEY,
+    decode_header_value,
+    envelope_version,
+    era_of,
+    listened_lists,
+)
+from brownout.core.wire.mcp_messages import (
+    JSONRPC_ERROR_TYPES,
+    JSONRPC_INVALID,
+    JSONRPC_RESPONSE,
+    LIST_METHODS,
+    LISTEN,
+    MODERN_ERROR_STATUS,
+    SERVER_STREAM,
+    SESSION_END,
+    TRANSIENT_ERROR_TYPES,
+    McpStreamParser,
+    jsonrpc_messages,
+    replay_message,
+    reply,
+    server_notification,
+)
 
+# The names modules imported from here before the JSON-RPC messages moved to mcp_messages, kept for them.
 __all__ = [
     "JSONRPC_ERROR_TYPES",
     "JSONRPC_INVALID",
@@ -28,34 +53,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-JSONRPC_ERROR_TYPES: dict[int, str] = {
-    -32700: "parse_error",
-    -32600: "invalid_request",
-    -32601: "method_not_found",
-    -32602: "invalid_params",
-    -32603: "internal_error",
-    -32002: "resource_not_found",  # MCP's own code
-}
 _CODES = {name: code for code, name in JSONRPC_ERROR_TYPES.items()}
-# Error types a client may meet again on a retry (the server or the network failed). The others
-# (tool_error, invalid_params, method_not_found, ...) are answers: asking again changes nothing.
-TRANSIENT_ERROR_TYPES = frozenset({"internal_error", "server_error", "connection"})
-
-# Operations of streamable-HTTP requests that carry no JSON-RPC method.
-SERVER_STREAM = "server_stream"  # GET: the stream of server-to-client requests and notifications
-SESSION_END = "session_end"  # DELETE: the client ends its session
-JSONRPC_RESPONSE = "jsonrpc_response"  # POST of JSON-RPC responses only (the client answering the server)
-JSONRPC_INVALID = "jsonrpc_invalid"  # POST from an MCP session whose body is no JSON-RPC message
 _BY_HTTP_METHOD = {"GET": SERVER_STREAM, "DELETE": SESSION_END}
 _NO_REQUEST = frozenset({SERVER_STREAM, SESSION_END, JSONRPC_RESPONSE, JSONRPC_INVALID})
-# Every request after initialize carries one of them (the spec's Mcp-Session-Id, MCP-Protocol-Version).
-_TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version")
+# Every request after initialize carries one of them (the spec's Mcp-Session-Id, MCP-Protocol-Version), and
+# every 2026-07-28 request the last and Mcp-Method.
+_TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method")
+# The params field 2026-07-28 clients repeat in Mcp-Name, by method.
+_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _SNIFF = b'"jsonrpc"'
-# The listing methods whose replies a server can change under the agent (rug pulls), by what they list.
-LIST_METHODS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources"}
-_NOTIFICATIONS_KEPT = 16  # server notifications remembered per exchange (a progress stream can be long)
-
 # recognise() and parse_request() see the same body back to back: decode it once.
 _last: list[Any] = [None, None]
 
@@ -68,28 +75,6 @@ def _decode(body: bytes) -> Any:
     return data
 
 
-def _error_type(code: Any) -> str:
-    if isinstance(code, int):
-        if code in JSONRPC_ERROR_TYPES:
-            return JSONRPC_ERROR_TYPES[code]
-        if -32099 <= code <= -32000:
-            return "server_error"
-        return f"jsonrpc_{code}"
-    return "jsonrpc_error"
-
-
-def _replay_message(msg: dict[str, Any]) -> dict[str, Any]:
-    out = without(msg, ("id",))
-    if isinstance(out.get("params"), dict):
-        out["params"] = without(out["params"], ("_meta",))
-    return out
-
-
-def _messages(data: Any) -> list[dict[str, Any]]:
-    items = data if isinstance(data, list) else [data]
-    return [m for m in items if isinstance(m, dict) and m.get("jsonrpc") == "2.0"]
-
-
 class McpFormat(ProviderFormat):
     """Model Context Protocol over streamable HTTP: operation = the JSON-RPC method."""
 
@@ -100,12 +85,14 @@ class McpFormat(ProviderFormat):
         in_session = any(h in req.headers for h in _TRANSPORT_HEADERS)
         if req.method != "POST":
             return _BY_HTTP_METHOD.get(req.method) if in_session else None
+        if method := req.headers.get("mcp-method"):
+            return method  # a 2026-07-28 client names the method in a header: no body to decode
         body = req.body
         # Cheap sniff first: "jsonrpc" near the start, or anywhere for /mcp-like paths.
         if not in_session and _SNIFF not in body[:256] and ("mcp" not in req.path.lower() or _SNIFF not in body):
             return None
         try:
-            msgs = _messages(_decode(body))
+            msgs = jsonrpc_messages(_decode(body))
         except (ValueError, RecursionError):
             msgs = []
         for msg in msgs:
@@ -114,6 +101,19 @@ class McpFormat(ProviderFormat):
         if msgs:
             return JSONRPC_RESPONSE
         return JSONRPC_INVALID if in_session else None
+
+    def parse_request(self, exchange: Exchange, body: bytes) -> None:
+        # The GET stream and the DELETE have no body: their headers alone name the session.
+        _transport_notes(exchange)
+        super().parse_request(exchange, body)
+        _route_by_headers(exchange)
+        notes = exchange.notes
+        exchange.mcp_era = era_of(
+            notes.get("mcp_protocol_version"),
+            exchange.mcp_method,
+            envelope="mcp_envelope" in notes,
+            in_session="mcp_session_id" in notes,
+        )
 
     def _load_request(self, body: bytes) -> Any:
         return _decode(body)
@@ -126,14 +126,13 @@ class McpFormat(ProviderFormat):
         except (ValueError, RecursionError):
             return super().replay_key(req)
         msgs = data if isinstance(data, list) else [data]
-        return [_replay_message(m) if isinstance(m, dict) else m for m in msgs]
+        return [replay_message(m) if isinstance(m, dict) else m for m in msgs]
 
     def _request(self, exchange: Exchange, data: Any) -> None:
         exchange.stream = False  # every client accepts SSE; the server picks, so it is not a request flag
-        _transport_notes(exchange)
         methods: dict[str, str] = {}  # str(id) -> method, to interpret the replies
         ids: list[Any] = []
-        for msg in _messages(data):
+        for msg in jsonrpc_messages(data):
             method = msg.get("method")
             if not isinstance(method, str):
                 continue
@@ -179,7 +178,7 @@ class McpFormat(ProviderFormat):
 
     def _response(self, exchange: Exchange, data: Any) -> None:
         text = TextBuffer(exchange.capture_max_bytes)
-        for msg in _messages(data):
+        for msg in jsonrpc_messages(data):
             reply(exchange, msg, text)
         if text:
             exchange.output_text = text.value()
@@ -211,7 +210,8 @@ class McpFormat(ProviderFormat):
         retry_after_s: float | None = None,
         exchange: Exchange | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """JSON-RPC errors travel in HTTP 200; error_type "http" gives a transport-level `status`.
+        """JSON-RPC errors travel in HTTP 200 (a 2026-07-28 server sends its table's 400 or 404 with some:
+        `MODERN_ERROR_STATUS`); error_type "http" gives a transport-level `status`.
 
         A request with no JSON-RPC request to answer (the GET stream, the DELETE) always gets the
         transport-level error: there is no id to put a JSON-RPC error under."""
@@ -223,7 +223,12 @@ class McpFormat(ProviderFormat):
             err = {"code": -32000, "message": message or default_message(status)}
             body = {"jsonrpc": "2.0", "id": None, "error": err}
             return status, headers, dumps(body).encode()
-        return 200, headers, dumps(self._error_payload(error_type, message, exchange)).encode()
+        payload = self._error_payload(error_type, message, exchange)
+        code = payload.get("error", {}).get("code") if isinstance(payload, dict) else None
+        status = 200
+        if exchange is not None and exchange.mcp_era == MODERN and isinstance(code, int):
+            status = MODERN_ERROR_STATUS.get(code, 200)
+        return status, headers, dumps(payload).encode()
 
     def stream_error_event(
         self,
@@ -244,8 +249,18 @@ class McpFormat(ProviderFormat):
             result = {"content": [], "isError": False}
         elif method.endswith("/list"):
             result = {method.split("/", 1)[0]: []}  # tools/list -> {"tools": []}
+            if exchange.mcp_era == MODERN:  # what a 2026-07-28 listing must carry (ttlMs 0: do not cache it)
+                result.update(cacheScope="private", ttlMs=0)
+        elif method == "server/discover":  # a server that offers nothing, at the version asked for
+            version = exchange.notes.get("mcp_protocol_version")
+            result = {"capabilities": {}, "supportedVersions": [version] if version else [], "ttlMs": 0}
+            result["cacheScope"] = "private"
+        elif method == LISTEN:  # the subscription ended at once, gracefully
+            result = {"_meta": {SUBSCRIPTION_ID_KEY: exchange.notes.get("jsonrpc_id")}}
         else:
             result = {}
+        if exchange.mcp_era == MODERN:
+            result["resultType"] = "complete"  # 2026-07-28 servers must say what a result is
         body = dumps({"jsonrpc": "2.0", "id": exchange.notes.get("jsonrpc_id"), "result": result}).encode()
         if exchange.content_type.startswith("text/event-stream"):
             return dict(_SSE), b"event: message\ndata: " + body + b"\n\n"
@@ -258,7 +273,10 @@ class McpFormat(ProviderFormat):
         one_id = notes.get("jsonrpc_id")
         if error_type == "tool_error":
             text = message or "Tool execution failed"
-            payload: dict[str, Any] = {"result": {"content": [{"type": "text", "text": text}], "isError": True}}
+            result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+            if exchange is not None and exchange.mcp_era == MODERN:
+                result["resultType"] = "complete"
+            payload: dict[str, Any] = {"result": result}
         else:
             code = _CODES.get(error_type or "internal_error")
             if code is None:
@@ -280,6 +298,27 @@ def _transport_notes(exchange: Exchange) -> None:
         exchange.notes["mcp_protocol_version"] = version
 
 
+def _route_by_headers(exchange: Exchange) -> None:
+    """2026-07-28 clients repeat the method and what it acts on in `Mcp-Method` / `Mcp-Name`: where they
+    are, they decide, as they do for any intermediary routing on them (a body that disagrees is refused by
+    the server as a header mismatch, and a body too large to read still gets its rules)."""
+    headers = exchange.request_headers
+    method = headers.get("mcp-method")
+    if not method:
+        return
+    exchange.mcp_method = exchange.operation = method
+    raw = headers.get("mcp-name")
+    name = decode_header_value(raw) if raw else None
+    if name is None or method not in _NAMED_BY:
+        return
+    if method == "tools/call":
+        exchange.tool_name = name
+    elif method == "prompts/get":
+        exchange.notes["mcp_prompt_name"] = name
+    else:
+        exchange.notes.setdefault("mcp_resource_uri", name)
+
+
 def _first_request_notes(exchange: Exchange, method: str, params: dict[str, Any]) -> None:
     """What the MCP semantic conventions name for the request: its target and the caller's trace."""
     meta = params.get("_meta")
@@ -288,82 +327,17 @@ def _first_request_notes(exchange: Exchange, method: str, params: dict[str, Any]
         exchange.traceparent = meta["traceparent"]
         if isinstance(meta.get("tracestate"), str):
             exchange.tracestate = meta["tracestate"]
+    if (version := envelope_version(params)) is not None:
+        # The 2026-07-28 envelope names the request's own version; it wins over a header that disagrees.
+        exchange.notes["mcp_protocol_version"] = version
+        exchange.notes["mcp_envelope"] = True
+    elif isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+        exchange.notes["mcp_envelope"] = True
+    if method == LISTEN:
+        exchange.notes["mcp_listen"] = listened_lists(params)
     if method == "prompts/get" and isinstance(params.get("name"), str):
         exchange.notes["mcp_prompt_name"] = params["name"]
     elif method.startswith("resources/") and isinstance(params.get("uri"), str):
         exchange.notes["mcp_resource_uri"] = params["uri"]
     elif method == "initialize" and isinstance(params.get("protocolVersion"), str):
         exchange.notes.setdefault("mcp_protocol_version", params["protocolVersion"])
-
-
-def server_notification(exchange: Exchange, method: str) -> None:
-    """Remember a notification or request the server sent while this exchange was open."""
-    seen = exchange.notes.setdefault("server_notifications", [])
-    if len(seen) < _NOTIFICATIONS_KEPT:
-        seen.append(method)
-
-
-def reply(exchange: Exchange, msg: dict[str, Any], text: TextBuffer) -> bool:
-    """Account for one JSON-RPC message from the server; True when it answers a request."""
-    if "method" in msg:  # a server request or notification (progress, logging): not the reply
-        if isinstance(msg["method"], str):
-            server_notification(exchange, msg["method"])
-        return False
-    err = msg.get("error")
-    if isinstance(err, dict):
-        exchange.notes["jsonrpc_error_code"] = err.get("code")
-        exchange.error_type = _error_type(err.get("code"))
-        exchange.error_message = err.get("message") if isinstance(err.get("message"), str) else None
-        return True
-    result = msg.get("result")
-    if not isinstance(result, dict):
-        return "result" in msg
-    methods = exchange.notes.get("jsonrpc_methods") or {}
-    method = methods.get(str(msg.get("id")), exchange.mcp_method)
-    if method == "initialize" and isinstance(result.get("protocolVersion"), str):
-        exchange.notes["mcp_protocol_version"] = result["protocolVersion"]  # the negotiated one
-    if method == "tools/list":
-        for tool in as_list(result.get("tools")):
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                schema = tool.get("inputSchema")
-                exchange.tools_declared.append(ToolSpec(tool["name"], schema if isinstance(schema, dict) else None))
-    content = result.get("content")
-    if isinstance(content, list):
-        for item in content:
-            if isinstance(item, dict):
-                if isinstance(item.get("text"), str):
-                    text.add(item["text"])
-                res = item.get("resource")
-                if isinstance(res, dict) and isinstance(res.get("text"), str):
-                    text.add(res["text"])
-    if result.get("isError") is True:
-        exchange.error_type = "tool_error"
-        exchange.error_message = (
-            " ".join(i["text"] for i in as_list(content) if isinstance(i, dict) and isinstance(i.get("text"), str))[
-                :1000
-            ]
-            or None
-        )
-    return True
-
-
-class McpStreamParser(BaseStreamParser):
-    """SSE `event: message` frames, each one JSON-RPC message; complete once every request is answered."""
-
-    def __init__(self, exchange: Exchange) -> None:
-        super().__init__(exchange)
-        self._pending = max(1, len(exchange.notes.get("jsonrpc_methods") or ()))
-        # The GET stream has no terminal event: it lasts until either side closes it.
-        self._open_ended = exchange.operation == SERVER_STREAM
-        if self._open_ended:
-            exchange.stream_complete = None
-
-    def _feed(self, event: StreamEvent) -> None:
-        decoded = self._json(event.data)
-        if decoded is None:
-            return
-        for msg in _messages(decoded):
-            if reply(self.exchange, msg, self.text):
-                self._pending -= 1
-        if self._pending <= 0 and not self._open_ended:
-            self.exchange.stream_complete = True

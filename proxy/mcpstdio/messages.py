@@ -7,6 +7,7 @@ from typing import Any
 
 from brownout.core.exchange import Exchange
 from brownout.core.wire.framing import SSEFramer
+from brownout.core.wire.mcp_messages import remember
 
 __all__ = ["decode", "key_of", "remember", "reply_lines", "rule_of", "with_id"]
 
@@ -22,15 +23,6 @@ def decode(data: bytes) -> Any:
 def key_of(request_id: Any) -> str:
     """A dict key for a JSON-RPC id."""
     return json.dumps(request_id)  # 1 and "1" are different ids
-
-
-def remember(notes: list[tuple[str, float]], method: str, at: float, *, keep: int) -> None:
-    """Add a server notification and the time it reached the client; at most `keep`, and a chatty
-    server's progress or log messages push out the oldest of their kind, never a list_changed."""
-    notes.append((method, at))
-    if len(notes) > keep:
-        chatter = next((i for i, (m, _) in enumerate(notes) if not m.endswith("/list_changed")), 0)
-        del notes[chatter]
 
 
 def rule_of(exchange: Exchange, fault_types: tuple[str, ...]) -> str:

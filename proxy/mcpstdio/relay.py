@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -32,6 +33,8 @@ from typing import Any
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.wire.base import WireFormat
+from brownout.core.wire.mcp_eras import MODERN, SUBSCRIPTION_ID_KEY
+from brownout.core.wire.mcp_messages import LISTEN, listen_notification
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
@@ -54,6 +57,11 @@ class _Open:
     exchange: Exchange
     plan: Plan | None
     key: str | None  # None: a notification, answered by nobody
+    delay_s: float = 0.0  # a listen request's latency: each notification on it reaches the client this late
+
+
+def _listens(state: _Open) -> list[str]:
+    return list(state.exchange.notes.get("mcp_listen") or ())
 
 
 class StdioRelay:
@@ -129,12 +137,15 @@ class StdioRelay:
         )
         ex.timings.start = self.clock()
         ex.operation = msg["method"]
-        ex.notes["mcp_session_id"] = self.mcp_session_id
         if self.protocol_version:
-            ex.notes["mcp_protocol_version"] = self.protocol_version
+            ex.notes["mcp_protocol_version"] = self.protocol_version  # the handshake's, unless the request says
         if self._server_notes:
             ex.notes["notifications_before"], self._server_notes = self._server_notes, []
         self.guard.call("wire", self.wire.parse_request, ex, data, context="mcp stdio request")
+        if ex.mcp_era != MODERN:  # a 2026-07-28 request belongs to no session
+            ex.notes["mcp_session_id"] = self.mcp_session_id
+        if listening := self._listening():
+            ex.notes["mcp_listening"] = listening
         plan = self.guard.call("engine", self.engine.plan, ex, self.wire, context=f"exchange {ex.id}")
         key = key_of(msg["id"]) if "id" in msg and msg["id"] is not None else None
         return _Open(ex, None if plan is None or plan.empty else plan, key)
@@ -164,8 +175,27 @@ class StdioRelay:
                 if state.key is not None and self._open.get(state.key) is state:
                     self.child.kill(rule)
         else:
+            for method in self.guard.call("engine", state.plan.announcements, default=None) or ():
+                self._announce(method)
+            if state.exchange.mcp_method == LISTEN:
+                timing: StreamTiming | None = self.guard.call("engine", state.plan.stream_timing)
+                state.delay_s = timing.event_delay_s or 0.0 if timing is not None else 0.0
             self._forward(state, data)
             await self.child.drain()
+
+    def _listening(self) -> list[str]:
+        """The lists the client's open subscriptions/listen requests hear of."""
+        lists = {which for st in self._open.values() if st.exchange.mcp_method == LISTEN for which in _listens(st)}
+        return sorted(lists)
+
+    def _announce(self, method: str) -> None:
+        """A 2026-07-28 announcement (a rug pull's list_changed) onto each open listen request that asked for it."""
+        which = method.split("/")[1] if method.count("/") == 2 else ""
+        for st in list(self._open.values()):
+            if st.exchange.mcp_method == LISTEN and which in _listens(st):
+                note = listen_notification(method, st.exchange.notes.get("jsonrpc_id"))
+                self._write(json.dumps(note, separators=(",", ":")).encode() + b"\n")
+                remember(self._server_notes, method, self.clock(), keep=_NOTES_KEPT)
 
     def _hold(self, state: _Open) -> None:
         """Keep a request open that the server never sees: the client's cancel or the server's end closes it."""
@@ -197,6 +227,8 @@ class StdioRelay:
     async def from_server(self) -> None:
         """Relay the server's messages until its stdout closes; then every open request fails."""
         async for frame in frames(self.child.stdout):
+            if delay := self.guard.call("exchange", self._listen_delay, frame, default=0.0, context="stdio listen"):
+                await asyncio.sleep(delay)  # a pipe keeps its order: what follows the notification waits too
             state = self.guard.call("exchange", self._reply_to, frame, context="stdio reply")
             if state is None:
                 self._write(frame.data + (b"\n" if frame.whole else b""))
@@ -216,6 +248,17 @@ class StdioRelay:
         for state in list(self._open.values()):
             self._fail(state, "connection", reason)
         self._open.clear()
+
+    def _listen_delay(self, frame: Frame) -> float:
+        """How late a notification on a delayed listen request reaches the client (latency phase events)."""
+        delayed = [st for st in self._open.values() if st.delay_s]
+        msg = decode(frame.data) if delayed and frame.whole else None
+        params = msg.get("params") if isinstance(msg, dict) and isinstance(msg.get("method"), str) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if not isinstance(meta, dict) or SUBSCRIPTION_ID_KEY not in meta:
+            return 0.0
+        listen = key_of(meta[SUBSCRIPTION_ID_KEY])
+        return next((st.delay_s for st in delayed if st.key == listen), 0.0)
 
     def _reply_to(self, frame: Frame) -> _Open | None:
         """The open request this line answers; None for server notifications and requests (remembered)."""
@@ -246,6 +289,7 @@ class StdioRelay:
             size = sum(len(line) + 1 for line in lines)
             delay = timing.pause_s if timing.pause_after_events is not None else 0.0
             delay += size / timing.bytes_per_s if timing.bytes_per_s else 0.0
+            delay += timing.event_delay_s or 0.0
             if delay > 0:
                 await asyncio.sleep(delay)
             if timing.reset_after_bytes is not None and timing.reset_after_bytes < size:

@@ -44,8 +44,14 @@ def stdio_config(config: BrownoutConfig, metrics_listen: str = "") -> BrownoutCo
     """The config as mcp-stdio runs it: /metrics only when an address was asked for.
 
     Raises ValueError when `metrics_listen` asks for /metrics that the config turns off: which of
-    the two the user meant is theirs to say, and serving nothing would look like a broken scrape.
+    the two the user meant is theirs to say, and serving nothing would look like a broken scrape; and
+    for a rule whose fault cannot act on a pipe (no sessions, no headers), which would never fire.
     """
+    types = config.ruleset.fault_types
+    for rule in config.rules:
+        reason = types[rule.fault_type].stdio_refused if rule.fault_type in types else None
+        if reason is not None and rule.enabled:
+            raise ValueError(f"rule {rule.name!r}: {rule.fault_type} cannot act on a stdio MCP server: {reason}")
     prom = config.exporters.prometheus
     if metrics_listen and not prom.enabled:
         raise ValueError(

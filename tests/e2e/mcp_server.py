@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from tests.e2e.mcp_stdio_server import Weather  # typed: the tool declares an outputSchema
 
-__all__ = ["weather_server"]
+__all__ = ["serve", "weather_server"]
 
 
 def _server() -> MCPServer:
@@ -36,20 +36,27 @@ def _server() -> MCPServer:
 @contextlib.contextmanager
 def weather_server() -> Iterator[str]:
     """Serve the weather MCP server on an ephemeral loopback port; yields its endpoint URL."""
+    with serve(_server()) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve(server: MCPServer) -> Iterator[str]:
+    """`server` over streamable HTTP on an ephemeral loopback port, in a thread; yields its endpoint URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(_server().streamable_http_app(), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="mcp-server", daemon=True)
+    app = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning"))
+    thread = threading.Thread(target=app.run, kwargs={"sockets": [sock]}, name="mcp-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while not server.started:
+    while not app.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the MCP server did not start")
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        server.should_exit = True
+        app.should_exit = True
         thread.join(timeout=10)
         sock.close()

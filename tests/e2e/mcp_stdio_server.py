@@ -7,8 +7,9 @@ from typing import TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["build"]
+__all__ = ["announce_tools_changed", "build"]
 
 
 class Weather(TypedDict):
@@ -16,6 +17,15 @@ class Weather(TypedDict):
 
     city: str
     temp_c: int
+
+
+async def announce_tools_changed(ctx: Context) -> None:
+    """Tell the client its tool list changed, the way its era hears of it: a 2026-07-28 client on its
+    subscriptions/listen stream, an earlier one by notifications/tools/list_changed on its session."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
 
 
 def build() -> MCPServer:
@@ -40,7 +50,7 @@ def build() -> MCPServer:
             return "reset" if confirm else "kept"
 
         server.add_tool(admin_reset)
-        await ctx.session.send_tool_list_changed()
+        await announce_tools_changed(ctx)
         return "installed"
 
     return server

@@ -5,6 +5,7 @@ lock file), so npx finds them there without the network; and /proc helpers to se
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -18,7 +19,15 @@ NPM_DIR = Path(__file__).with_name("npm")
 
 
 def npx(package: str, *args: str) -> list[str]:
-    """The command a client's configuration gives for a reference server (`npx -y @modelcontextprotocol/...`)."""
+    """The command a client's configuration gives for a reference server (`npx -y @modelcontextprotocol/...`).
+
+    Without node and npx on PATH the test is skipped, saying so; with them but without the packages it fails:
+    `make node-deps` installs those."""
+    missing = [tool for tool in ("node", "npx") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(
+            f"{' and '.join(missing)} not on PATH: the reference MCP servers need Node.js (apt-get install nodejs npm)"
+        )
     if not (NPM_DIR / "node_modules" / package / "package.json").exists():
         pytest.fail(f"{package} is not installed in {NPM_DIR}: run `make node-deps` (part of `make test`)")
     return ["npx", "-y", package, *args]

@@ -60,3 +60,27 @@ rules:
         assert span.attributes["gen_ai.operation.name"] == "execute_tool"
         assert span.attributes["network.transport"] == "tcp" and span.attributes["http.response.status_code"] == 200
         assert span.attributes["jsonrpc.request.id"].isdigit()
+
+
+def test_the_session_end_and_its_stream_carry_the_session_id(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    # The GET stream and the DELETE carry no JSON-RPC body: only their headers name the session.
+    proxy = brownout_proxy()
+    spans = Spans(proxy)
+
+    async def agent() -> None:
+        http = httpx2.AsyncClient(proxy=proxy.proxy_url("ending"), timeout=10)
+        async with Client(streamable_http_client(mcp_url, http_client=http), mode="legacy") as client:
+            await client.list_tools()
+
+    asyncio.run(agent())
+    spans.wait("ending", 5)  # initialize, notifications/initialized, tools/list, the GET stream, the DELETE
+    found = {s.attributes["brownout.operation"]: s for s in spans.of("ending")}
+    session = found["tools/list"].attributes["mcp.session.id"]
+    assert found["session_end"].attributes["mcp.session.id"] == session
+    assert found["server_stream"].attributes["mcp.session.id"] == session
+    assert (
+        found["session_end"].attributes["mcp.protocol.version"]
+        == found["tools/list"].attributes["mcp.protocol.version"]
+    )

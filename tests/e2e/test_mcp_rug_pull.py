@@ -15,10 +15,13 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.trace import StatusCode
 
+from brownout.core.exchange import Exchange
 from brownout.faults.mcplists import DEFAULT_POISON
 from brownout.invariants.records import Violation
 from brownout.proxy.embed import ProxyHandle
+from tests.e2e.conftest import Spans
 from tests.e2e.mcp_server import weather_server
 from tests.e2e.test_mcp_stdio import BROWNOUT, SERVER_CMD, _config, _records
 
@@ -132,6 +135,70 @@ def test_rug_pull_after_approval_over_http(brownout_proxy: Callable[..., ProxyHa
     assert is_error is True and _wait(violations, 1, timeout_s=1) == []
 
 
+def test_a_violation_found_after_the_next_exchange_began_is_on_the_span_it_is_about(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    # A call that looks stale is judged again once something that started after it has ended: the violation
+    # is found while a later exchange (here the session's end) is checked, and belongs to the call's span.
+    proxy, violations = _proxied(brownout_proxy, "seed: 1\ninvariants: [{type: mcp_tools}]\nrules:" + RUG_PULL)
+    spans = Spans(proxy)
+
+    async def naive() -> None:
+        async with _http(proxy, mcp_url, "late", Notes()) as client:
+            await client.list_tools()
+            await client.call_tool("get_weather", {"city": "Oslo"})
+            await client.call_tool("get_weather", {"city": "Oslo"})  # its reply announces the change
+            await client.call_tool("get_weather", {"city": "Rome"})  # stale
+
+    asyncio.run(naive())
+    (stale,) = _wait(violations, 1)
+    call = spans.by_span_id(stale.span_id or "")
+    assert call.name == "tools/call get_weather"
+    spans.wait("late", 7)  # initialize, initialized, the listing, three calls, the stream and the session end
+    carrying = [s for s in spans.all() if any(e.name == "brownout.violation" for e in s.events)]
+    (late,) = carrying
+    assert late.parent is not None and late.parent.span_id == call.context.span_id
+    assert late.context.trace_id == call.context.trace_id and late.name == "brownout.violation mcp_tools"
+    assert late.attributes["brownout.exchange.id"] == stale.exchange_id
+    assert late.status.status_code is StatusCode.ERROR
+    others = [s for s in spans.of("late") if s.context.span_id not in (call.context.span_id, late.context.span_id)]
+    assert len(others) >= 6 and all(s.status.status_code is not StatusCode.ERROR for s in others)
+
+
+def test_rug_pull_announced_on_the_listen_stream_in_the_2026_revision(
+    brownout_proxy: Callable[..., ProxyHandle], mcp_url: str
+) -> None:
+    # A 2026-07-28 client hears of changes only on its subscriptions/listen stream: the announcement goes there.
+    proxy, violations = _proxied(brownout_proxy, "seed: 1\ninvariants: [{type: mcp_tools}]\nrules:" + RUG_PULL)
+    exchanges: list[Exchange] = []
+    proxy.addon.pipeline.listeners.append(exchanges.append)
+
+    async def naive() -> tuple[list[str], str]:
+        http = httpx2.AsyncClient(proxy=proxy.proxy_url("listening"), timeout=10)
+        async with Client(streamable_http_client(mcp_url, http_client=http), mode="2026-07-28") as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as sub:
+                await client.call_tool("get_weather", {"city": "Oslo"})
+                await client.call_tool("get_weather", {"city": "Oslo"})  # the rule fires: announced on the stream
+                event = await asyncio.wait_for(sub.__anext__(), 5)
+                await client.call_tool("get_weather", {"city": "Rome"})  # stale: the agent did not list again
+                schema = next(t for t in (await client.list_tools()).tools if t.name == "get_weather").input_schema
+            return [type(event).__name__], " ".join(schema["properties"])
+
+    events, fields = asyncio.run(naive())
+    assert events == ["ToolsListChanged"] and fields == "location"
+    (stale,) = _wait(violations, 1)
+    assert stale.details["check"] == "stale" and stale.session_id == "listening"
+    calls = [x for x in exchanges if x.tool_name == "get_weather"]
+    assert stale.exchange_id == calls[2].id
+    announcing, relisting = [x for x in exchanges if x.faults]
+    assert announcing.id == calls[1].id and announcing.faults[0].params["announced"] == LIST_CHANGED
+    assert announcing.content_type == "application/json"  # its own reply untouched
+    assert relisting.operation == "tools/list" and relisting.faults[0].params["items"] == ["get_weather"]
+    listen = next(x for x in exchanges if x.operation == "subscriptions/listen")
+    assert (listen.mcp_era, listen.error_type, listen.notes["mcp_listen"]) == ("modern", None, ["tools"])
+
+
 def test_rug_pull_over_stdio(tmp_path: Path) -> None:
     config = _config(
         tmp_path,
@@ -187,6 +254,34 @@ def test_one_rule_drifts_and_announces_over_stdio(tmp_path: Path) -> None:
     assert "location" in schema["properties"] and "city" not in schema["properties"]
     exchanges = _records(tmp_path / "exchanges.jsonl")
     # The rule acted on the call that announced and on the listing; the calls after it were left alone.
+    assert [(x["operation"], x["tool"]) for x in exchanges if x["faults"]] == [
+        ("tools/call", "get_weather"),
+        ("tools/list", None),
+    ]
+    found = [(v["invariant"], v["details"].get("check"), v["tool"]) for v in _records(tmp_path / "violations.jsonl")]
+    assert found == [("mcp_tools", "stale", "get_weather"), ("mcp_tools", "schema", "get_weather")]
+
+
+def test_one_rule_drifts_and_announces_on_a_stdio_listen_in_the_2026_revision(tmp_path: Path) -> None:
+    config = _config(tmp_path, "invariants: [{type: mcp_tools}]\nrules:" + RUG_PULL)
+    params = StdioServerParameters(command=BROWNOUT, args=["mcp-stdio", "-c", str(config), "--", *SERVER_CMD])
+
+    async def agent() -> tuple[list[str], dict[str, Any]]:
+        async with Client(stdio_client(params, errlog=sys.stderr), mode="2026-07-28") as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as sub:
+                await client.call_tool("get_weather", {"city": "Oslo"})
+                await client.call_tool("get_weather", {"city": "Oslo"})  # announced on the listen request
+                event = await asyncio.wait_for(sub.__anext__(), 5)
+                await client.call_tool("get_weather", {"city": "Rome"})  # without listing again: stale
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                await client.call_tool("get_weather", {"city": "Rome"})  # listed, and still the old schema
+            return [type(event).__name__], tools["get_weather"].input_schema
+
+    events, schema = asyncio.run(agent())
+    assert events == ["ToolsListChanged"] and "location" in schema["properties"]
+    exchanges = _records(tmp_path / "exchanges.jsonl")
+    assert {x["mcp_era"] for x in exchanges} == {"modern"}
     assert [(x["operation"], x["tool"]) for x in exchanges if x["faults"]] == [
         ("tools/call", "get_weather"),
         ("tools/list", None),

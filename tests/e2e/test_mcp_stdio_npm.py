@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -23,11 +24,11 @@ FILESYSTEM = "@modelcontextprotocol/server-filesystem"
 EVERYTHING = "@modelcontextprotocol/server-everything"
 
 
-def _client(config: Path, server: list[str]) -> Client:
+def _client(config: Path, server: list[str], mode: str = "legacy") -> Client:
     params = StdioServerParameters(
         command=BROWNOUT, args=["mcp-stdio", "-c", str(config), "--", *server], cwd=str(NPM_DIR), env=npm_env()
     )
-    return Client(stdio_client(params, errlog=sys.stderr), mode="legacy", read_timeout_seconds=15)
+    return Client(stdio_client(params, errlog=sys.stderr), mode=mode, read_timeout_seconds=15)
 
 
 @pytest.mark.parametrize(
@@ -114,13 +115,28 @@ def _violations(tmp_path: Path) -> list[tuple[str, str | None, str | None, int]]
     return [(v["invariant"], v["details"].get("check"), v["tool"], calls.index(v["exchange_id"]) + 1) for v in found]
 
 
-def test_server_everything_announcing_its_tools_at_start_is_no_stale_call(tmp_path: Path) -> None:
+# The reference servers speak the handshake era only (server-everything 2026.8.31 is built on the TypeScript
+# SDK 1.32): the SDK client in `auto` mode probes with the 2026-07-28 server/discover, gets -32601, and falls
+# back to initialize. The modern era over stdio is run against the SDK's own server in test_mcp_stdio.py.
+MODES = ["legacy", "auto"]
+CLEAN = """invariants:
+  - {type: mcp_tools}
+  - {type: mcp_reconnect_discipline}
+  - {type: retry_discipline}
+  - {type: tool_arguments_json}
+  - {type: injection_followed}
+rules: []
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_server_everything_with_no_fault_gives_no_violation(tmp_path: Path, mode: str) -> None:
     # server-everything sends notifications/tools/list_changed while the client's first tools/list is in
     # flight: the listing answers after the change, so calls made from it are current.
-    config = _config(tmp_path, "invariants: [{type: mcp_tools}]\nrules: []\n")
+    config = _config(tmp_path, CLEAN)
 
     async def agent() -> None:
-        async with _client(config, npx(EVERYTHING, "stdio")) as client:
+        async with _client(config, npx(EVERYTHING, "stdio"), mode) as client:
             await client.list_tools()
             await client.call_tool("echo", {"message": "hi"})
             await client.call_tool("get-sum", {"a": 1, "b": 2})
@@ -129,10 +145,20 @@ def test_server_everything_announcing_its_tools_at_start_is_no_stale_call(tmp_pa
     asyncio.run(agent())
     exchanges = _records(tmp_path / "exchanges.jsonl")
     assert [x["operation"] for x in exchanges][-4:] == ["tools/list", "tools/call", "tools/call", "tools/call"]
+    if mode == "auto":  # the 2026-07-28 probe, refused by a handshake-era server, then the handshake
+        probe, init = exchanges[0], exchanges[1]
+        assert (probe["operation"], probe["mcp_era"], probe["error_type"]) == (
+            "server/discover",
+            "modern",
+            "method_not_found",
+        )
+        assert (init["operation"], init["mcp_era"]) == ("initialize", "handshake")
+    assert {x["mcp_era"] for x in exchanges if x["operation"] != "server/discover"} == {"handshake"}
     assert _violations(tmp_path) == []
 
 
-def test_a_rug_pull_after_server_everything_announced_at_start_is_still_stale(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_rug_pull_on_server_everything_is_stale_then_off_schema(tmp_path: Path, mode: str) -> None:
     drift = """rules:
   - name: drift-after-approval
     match: {mcp_method: "tools/*"}
@@ -141,13 +167,21 @@ def test_a_rug_pull_after_server_everything_announced_at_start_is_still_stale(tm
 """
     config = _config(tmp_path, "invariants: [{type: mcp_tools}]\n" + drift)
 
-    async def agent() -> None:
-        async with _client(config, npx(EVERYTHING, "stdio")) as client:
+    async def agent() -> dict[str, Any]:
+        async with _client(config, npx(EVERYTHING, "stdio"), mode) as client:
             await client.list_tools()
             await client.call_tool("echo", {"message": "approved"})
             await client.call_tool("echo", {"message": "announces"})  # its reply carries list_changed
             await client.call_tool("echo", {"message": "stale"})  # without listing again
             await client.call_tool("get-sum", {"a": 1, "b": 2})  # another tool, same stale listing
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            await client.call_tool("echo", {"message": "old schema"})  # listed, and still `message`
+            return tools["echo"].input_schema
 
-    asyncio.run(agent())
-    assert _violations(tmp_path) == [("mcp_tools", "stale", "echo", 3), ("mcp_tools", "stale", "get-sum", 4)]
+    schema = asyncio.run(agent())
+    assert "text" in schema["properties"] and "message" not in schema["properties"]
+    assert _violations(tmp_path) == [
+        ("mcp_tools", "stale", "echo", 3),
+        ("mcp_tools", "stale", "get-sum", 4),
+        ("mcp_tools", "schema", "echo", 5),
+    ]

@@ -98,7 +98,14 @@ def _send_spans(hub: Exporters) -> None:
     faulty = exchange(
         traceparent=TRACEPARENT, status=429, faults=[FaultRecord("openai-429", "http_error", {"status": 429})]
     )
-    builder.build(faulty, [violation(invariant="retry_discipline", severity="error")])
+    builder.build(
+        faulty,
+        check=lambda span, _: [
+            violation(
+                invariant="retry_discipline", severity="error", trace_id=span.trace_id_hex, span_id=span.span_id_hex
+            )
+        ],
+    )
     builder.build(exchange(session="s-2"))
 
 

@@ -145,12 +145,44 @@ def test_buffered_sse_body(make_ctx) -> None:
 
 
 def test_mcp_result_swapped_for_the_text(make_ctx) -> None:
-    result = {**MCP_RESULT, "result": {**MCP_RESULT["result"], "structuredContent": {"temp_c": 21}}}
+    structured = {"city": "Oslo", "temp_c": 21}
+    result = {**MCP_RESULT, "result": {**MCP_RESULT["result"], "structuredContent": structured}}
     out = json.loads(fault(position="replace").edit_body(make_ctx(provider="mcp"), dump(result), dict(JSON)))
     assert out["result"]["content"] == [{"type": "text", "text": EVIL}]
-    assert out["result"]["structuredContent"] == {"temp_c": 21}  # what the model reads is the content
+    # An agent reading the structured output gets the instruction too, in a field of the same type.
+    assert out["result"]["structuredContent"] == {"city": EVIL, "temp_c": 21}
     with pytest.raises(ValidationError):
         InjectParams.model_validate({"type": "inject", "text": EVIL, "target": "completion", "position": "replace"})
+
+
+@pytest.mark.parametrize("indent", [2, None])
+def test_mcp_structured_result_and_its_serialised_text_stay_one(make_ctx, indent: int | None) -> None:
+    # Servers put the JSON of structuredContent in a text item too: both carry the instruction, and the
+    # text stays the JSON of the structured result.
+    structured = {"city": "Oslo", "temp_c": 21, "summary": "Sunny all day"}
+    text = json.dumps(structured, indent=indent)
+    content = [{"type": "text", "text": text}]
+    result = {**MCP_RESULT, "result": {"content": content, "structuredContent": structured, "isError": False}}
+    out = json.loads(fault().edit_body(make_ctx(provider="mcp"), dump(result), dict(JSON)))["result"]
+    assert out["structuredContent"] == {**structured, "summary": "Sunny all day\n\n" + EVIL}
+    (item,) = out["content"]
+    assert json.loads(item["text"]) == out["structuredContent"] and ("\n  " in item["text"]) == bool(indent)
+
+
+def test_mcp_structured_result_without_a_string_leaves_the_text_to_the_content(make_ctx) -> None:
+    structured = {"temp_c": 21}
+    content = [{"type": "text", "text": json.dumps(structured)}]
+    result = {**MCP_RESULT, "result": {"content": content, "structuredContent": structured, "isError": False}}
+    out = json.loads(fault().edit_body(make_ctx(provider="mcp"), dump(result), dict(JSON)))["result"]
+    assert out["structuredContent"] == structured and out["content"][0]["text"].endswith(EVIL)
+
+
+def test_mcp_structured_result_beside_prose_gets_the_text_in_both(make_ctx) -> None:
+    structured = {"city": "Oslo", "temp_c": 21}
+    result = {**MCP_RESULT, "result": {**MCP_RESULT["result"], "structuredContent": structured}}
+    out = json.loads(fault(position="start").edit_body(make_ctx(provider="mcp"), dump(result), dict(JSON)))
+    assert out["result"]["content"][0]["text"] == EVIL + "\n\nSunny, 21C"
+    assert out["result"]["structuredContent"] == {"city": EVIL + "\n\nOslo", "temp_c": 21}
 
 
 def test_completion_needs_a_wire_format_that_knows_the_text(make_ctx) -> None:

@@ -7,7 +7,9 @@ import statistics
 import pytest
 from pydantic import ValidationError
 
+from brownout.faults.base import StreamTiming
 from brownout.faults.latency import LatencyFault, LatencyParams, sample_delay_s
+from brownout.faults.plan import merge_timings
 
 
 def params(**kw: object) -> LatencyParams:
@@ -67,3 +69,20 @@ def test_uniform_stays_in_range_and_lognormal_mean() -> None:
 def test_invalid_params_rejected(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         params(**bad)
+
+
+def test_events_phase_delays_the_stream_not_the_request(make_ctx) -> None:
+    fault = LatencyFault(LatencyParams(type="latency", delay_ms=250, phase="events"))
+    ctx = make_ctx()
+    assert asyncio.run(fault.before_upstream(ctx)) is None and not fault.holds_response(ctx)
+    timing = fault.stream_timing(ctx)
+    assert timing is not None and timing.event_delay_s == 0.25 and timing.paced
+    assert ctx.extra["delay_s"] == 0.25 and not fault.acts_on_handshake()
+    assert LatencyFault(LatencyParams(type="latency", delay_ms=250)).stream_timing(ctx) is None
+
+
+def test_stream_delays_merge_to_the_longest() -> None:
+    merged = merge_timings(
+        [StreamTiming(event_delay_s=0.2), StreamTiming(event_delay_s=0.5), StreamTiming(bytes_per_s=9)]
+    )
+    assert merged is not None and (merged.event_delay_s, merged.bytes_per_s) == (0.5, 9)

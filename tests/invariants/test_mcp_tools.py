@@ -198,3 +198,28 @@ def test_a_call_judged_again_keeps_its_whole_arguments() -> None:
     relisted = listing([weather_tool()], 1, timings=Timings(start=T0 + 1, first_client_byte=T0 + 1.1, end=T0 + 5))
     assert h.run_all(call, relisted) == []
     assert h.close_all() == []
+
+
+def test_a_listing_with_ttl_may_be_used_until_it_runs_out() -> None:
+    # 2026-07-28 listings carry ttlMs: within it the client need not list again, even after a change.
+    h = Harness([{"type": "mcp_tools"}])
+    ttl = listing([weather_tool()], 0)
+    ttl.notes["mcp_ttl_ms"] = 1500
+    h.run(ttl)
+    fresh = after_notes(tool("get_weather", {"city": "Oslo"}, 1), 0.5)  # a change, then a call within the ttl
+    late = tool("get_weather", {"city": "Rome"}, 1.8)  # past it, still not listed again
+    assert h.run_all(fresh, late) == []
+    (v,) = h.close_all()
+    assert v.exchange_id == late.id and v.details["ttl_ms"] == 1500
+    assert v.message.endswith("without listing them again, past the listing's ttlMs 1500")
+
+
+def test_a_zero_ttl_is_stale_at_once() -> None:
+    h = Harness([{"type": "mcp_tools"}])
+    now = listing([weather_tool()], 0)
+    now.notes["mcp_ttl_ms"] = 0
+    h.run(now)
+    call = after_notes(tool("get_weather", {"city": "Oslo"}, 1), 0.5)
+    assert h.run(call) == []
+    (v,) = h.close_all()
+    assert v.exchange_id == call.id and v.details["check"] == "stale"

@@ -99,6 +99,7 @@ def test_full_config_round_trip() -> None:
                 {"type": "stream_complete"},
                 {"type": "injection_followed", "markers": ["evil.example"]},
                 {"type": "mcp_tools", "checks": ["stale"]},
+                {"type": "mcp_reconnect_discipline", "max_per_minute": 10},
                 {"type": "tool_policy", "deny": ["delete_*"]},
                 {"type": "reconnect_discipline", "max_per_min": 3},
                 {"type": "realtime_session_budget", "max_duration_s": 600},

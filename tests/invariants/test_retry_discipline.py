@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from brownout.core.exchange import FaultRecord
 from tests.invariants.builders import Harness, llm, tool
 
@@ -92,6 +94,19 @@ def test_mcp_retries_are_keyed_by_method_and_tool() -> None:
     (v,) = h.run(tool("get_weather", {"city": "Paris"}, 0.1))
     assert v.details["check"] == "backoff"
     assert v.message.startswith("retried tools/call get_weather (POST tools.local/mcp) 0.050 s after a failure")
+
+
+def test_mcp_a_call_with_other_arguments_is_no_retry() -> None:
+    h = Harness([{"type": "retry_discipline"}])
+    assert h.run(tool("get_weather", {"city": "Paris"}, 0, error_type="internal_error")) == []
+    assert h.run(tool("get_weather", {"city": "Lyon"}, 0.06)) == []  # the same tool for another city
+    # The same call again (its progress token in _meta aside): the retry, still without backoff.
+    again = tool("get_weather", {"city": "Paris"}, 0.1)
+    body = json.loads(again.request_body)
+    body["params"]["_meta"] = {"progressToken": 7}
+    again.request_body = json.dumps(body)
+    (v,) = h.run(again)
+    assert v.details["check"] == "backoff" and "0.050 s after a failure" in v.message
 
 
 def cut(t: float, content: str = "hello", **kw):

@@ -59,6 +59,15 @@ def test_metrics_only_when_asked_for() -> None:
     assert stdio_config(configured).exporters.prometheus.enabled
 
 
+@pytest.mark.parametrize(
+    ("fault", "why"), [("session_expired", "no session to expire"), ("header_mismatch", "no headers")]
+)
+def test_faults_a_pipe_cannot_carry_are_refused(fault: str, why: str) -> None:
+    config = BrownoutConfig.model_validate({"rules": [{"name": "r", "fault": {"type": fault}}]})
+    with pytest.raises(ValueError, match=f"rule 'r': {fault} cannot act on a stdio MCP server: .*{why}"):
+        stdio_config(config)
+
+
 def test_server_notifications_kept_are_bounded_and_keep_list_changed() -> None:
     notes: list[tuple[str, float]] = []
     remember(notes, "notifications/tools/list_changed", 1.0, keep=3)

@@ -270,3 +270,33 @@ def test_a_relay_bug_ends_that_response_and_is_counted_by_the_proxys_guard() -> 
     first, second = asyncio.run(two_requests())
     assert first == "RemoteProtocolError" and second == 200  # the body was cut; the next response is whole
     assert guard.snapshot() == {"relay": 1}
+
+
+def test_a_client_leaving_a_quiet_relayed_stream_closes_its_upstream_connection(brownout_proxy):
+    # A long-lived stream with nothing more to say (an MCP listen stream): only the client's close ends it.
+    ended = threading.Event()
+
+    async def quiet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        writer.write(head + b"d\r\ndata: ready\n\n\r\n")
+        await writer.drain()
+        if await reader.read() == b"":  # says nothing more, until its peer hangs up
+            ended.set()
+        writer.close()
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = asyncio.run_coroutine_threadsafe(asyncio.start_server(quiet, "127.0.0.1", 0), loop).result(5)
+    try:
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/listen"
+        proxy = brownout_proxy(rules(rule("slow", "{type: latency, phase: events, delay_ms: 10}")))
+        with httpx.Client(proxy=proxy.proxy_url(), trust_env=False) as client, client.stream("GET", url) as r:
+            assert next(line for line in r.iter_lines() if line) == "data: ready"
+        assert ended.wait(5), "the relay kept the upstream stream open after its client left"
+    finally:
+        server.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
