@@ -4,6 +4,7 @@ own requests (the GET that opens the server-to-client stream, the DELETE that en
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 from typing import Any
 
 from brownout.core.exchange import Exchange, ToolCall
@@ -63,15 +64,17 @@ _TRANSPORT_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method")
 _NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _SNIFF = b'"jsonrpc"'
-# recognise() and parse_request() see the same body back to back: decode it once.
-_last: list[Any] = [None, None]
+# recognise() and parse_request() see the same body back to back, in one request's task: decode it once. A
+# context variable, not a module global: the value stays with that task, never shared by two proxies or two requests.
+_last: ContextVar[tuple[bytes, Any] | None] = ContextVar("brownout_mcp_last_body", default=None)
 
 
 def _decode(body: bytes) -> Any:
-    if _last[0] is body or (_last[0] is not None and len(_last[0]) == len(body) and _last[0] == body):
-        return _last[1]
+    last = _last.get()
+    if last is not None and (last[0] is body or (len(last[0]) == len(body) and last[0] == body)):
+        return last[1]
     data = loads(body)
-    _last[0], _last[1] = body, data
+    _last.set((body, data))
     return data
 
 
