@@ -92,17 +92,25 @@ def _runs_with_violations(report: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def heading(kind: str, report: dict[str, Any], facts: str) -> list[str]:
+    """A report's title (kind, name, status, gate, exit code) and its facts line, with the abort and error."""
+    gate = report["gate"]
+    return [
+        f"## brownout {kind} {_code(report['experiment'], in_table=False)}: {_text(report['status'])} "
+        f"(gate {'passed' if gate['passed'] else 'failed'}, exit {report['exit_code']})",
+        "",
+        f"{facts} · {report['duration_s']:.1f} s"
+        + (f" · aborted: {_text(report['abort_reason'])}" if report.get("abort_reason") else "")
+        + (f" · error: {_text(report['error'])}" if report.get("error") else ""),
+        "",
+    ]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The Markdown text of a report document."""
     gate = report["gate"]
     lines = [
-        f"## brownout experiment {_code(report['experiment'], in_table=False)}: {_text(report['status'])} "
-        f"(gate {'passed' if gate['passed'] else 'failed'}, exit {report['exit_code']})",
-        "",
-        f"seed {report['seed']} · {len(report['runs'])} runs · {report['duration_s']:.1f} s"
-        + (f" · aborted: {_text(report['abort_reason'])}" if report.get("abort_reason") else "")
-        + (f" · error: {_text(report['error'])}" if report.get("error") else ""),
-        "",
+        *heading("experiment", report, f"seed {report['seed']} · {len(report['runs'])} runs"),
         "| phase | runs | success (95% CI) | drop vs baseline (p) | p50 / p95 s | calls/run | tokens/run | cost/run | faults | violations |",
         "|---|---:|---|---|---|---:|---:|---:|---:|---:|",
     ]

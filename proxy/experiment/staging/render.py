@@ -18,7 +18,7 @@ from brownout.proxy.experiment import charts
 from brownout.proxy.experiment.formatting import num, pct, usd
 from brownout.proxy.experiment.report_html import _environment
 from brownout.proxy.experiment.report_junit import _safe
-from brownout.proxy.experiment.report_md import _code, _text
+from brownout.proxy.experiment.report_md import _code, _text, heading
 
 __all__ = ["render_html", "render_markdown", "staging_charts", "write_html", "write_junit", "write_markdown"]
 
@@ -44,13 +44,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     """The Markdown text of a staging report."""
     gate = report["gate"]
     lines = [
-        f"## brownout staging experiment {_code(report['experiment'], in_table=False)}: {_text(report['status'])} "
-        f"(gate {'passed' if gate['passed'] else 'failed'}, exit {report['exit_code']})",
-        "",
-        f"run {_code(report['run_id'], in_table=False)} · {report['duration_s']:.1f} s"
-        + (f" · aborted: {_text(report['abort_reason'])}" if report.get("abort_reason") else "")
-        + (f" · error: {_text(report['error'])}" if report.get("error") else ""),
-        "",
+        *heading("staging experiment", report, f"run {_code(report['run_id'], in_table=False)}"),
         "| phase | status | from | applied | exchanges | faults | violations | error rate | p95 s | cost |",
         "|---|---|---|---|---:|---:|---:|---|---|---:|",
     ]
