@@ -66,6 +66,11 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "drop": 1.5,
     "duplicate": 1.0,
     "rate_limits": 1.0,
+    # MCP: a refused request is an error answer to handle; a lost session or server must be rebuilt.
+    "header_mismatch": 1.0,
+    "unsupported_version": 1.0,
+    "session_expired": 1.5,
+    "server_gone": 1.5,
 }
 
 METRICS = (
