@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(240)
 TOKEN = "fleet-test-token"
 CONFIG = """
 version: 1
-state: {{backend: redis, url: "{redis}"}}
+state: {{backend: redis, url: "{redis}", timeout_ms: 2000, connect_timeout_ms: 5000}}  # a loaded machine is slow
 proxy: {{drain_timeout_s: 10}}
 exporters:
   jsonl: {{exchanges_path: logs/exchanges.jsonl}}

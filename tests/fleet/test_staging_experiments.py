@@ -173,7 +173,8 @@ def test_a_runner_killed_mid_phase_leaves_no_chaos_once_its_lease_expires(fleet_
         proc.wait(10)
     # Every replica drops the phase within the lease (2 s) and a poll.
     wait_phase(stage, "slow-llm", 0)
-    assert time.monotonic() - killed < 3.5
+    # 3 s on a quiet machine; far below the phase's 60 s even when a loaded one starves the replicas' polls.
+    assert time.monotonic() - killed < 15
     assert all(r.control("GET", "/status")["experiment"] is None for r in stage.fleet.replicas)
     status = stage.fleet.replicas[0].control("GET", "/status")
     assert [rule["name"] for rule in status["rules"]] == ["own-latency"]
@@ -207,7 +208,7 @@ def test_ctrl_c_mid_phase_removes_the_phase_at_once_and_still_writes_the_report(
     assert proc.returncode == 2, err
     # Removed by the runner, long before its 60 s lease would have ended it.
     wait_phase(stage, "slow", 0)
-    assert time.monotonic() - stopped < 5
+    assert time.monotonic() - stopped < 20  # about 1 s on a quiet machine; the lease would hold it 60 s
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["status"] == "aborted" and report["interrupted"] is True
     assert report["abort_reason"] == "interrupted (Ctrl-C or SIGTERM)"
