@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 from brownout.core import secret_paths
 from brownout.core.exchange import Exchange, FaultRecord
 from brownout.core.secrets import is_secret_param, redact_text
+from brownout.core.semconv import PINNED, Semconv, SpanNames
 from brownout.core.wire.mcp_eras import MODERN
 
 __all__ = [
@@ -108,9 +109,13 @@ def error_type(exchange: Exchange) -> str | None:
     return str(exchange.status) if exchange.status >= 400 else None
 
 
-def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) -> dict[str, Any]:
-    """Every span attribute for the exchange; never credentials, prompts only with capture_content."""
+def exchange_attributes(
+    exchange: Exchange, *, capture_content: bool = False, semconv: Semconv = PINNED
+) -> dict[str, Any]:
+    """Every span attribute for the exchange, GenAI ones named as `semconv` names them; never
+    credentials, prompts only with capture_content."""
     op = operation_name(exchange)
+    names = semconv.spans
     attrs: dict[str, Any] = {
         "brownout.session.id": exchange.session,
         "brownout.exchange.id": exchange.id,
@@ -127,16 +132,16 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
         if exchange.status is not None:
             attrs["http.response.status_code"] = exchange.status
     if (provider := provider_name(exchange)) is not None:
-        attrs["gen_ai.provider.name"] = provider
+        attrs[names.provider_name] = provider
     if op is not None:
-        attrs["gen_ai.operation.name"] = op
+        attrs[names.operation_name] = op
     if (err := error_type(exchange)) is not None:
         attrs["error.type"] = err
     if exchange.faults:
         attrs["brownout.fault.rules"] = tuple(dict.fromkeys(f.rule for f in exchange.faults))
         attrs["brownout.fault.types"] = tuple(dict.fromkeys(f.fault for f in exchange.faults))
     if exchange.mcp_method or exchange.provider == "mcp":
-        _mcp_attributes(exchange, attrs)
+        _mcp_attributes(exchange, attrs, names)
     if exchange.retry_count is not None:
         attrs["brownout.client.retry_count"] = exchange.retry_count
     if exchange.stream_complete is not None:
@@ -146,24 +151,24 @@ def exchange_attributes(exchange: Exchange, *, capture_content: bool = False) ->
     if exchange.uninspected is not None:
         attrs["brownout.inspection.skipped"] = exchange.uninspected
     if op == "execute_tool":
-        _tool_attributes(exchange, attrs, capture_content)
+        _tool_attributes(exchange, attrs, capture_content, names)
     elif op is not None:
-        _llm_attributes(exchange, attrs, capture_content)
+        _llm_attributes(exchange, attrs, capture_content, semconv)
     if exchange.realtime is not None:
-        _realtime_attributes(exchange, attrs)
+        _realtime_attributes(exchange, attrs, names)
     return attrs
 
 
-def _realtime_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
+def _realtime_attributes(exchange: Exchange, attrs: dict[str, Any], names: SpanNames) -> None:
     info = exchange.realtime
     assert info is not None
-    attrs["gen_ai.live_session.id"] = info.session_id
+    attrs[names.live_session_id] = info.session_id
     if info.status is not None:
         attrs["brownout.realtime.status"] = info.status
     if info.kind != "session":
         return
     if exchange.model:
-        attrs["gen_ai.request.model"] = exchange.model
+        attrs[names.request_model] = exchange.model
     if info.close_code is not None:
         attrs["brownout.realtime.close_code"] = info.close_code
     if info.closed_by is not None:
@@ -179,28 +184,29 @@ def _realtime_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
         attrs["brownout.realtime.resumption.used"] = True
 
 
-def realtime_session_events(exchange: Exchange) -> list[tuple[str, float, dict[str, Any]]]:
+def realtime_session_events(exchange: Exchange, semconv: Semconv = PINNED) -> list[tuple[str, float, dict[str, Any]]]:
     """A session's start and end events (GenAI realtime conventions), as (name, time, attributes)."""
     info = exchange.realtime
     if info is None or info.kind != "session" or exchange.status != 101:
         return []
-    attrs: dict[str, Any] = {"gen_ai.live_session.id": info.session_id, "server.address": exchange.host}
+    names = semconv.spans
+    attrs: dict[str, Any] = {names.live_session_id: info.session_id, "server.address": exchange.host}
     if exchange.gen_ai_provider:
-        attrs["gen_ai.provider.name"] = exchange.gen_ai_provider
+        attrs[names.provider_name] = exchange.gen_ai_provider
     if exchange.model:
-        attrs["gen_ai.request.model"] = exchange.model
+        attrs[names.request_model] = exchange.model
     if exchange.port:
         attrs["server.port"] = exchange.port
-    events = [("gen_ai.client.live_session.started", exchange.timings.start, attrs)]
+    events = [(names.live_session_started_event, exchange.timings.start, attrs)]
     if exchange.timings.end is not None:
         ended = dict(attrs)
         if info.close_code is not None:
             ended["brownout.realtime.close_code"] = info.close_code
-        events.append(("gen_ai.client.live_session.ended", exchange.timings.end, ended))
+        events.append((names.live_session_ended_event, exchange.timings.end, ended))
     return events
 
 
-def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
+def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any], names: SpanNames) -> None:
     """The MCP semantic conventions' client-span attributes (the GenAI tool ones come with execute_tool)."""
     notes = exchange.notes
     if exchange.mcp_method:
@@ -217,7 +223,7 @@ def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
     if isinstance(code, int) and not isinstance(code, bool):
         attrs["rpc.response.status_code"] = str(code)
     if prompt := notes.get("mcp_prompt_name"):
-        attrs["gen_ai.prompt.name"] = prompt
+        attrs[names.prompt_name] = prompt
     if uri := notes.get("mcp_resource_uri"):
         attrs["mcp.resource.uri"] = secret_paths.redact_url(str(uri))  # a signed URL's token stays behind
     if exchange.transport == "stdio":
@@ -227,24 +233,26 @@ def _mcp_attributes(exchange: Exchange, attrs: dict[str, Any]) -> None:
         attrs["network.protocol.name"] = "http"
 
 
-def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool) -> None:
+def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool, semconv: Semconv) -> None:
+    names = semconv.spans
     if exchange.model:
-        attrs["gen_ai.request.model"] = exchange.model
-    attrs["gen_ai.request.stream"] = exchange.stream
+        attrs[names.request_model] = exchange.model
+    attrs[names.request_stream] = exchange.stream
     if exchange.response_model:
-        attrs["gen_ai.response.model"] = exchange.response_model
+        attrs[names.response_model] = exchange.response_model
     if exchange.response_id:
-        attrs["gen_ai.response.id"] = exchange.response_id
+        attrs[names.response_id] = exchange.response_id
     if exchange.finish_reasons:
-        attrs["gen_ai.response.finish_reasons"] = tuple(str(r) for r in exchange.finish_reasons)
-    if exchange.usage.input_tokens is not None:
-        attrs["gen_ai.usage.input_tokens"] = exchange.usage.input_tokens
-    if exchange.usage.output_tokens is not None:
-        attrs["gen_ai.usage.output_tokens"] = exchange.usage.output_tokens
-    if exchange.usage.cache_read_tokens is not None:
-        attrs["gen_ai.usage.cache_read.input_tokens"] = exchange.usage.cache_read_tokens
-    if exchange.usage.cache_write_tokens is not None:
-        attrs["gen_ai.usage.cache_creation.input_tokens"] = exchange.usage.cache_write_tokens
+        attrs[names.response_finish_reasons] = tuple(str(r) for r in exchange.finish_reasons)
+    usage = exchange.usage
+    if usage.input_tokens is not None:
+        attrs[names.usage_input_tokens] = usage.input_tokens
+    if usage.output_tokens is not None:
+        attrs[names.usage_output_tokens] = usage.output_tokens
+    if usage.cache_read_tokens is not None:
+        attrs[names.usage_cache_read_input_tokens] = usage.cache_read_tokens
+    if usage.cache_write_tokens is not None:
+        attrs[names.usage_cache_write_input_tokens] = usage.cache_write_tokens
     if exchange.cost is not None:
         attrs["brownout.cost.total"] = exchange.cost.total
         attrs["brownout.cost.input"] = exchange.cost.input
@@ -252,24 +260,24 @@ def _llm_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: 
         attrs["brownout.cost.currency"] = exchange.cost.currency
     ttfc = exchange.timings.ttfc_s
     if (exchange.stream or exchange.streamed) and ttfc is not None:
-        attrs["gen_ai.response.time_to_first_chunk"] = ttfc
+        attrs[names.response_time_to_first_chunk] = ttfc
     if capture_content:  # content, yes; credentials in it, never (see redact_text)
-        attrs["gen_ai.input.messages"] = _input_messages(exchange)
-        attrs["gen_ai.output.messages"] = _output_messages(exchange)
+        attrs[names.input_messages] = _input_messages(exchange)
+        attrs[names.output_messages] = _output_messages(exchange, semconv.output_finish_reason)
 
 
-def _tool_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool) -> None:
+def _tool_attributes(exchange: Exchange, attrs: dict[str, Any], capture_content: bool, names: SpanNames) -> None:
     call = exchange.tool_calls[0] if exchange.tool_calls else None
     name = exchange.tool_name or (call.name if call else None)
     if name:
-        attrs["gen_ai.tool.name"] = name
+        attrs[names.tool_name] = name
     call_id = exchange.tool_call_id or (call.id if call else None)
     if call_id:
-        attrs["gen_ai.tool.call.id"] = call_id
+        attrs[names.tool_call_id] = call_id
     if capture_content:  # content, yes; credentials in it, never (see redact_text)
         if call is not None:
-            attrs["gen_ai.tool.call.arguments"] = redact_text(call.arguments)
-        attrs["gen_ai.tool.call.result"] = redact_text(exchange.output_text)
+            attrs[names.tool_call_arguments] = redact_text(call.arguments)
+        attrs[names.tool_call_result] = redact_text(exchange.output_text)
 
 
 def _input_messages(exchange: Exchange) -> str:
@@ -282,7 +290,7 @@ def _input_messages(exchange: Exchange) -> str:
     return json.dumps(messages, ensure_ascii=False)
 
 
-def _output_messages(exchange: Exchange) -> str:
+def _output_messages(exchange: Exchange, with_finish_reason: bool) -> str:
     parts: list[dict[str, Any]] = []
     if exchange.output_text:
         parts.append({"type": "text", "content": redact_text(exchange.output_text)})
@@ -290,7 +298,7 @@ def _output_messages(exchange: Exchange) -> str:
         arguments = redact_text(call.arguments)
         parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": arguments})
     message: dict[str, Any] = {"role": "assistant", "parts": parts}
-    if exchange.finish_reasons:
+    if with_finish_reason and exchange.finish_reasons:  # later versions: gen_ai.response.finish_reasons only
         message["finish_reason"] = exchange.finish_reasons[0]
     return json.dumps([message], ensure_ascii=False)
 

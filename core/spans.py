@@ -27,6 +27,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from brownout.core.exchange import Exchange
 from brownout.core.secrets import redact_keys
+from brownout.core.semconv import PINNED, Semconv
 from brownout.core.span_attributes import (
     exchange_attributes,
     fault_event_attributes,
@@ -134,8 +135,11 @@ class SpanBuilder:
         *,
         capture_content: bool = False,
         clock: Callable[[], float] = time.time,
+        semconv: Semconv = PINNED,
     ) -> None:
-        self._tracer = tracer_provider.get_tracer("brownout")
+        # The scope's schema_url says which GenAI conventions the spans follow (see core/semconv.py).
+        self._tracer = tracer_provider.get_tracer("brownout", schema_url=semconv.schema_url)
+        self.semconv = semconv
         self.capture_content = capture_content
         self._clock = clock
 
@@ -156,7 +160,7 @@ class SpanBuilder:
         end_s = exchange.timings.end if exchange.timings.end is not None else self._clock()
         start_ns = int(start_s * 1e9)
         end_ns = max(start_ns, int(end_s * 1e9))
-        attributes = exchange_attributes(exchange, capture_content=self.capture_content)
+        attributes = exchange_attributes(exchange, capture_content=self.capture_content, semconv=self.semconv)
         name = span_name(exchange)
         parent = self.parent_context(exchange)
         span = self._tracer.start_span(
@@ -172,7 +176,8 @@ class SpanBuilder:
             event = SpanEvent(event_name, fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns))
             span.add_event(event.name, event.attributes, event.timestamp_ns)
             events.append(event)
-        for event_name, at_s, event_attrs in realtime_session_events(exchange) if exchange.realtime else ():
+        session_events = realtime_session_events(exchange, self.semconv) if exchange.realtime else ()
+        for event_name, at_s, event_attrs in session_events:
             event = SpanEvent(event_name, event_attrs, min(max(int(at_s * 1e9), start_ns), end_ns))
             span.add_event(event.name, event.attributes, event.timestamp_ns)
             events.append(event)

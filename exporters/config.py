@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import Field, field_validator
 
 from brownout.core.config import ConfigPath, Model, parse_listen
+from brownout.core.semconv import SemconvKey
 
 __all__ = [
     "DEFAULT_MODEL_ALLOWLIST",
@@ -170,4 +171,9 @@ class ExportersConfig(Model):
     recent_violations: int = Field(1000, ge=0, description="Violations kept in memory for GET /violations.")
     recent_exchanges: int = Field(
         1000, ge=0, description="Exchange summaries kept in memory for GET /exchanges (brownout discover)."
+    )
+    semconv: SemconvKey = Field(
+        "pinned",
+        description="GenAI semantic conventions on spans and /metrics: pinned (v1.41.0) or latest; "
+        "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental selects latest whatever this says.",
     )

@@ -3,7 +3,7 @@
 Order of use (see the README's integration notes):
 
     hub = Exporters(config.exporters, guard=guard)      # builds everything, binds nothing
-    builder = SpanBuilder(hub.tracer_provider)          # spans go to OTLP when configured
+    builder = SpanBuilder(hub.tracer_provider, semconv=hub.semconv)  # spans go to OTLP when configured
     engine.decisions.add_sink(hub.on_decision)
     hub.watch(sessions=..., rules=engine.active_rules)  # gauges read at scrape time
     hub.start()                                         # binds /metrics
@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry
 from brownout.core import wire
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.semconv import resolve_semconv
 from brownout.exporters.config import ExportersConfig
 from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from brownout.exporters.metrics import DecisionLike, Metrics
@@ -76,11 +77,16 @@ class Exporters:
         self.config = config or ExportersConfig()
         self.guard = guard or Guard()
         prom = self.config.prometheus
+        # This instance's GenAI conventions, for /metrics here and for the pipeline's span builder.
+        self.semconv = resolve_semconv(self.config.semconv, environ)
+        if self.semconv.key != "pinned":
+            log.info("GenAI semantic conventions: %s", self.semconv.release)
         self.metrics = Metrics(
             registry=registry,
             model_allowlist=prom.model_allowlist,
             max_models=prom.max_models,
             providers=wire.BUILTIN.providers if providers is None else providers,
+            semconv=self.semconv,
         )
         # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
         self.guard.listeners.append(self.metrics.internal_error)

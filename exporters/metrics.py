@@ -20,16 +20,16 @@ from brownout.core.config import parse_listen
 from brownout.core.exchange import PARSE_ERROR_REASONS, Exchange
 from brownout.core.secret_paths import secret_segment
 from brownout.core.secrets import redact_keys
+from brownout.core.semconv import PINNED, Semconv
 from brownout.core.span_attributes import operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 from brownout.exporters.gauges import GaugeSource
+from brownout.exporters.genai_metrics import SemconvMetrics
 from brownout.exporters.metric_labels import (
     ADMISSION_WAIT_BUCKETS,
     CLIENT_CUT_REASONS,
     COMPONENTS,
     DURATION_BUCKETS,
-    GENAI_DURATION_BUCKETS,
-    GENAI_TOKEN_BUCKETS,
     MCP_DURATION_BUCKETS,
     MCP_METHODS,
     OPERATIONS,
@@ -88,7 +88,9 @@ class Metrics:
         max_tools: int = 100,
         version: str | None = None,
         providers: Iterable[str] = wire.BUILTIN.providers,
+        semconv: Semconv = PINNED,
     ) -> None:
+        """`semconv`: the GenAI conventions whose metric names and labels to expose."""
         self.registry = registry if registry is not None else CollectorRegistry()
         # A gauge whose source raised at scrape time (the hub routes it through its guard).
         self.gauge_failed: Callable[[str, Exception], None] = lambda name, exc: self.internal_error(
@@ -216,20 +218,7 @@ class Metrics:
             buckets=ADMISSION_WAIT_BUCKETS,
             registry=r,
         )
-        self.genai_duration = Histogram(
-            "gen_ai_client_operation_duration_seconds",
-            "GenAI operation duration (OTel semconv).",
-            ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"],
-            buckets=GENAI_DURATION_BUCKETS,
-            registry=r,
-        )
-        self.genai_tokens = Histogram(
-            "gen_ai_client_token_usage",
-            "Tokens per GenAI operation (OTel semconv).",
-            ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_token_type"],
-            buckets=GENAI_TOKEN_BUCKETS,
-            registry=r,
-        )
+        self.genai = SemconvMetrics(semconv, r, self._child)
         self.mcp_duration = Histogram(
             "mcp_client_operation_duration_seconds",
             "MCP request duration as the client saw it (OTel MCP semconv).",
@@ -352,12 +341,7 @@ class Metrics:
         genai_op = operation_name(exchange)
         if genai_op is None:
             return
-        genai_provider = provider_name(exchange) or "other"
-        if duration is not None:
-            self._child(self.genai_duration, genai_op, genai_provider, model).observe(duration)
-        for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-            if count is not None:
-                self._child(self.genai_tokens, genai_op, genai_provider, model, kind).observe(count)
+        self.genai.observe(genai_op, provider_name(exchange) or "other", model, tool, duration, usage)
 
     def _observe_mcp(self, exchange: Exchange, tool: str, duration: float) -> None:
         method = exchange.mcp_method if exchange.mcp_method in MCP_METHODS else "_OTHER"

@@ -57,7 +57,9 @@ class Pipeline:
         self.exporters = Exporters(
             config.exporters, guard=self.guard, extra=catalogue.exporters, providers=catalogue.wire.providers
         )
-        self.spans = SpanBuilder(self.exporters.tracer_provider, capture_content=config.proxy.capture_content)
+        self.spans = SpanBuilder(
+            self.exporters.tracer_provider, capture_content=config.proxy.capture_content, semconv=self.exporters.semconv
+        )
         self.invariants = InvariantRunner(
             config.invariants, guard=self.guard, types=catalogue.invariants, idle_s=config.proxy.session_idle_s
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +22,7 @@ from brownout.proxy.demo.mockdata import (
 )
 from brownout.proxy.demo.sse import send_stream, sse_data, sse_event
 
-__all__ = ["chat_completions", "openai_error", "responses"]
+__all__ = ["chat_completions", "embeddings", "openai_error", "responses"]
 
 _FINGERPRINT = "fp_brownout_mock"
 
@@ -146,6 +148,26 @@ async def chat_completions(body: bytes, resp: Responder, knobs: Knobs) -> None:
         yield b"data: [DONE]\n\n"
 
     await send_stream(resp, frames(), knobs, headers=_headers(rid))
+
+
+def embeddings(body: bytes, resp: Responder, knobs: Knobs) -> None:
+    """One short vector per input; base64 (little-endian float32s) when asked, as the SDK asks by default."""
+    req = json.loads(body or b"{}")
+    inputs = req.get("input")
+    count = len(inputs) if isinstance(inputs, list) and inputs and not isinstance(inputs[0], int) else 1
+    floats = [0.125, -0.25, 0.5, 0.0]
+    vector: Any = floats
+    if req.get("encoding_format") == "base64":
+        vector = base64.b64encode(struct.pack(f"<{len(floats)}f", *floats)).decode()
+    data = [{"object": "embedding", "index": i, "embedding": vector} for i in range(count)]
+    prompt = max(1, len(body) // 4)
+    out = {
+        "object": "list",
+        "data": data,
+        "model": req.get("model", "text-embedding-3-small"),
+        "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+    }
+    resp.send(200, pad_json(out, knobs.body_bytes), headers=_headers(mock_id("req_", 32)))
 
 
 def _responses_input(req: dict[str, Any]) -> tuple[bool, str]:

@@ -137,6 +137,8 @@ class MockUpstream:
                 await openai_mock.chat_completions(req.body, resp, knobs)
             elif method == "POST" and path == "/v1/responses":
                 await openai_mock.responses(req.body, resp, knobs)
+            elif method == "POST" and path == "/v1/embeddings":
+                openai_mock.embeddings(req.body, resp, knobs)
             elif method == "POST" and path == "/v1/messages":
                 await anthropic_mock.messages(req.body, resp, knobs)
             elif (

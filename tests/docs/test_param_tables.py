@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from brownout.core.state import StateConfig
-from brownout.exporters.config import JsonlConfig, OtlpConfig, PrometheusConfig
+from brownout.exporters.config import ExportersConfig, JsonlConfig, OtlpConfig, PrometheusConfig
 from brownout.faults import FAULTS
 from brownout.faults.config import MatchConfig, QuotaConfig, ScheduleConfig
 from brownout.invariants import INVARIANTS
@@ -46,6 +46,7 @@ CONFIG_TABLES: list[tuple[str, str, type[BaseModel], frozenset[str]]] = [
     ("schedules.md", "Match", MatchConfig, frozenset()),
     ("schedules.md", "Schedule", ScheduleConfig, frozenset()),
     ("schedules.md", "Quotas", QuotaConfig, frozenset()),
+    ("telemetry.md", "exporters", ExportersConfig, frozenset()),
     ("telemetry.md", "exporters.prometheus", PrometheusConfig, frozenset()),
     ("telemetry.md", "exporters.otlp", OtlpConfig, frozenset()),
     ("telemetry.md", "exporters.jsonl", JsonlConfig, frozenset()),

@@ -30,10 +30,12 @@ TRACEPARENT = f"00-{AGENT_TRACE}-00f067aa0ba902b7-01"
 
 
 class Received:
-    """Spans decoded from ExportTraceServiceRequest messages, plus the resource attributes."""
+    """Spans decoded from ExportTraceServiceRequest messages, plus the resource attributes and the
+    instrumentation scopes (name, schema_url)."""
 
     def __init__(self) -> None:
         self.spans: list[Any] = []
+        self.scopes: set[tuple[str, str]] = set()
         self.resource: dict[str, Any] = {}
         self.headers: dict[str, str] = {}
         self.event = threading.Event()
@@ -42,6 +44,7 @@ class Received:
         for rs in request.resource_spans:
             self.resource = {a.key: a.value.string_value for a in rs.resource.attributes}
             for ss in rs.scope_spans:
+                self.scopes.add((ss.scope.name, ss.schema_url))
                 self.spans.extend(ss.spans)
         self.event.set()
 
