@@ -117,6 +117,7 @@ class SearchRunner(ExperimentRunner):
         if self._stop.is_set():
             return None
         runs = sorted(result.runs[before:], key=lambda r: r.index)
+        good = [is_good(_search(self.config).goal, run) for run in runs]
         if (level.index == 0 and start == 0) or self._needs_exchanges():
             time.sleep(DRAIN_S)  # the proxy finishes the batch's last exchanges
             for run in runs:
@@ -124,8 +125,9 @@ class SearchRunner(ExperimentRunner):
                 run.exchanges.extend(exchanges)
                 run.violations.extend(violations)
             if level.index == 0 and start == 0 and self.collector.seen[label] == 0:
+                level.outcomes.extend(good)  # they ran: the report counts them
                 raise _Bypass
-        return [is_good(_search(self.config).goal, run) for run in runs]
+        return good
 
     def _needs_exchanges(self) -> bool:
         return _search(self.config).goal.metric not in ("success_rate", "error_rate", "timeout_rate") and not (
