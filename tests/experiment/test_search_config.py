@@ -69,14 +69,14 @@ def test_an_integer_parameter_needs_whole_numbers_and_a_file_needs_phases_or_a_s
         "fault.delay_ms", "fault.after_events"
     )
     assert parse_experiment(text.replace("[0, 20000]", "[0, 20]")).search.integer  # type: ignore[union-attr]
-    with pytest.raises(ExperimentError, match="after_events = 20.5: .*valid integer"):
+    with pytest.raises(ExperimentError, match=r"after_events = 20.5: .*valid integer"):
         parse_experiment(text.replace("[0, 20000]", "[0, 20.5]"))
-    with pytest.raises(ExperimentError, match="phases: .*give at least one phase .* or a search"):
+    with pytest.raises(ExperimentError, match=r"phases: .*give at least one phase .* or a search"):
         parse_experiment("version: 1\nagent: {command: x}\n")
 
 
 def test_experiment_run_refuses_a_file_with_only_a_search_and_a_staging_file_refuses_a_search(tmp_path: Path) -> None:
-    with pytest.raises(ExperimentError, match="no phases to run .*brownout experiment search"):
+    with pytest.raises(ExperimentError, match=r"no phases to run .*brownout experiment search"):
         run_experiment(SEARCH, source="exp.yaml", base_dir=tmp_path, out_dir=tmp_path / "out")
     staging = "version: 1\ntarget: {control: ['http://127.0.0.1:9465']}\nphases: [{name: b, duration_s: 1}]\n"
     with pytest.raises(ExperimentError, match="search: not with a target"):
