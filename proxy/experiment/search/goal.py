@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Literal, Self
+from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from brownout.core.config import Model
 from brownout.proxy.experiment.model import RunResult
@@ -38,32 +38,26 @@ _PER_RUN: dict[str, Callable[[RunResult], float]] = {
     },
 }
 GOAL_METRICS = (*_RATES, *_QUANTILES, *_PER_RUN)
-Metric = Literal[
-    "success_rate",
-    "error_rate",
-    "timeout_rate",
-    "p50_duration_s",
-    "p95_duration_s",
-    "calls_per_run",
-    "tokens_per_run",
-    "cost_usd_per_run",
-    "violations",
-    "violations.info",
-    "violations.warning",
-    "violations.error",
-    "violations.critical",
-]
 
 
 class GoalConfig(Model):
     """What the agent promises at every level below its breaking point."""
 
-    metric: Metric
+    metric: str = Field(
+        description="success_rate, error_rate, timeout_rate, p50/p95_duration_s, or a per-run quantity."
+    )
     min: float | None = Field(None, description="success_rate: the least share of passed runs.")
     max: float | None = Field(None, description="The most: a rate, seconds, or a run's own value.")
     share: float | None = Field(
         None, gt=0, lt=1, description="Per-run quantities: the share of runs that must stay within max."
     )
+
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in GOAL_METRICS:
+            raise ValueError(f"unknown goal metric {v!r}; valid: {', '.join(GOAL_METRICS)}")
+        return v
 
     @model_validator(mode="after")
     def _bounds(self) -> Self:

@@ -52,12 +52,6 @@ class SearchProgress(RunProgress):
             self._task = self._progress.add_task("search", total=self.total, statuses="")
         self._progress.update(self._task, description=f"search {escape(label)}")
 
-    def advance(self, status: str) -> None:
-        self._counts[status] += 1
-        if self._progress is not None and self._task is not None:
-            text = " ".join(f"{k}={v}" for k, v in sorted(self._counts.items()))
-            self._progress.update(self._task, advance=1, statuses=text)
-
     def end_phase(self) -> None:
         """The task goes on across levels."""
 

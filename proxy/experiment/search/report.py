@@ -12,7 +12,7 @@ from typing import Any
 
 from brownout.proxy.experiment.config import ExperimentConfig
 from brownout.proxy.experiment.model import ExperimentResult
-from brownout.proxy.experiment.report_json import SCHEMA_VERSION
+from brownout.proxy.experiment.report_json import report_header
 from brownout.proxy.experiment.search.algorithm import SearchResult
 from brownout.proxy.experiment.search.config import SearchConfig
 from brownout.proxy.experiment.search.runner import level_label, make_search
@@ -110,19 +110,8 @@ def build_search_report(
     grid_runs = scale.grid_levels * sprt.fixed_n
     fit = search.fit
     report: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
+        **report_header(result, status, exit_code),
         "kind": "search",
-        "brownout_version": result.manifest.get("brownout_version"),
-        "experiment": result.name,
-        "seed": result.seed,
-        "status": status,
-        "exit_code": exit_code,
-        "abort_reason": result.abort_reason,
-        "interrupted": result.interrupted,
-        "error": result.error,
-        "started_at": result.started_at,
-        "finished_at": result.finished_at,
-        "duration_s": max(0.0, result.finished_at - result.started_at),
         "search": {
             **sc.model_dump(mode="json", exclude={"gate"}),
             "goal_label": sc.goal.label,
