@@ -136,3 +136,10 @@ def test_the_reports_show_every_level_and_what_a_grid_would_have_spent() -> None
     assert "A fixed grid of the same resolution has 143 levels" in md
     html = render_search_html(report)
     assert html.count("<circle") == 2 and "Share of good runs against fault.delay_ms" in html
+
+
+@pytest.mark.parametrize("name", ["search-latency.yaml", "search-truncate.yaml"])
+def test_the_example_searches_validate(name: str) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "experiment" / name
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 0 and "a search over fault." in result.output, result.output

@@ -22,11 +22,9 @@ __all__ = ["search_cmd", "search_summary"]
 logger = logging.getLogger(__name__)
 
 
-def _v(x: float | None) -> str:
-    return "…" if x is None else f"{x:.4g}"
-
-
 def search_summary(console: Console, report: dict[str, Any], out: Path) -> None:
+    from brownout.proxy.experiment.search.report import value_text  # it brings scipy: not for --help
+
     s = report["search"]
     table = Table(title=f"search {report['experiment']}: {report['status']}")
     for col in ("order", s["parameter"], "runs", "good", "share", "Wilson", "test"):
@@ -36,7 +34,7 @@ def search_summary(console: Console, report: dict[str, Any], out: Path) -> None:
         wilson = f"{lv['wilson'][0]:.0%}..{lv['wilson'][1]:.0%}"
         table.add_row(
             str(lv["order"]),
-            _v(lv["value"]),
+            value_text(lv["value"]),
             str(lv["runs"]),
             str(lv["good"]),
             share,
@@ -54,7 +52,7 @@ def search_summary(console: Console, report: dict[str, Any], out: Path) -> None:
         console.print(f"gate {'[green]passed[/]' if gate['passed'] else '[red]failed[/]'}")
         for c in gate["checks"]:
             if not c["ok"]:
-                console.print(f"  [red]✗[/] {c['check']}: {_v(c['value'])} vs {c['threshold']:g}")
+                console.print(f"  [red]✗[/] {c['check']}: {value_text(c['value'])} vs {c['threshold']:g}")
     for svc in report.get("services", []):
         console.print(f"service {escape(svc['name'])}: {escape(outcome(svc))}; log {escape(str(out / svc['log']))}")
     if report.get("abort_reason"):

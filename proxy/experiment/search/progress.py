@@ -10,27 +10,26 @@ from rich.markup import escape
 
 from brownout.proxy.experiment.progress import RunProgress
 from brownout.proxy.experiment.search.algorithm import Level, Search
+from brownout.proxy.experiment.search.report import value_text
 
 __all__ = ["SearchProgress", "batch_line"]
 
 logger = logging.getLogger(__name__)
 
 
-def _v(x: float) -> str:
-    return f"{x:.4g}"
-
-
 def batch_line(search: Search, level: Level, parameter: str) -> str:
     """`L03 delay_ms=2000: 12/12 good, holds | bracket 1000..4000 | estimate 2890 [2500, 3300] | 61/200 runs`."""
     verdict = level.decision or "undecided"
-    parts = [f"L{level.index:02d} {parameter}={_v(level.value)}: {level.good}/{level.runs} good, {verdict}"]
+    parts = [f"L{level.index:02d} {parameter}={value_text(level.value)}: {level.good}/{level.runs} good, {verdict}"]
     if search.bracket is not None:
         lo, hi = (search.scale.at(u) for u in search.bracket)
-        parts.append(f"bracket {_v(min(lo, hi))}..{_v(max(lo, hi))}")
+        parts.append(f"bracket {value_text(min(lo, hi))}..{value_text(max(lo, hi))}")
     fit = search.estimate() if level.decision is not None else None
     if fit is not None:
         ends = sorted(search.scale.at(u) for u in fit.interval)
-        parts.append(f"estimate {_v(search.scale.at(fit.estimate))} [{_v(ends[0])}, {_v(ends[1])}]")
+        parts.append(
+            f"estimate {value_text(search.scale.at(fit.estimate))} [{value_text(ends[0])}, {value_text(ends[1])}]"
+        )
     parts.append(f"{search.spent}/{search.max_runs} runs")
     return " | ".join(parts)
 

@@ -20,11 +20,18 @@ from brownout.proxy.experiment.search.scale import Scale
 from brownout.proxy.experiment.stats import wilson_interval
 from brownout.proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
 
-__all__ = ["build_search_report", "outcome_text"]
+__all__ = ["build_search_report", "outcome_text", "value_text"]
 
 logger = logging.getLogger(__name__)
 
 Interval = tuple[float | None, float | None]
+
+
+def value_text(x: float | None) -> str:
+    """A parameter's value in the reports: whole from 1,000 up (10780, not 1.078e+04), else 4 digits."""
+    if x is None:
+        return "…"
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 def _interval(search: SearchResult, scale: Scale) -> tuple[float | None, Interval]:
@@ -52,10 +59,10 @@ def outcome_text(report: dict[str, Any]) -> str:
         return f"The agent misses its goal ({goal}) even at the mildest level of the range, {name} = {safe:g}."
     if bp["estimate"] is None:
         return f"No breaking point: the search ended ({outcome}) before a level held and another failed."
-    low, high = ("…" if v is None else f"{v:.4g}" for v in bp["interval"])
+    low, high = (value_text(v) for v in bp["interval"])
     way = "up to" if s["harsher"] == "higher" else "down to"
     text = (
-        f"The agent meets its goal ({goal}) {way} {name} ≈ {bp['estimate']:.4g} "
+        f"The agent meets its goal ({goal}) {way} {name} ≈ {value_text(bp['estimate'])} "
         f"({bp['confidence']:.0%} interval {low} to {high}; {bp['method']} fit)."
     )
     if outcome == "budget":

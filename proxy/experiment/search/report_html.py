@@ -8,6 +8,7 @@ from typing import Any
 
 from brownout.proxy.experiment import report_html
 from brownout.proxy.experiment.search.chart import dose_response
+from brownout.proxy.experiment.search.report import value_text
 
 __all__ = ["render_search_html", "write_search_html"]
 
@@ -16,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 def render_search_html(report: dict[str, Any]) -> str:
     template = report_html._environment().get_template("search.html.j2")
-    return template.render(report=report, chart_data=dose_response(report))
+    return template.render(report=report, chart_data=dose_response(report), v=value_text)
 
 
 def write_search_html(path: Path, report: dict[str, Any]) -> None:

@@ -7,14 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from brownout.proxy.experiment.formatting import pct
+from brownout.proxy.experiment.search.report import value_text
 
 __all__ = ["render_search_markdown", "write_search_markdown"]
 
 logger = logging.getLogger(__name__)
-
-
-def _v(x: float | None) -> str:
-    return "…" if x is None else f"{x:.4g}"
 
 
 def _cell(text: str) -> str:
@@ -40,8 +37,8 @@ def render_search_markdown(report: dict[str, Any]) -> str:
         "| breaking point | |",
         "|---|---|",
         f"| outcome | {report['outcome']} |",
-        f"| estimate of `{s['parameter']}` | {_v(bp['estimate'])} |",
-        f"| {conf} interval | {_v(bp['interval'][0])} to {_v(bp['interval'][1])} |",
+        f"| estimate of `{s['parameter']}` | {value_text(bp['estimate'])} |",
+        f"| {conf} interval | {value_text(bp['interval'][0])} to {value_text(bp['interval'][1])} |",
         f"| fit | {bp['method'] or 'none'} |",
         f"| goal | `{_cell(s['goal_label'])}`: at least {pct(s['target'])} of runs good |",
         "",
@@ -52,7 +49,7 @@ def render_search_markdown(report: dict[str, Any]) -> str:
     ]
     for lv in report["levels"]:
         lines.append(
-            f"| {lv['order']} ({lv['label']}) | {_v(lv['value'])} | {lv['runs']} | {lv['good']} | "
+            f"| {lv['order']} ({lv['label']}) | {value_text(lv['value'])} | {lv['runs']} | {lv['good']} | "
             f"{pct(lv['share'])} [{pct(lv['wilson'][0])}, {pct(lv['wilson'][1])}] | {lv['decision'] or 'undecided'} |"
         )
     test = s["sequential_test"]
@@ -68,7 +65,7 @@ def render_search_markdown(report: dict[str, Any]) -> str:
     if gate["checks"]:
         lines += ["", "## Gate", "", "| check | value | threshold | ok |", "|---|---|---|---|"]
         lines += [
-            f"| {c['check']} | {_v(c['value'])} | {_v(c['threshold'])} | {'yes' if c['ok'] else 'no'} |"
+            f"| {c['check']} | {value_text(c['value'])} | {value_text(c['threshold'])} | {'yes' if c['ok'] else 'no'} |"
             for c in gate["checks"]
         ]
     return "\n".join(lines) + "\n"
