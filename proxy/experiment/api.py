@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from brownout.proxy.experiment.analysis import analyze, phase_stats
-from brownout.proxy.experiment.config import ExperimentConfig, parse_experiment
+from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, parse_experiment
 from brownout.proxy.experiment.manifest import (
     DECISIONS_FILE,
     MANIFEST_FILE,
@@ -82,6 +82,8 @@ def run_experiment(
     `upstream` overrides the file's `upstream:` fields that it sets (the CLI's --replay, --record);
     `repeats` its `reproducibility.repeats`."""
     config = parse_experiment(text, source)
+    if not config.phases:
+        raise ExperimentError(f"{source}: no phases to run (its search: runs with `brownout experiment search`)")
     seed = config.seed if seed is None else seed
     phases = resolve_phases(config, base_dir, seed, phase_texts)
     merged = config.upstream.model_copy(update=upstream.model_dump(exclude_none=True) if upstream else {})

@@ -56,7 +56,21 @@ def check_experiment(text: str, source: str, base_dir: Path) -> ExperimentConfig
         resolve_phases(config, base_dir, config.seed)
     except ExperimentError as e:
         raise ConfigError([ConfigProblem(source, None, "phases", str(e))]) from None
+    if config.search is not None:
+        _check_search(config, base_dir)
     return config
+
+
+def _check_search(config: ExperimentConfig, base_dir: Path) -> None:
+    """The search's levels at both ends of the range, resolved as a search resolves them (invariants included)."""
+    from brownout.proxy.experiment.search.runner import level_phase, make_search
+
+    scale = make_search(config).scale
+    for index, u in enumerate((0.0, 1.0)):
+        try:
+            level_phase(config, scale.value(u), index, base_dir, config.seed)
+        except ExperimentError as e:
+            raise ConfigError([ConfigProblem("search", None, "search", str(e))]) from None
 
 
 def _check_staging(config: StagingExperiment, text: str, source: str, base_dir: Path) -> StagingExperiment:
@@ -84,4 +98,8 @@ def describe_experiment(config: ExperimentConfig | StagingExperiment) -> str:
         return (
             f"staging experiment, {len(config.phases)} timed phases, {rules} inline rules, the fleet through {target}"
         )
-    return f"experiment, {len(config.phases)} phases, {rules} inline rules, seed {config.seed}"
+    text = f"experiment, {len(config.phases)} phases, {rules} inline rules, seed {config.seed}"
+    if config.search is not None:
+        s = config.search
+        text += f"; a search over {s.parameter} from {s.range[0]:g} to {s.range[1]:g} for {s.goal.label}"
+    return text

@@ -24,6 +24,7 @@ from brownout.proxy.experiment.causes import cut, severity_text
 from brownout.proxy.experiment.config import ExperimentError
 from brownout.proxy.experiment.progress import RunProgress
 from brownout.proxy.experiment.report_json import load_report
+from brownout.proxy.experiment.search.cli import search_cmd
 from brownout.proxy.experiment.services import outcome
 from brownout.proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
 from brownout.proxy.record.flags import cassette_flags
@@ -113,6 +114,9 @@ def violation_causes(report: dict[str, Any], limit: int = 10) -> list[str]:
 @click.group("experiment")
 def experiment() -> None:
     """Run chaos experiments against an agent and gate on the result."""
+
+
+experiment.add_command(search_cmd)
 
 
 @experiment.command("run")

@@ -11,10 +11,11 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from brownout.core.config import Model
 from brownout.proxy.configload import ConfigError, parse_config
+from brownout.proxy.experiment.search.config import SearchConfig
 from brownout.proxy.experiment.upstream import ReproducibilityConfig, UpstreamConfig
 
 __all__ = [
@@ -309,7 +310,15 @@ class ExperimentConfig(Model):
     reproducibility: ReproducibilityConfig = Field(default_factory=ReproducibilityConfig)
     baseline: str | None = Field(None, description="The baseline phase (default: the first phase without faults).")
     agent: AgentConfig
-    phases: list[PhaseConfig] = Field(min_length=1)
+    # Before phases: a file with a search needs no phases (the phases' validator reads it).
+    search: SearchConfig | None = Field(
+        None, description="A breaking-point search over one rule parameter, run by `brownout experiment search`."
+    )
+    phases: list[PhaseConfig] = Field(
+        default_factory=list,
+        validate_default=True,
+        description="Run by `experiment run`; a file with a `search:` may have none.",
+    )
     steady_state: list[Hypothesis] = Field(default_factory=list)
     baseline_must_succeed: bool = Field(
         True,
@@ -328,6 +337,13 @@ class ExperimentConfig(Model):
         default_factory=list,
         description="Invariants checked in every phase (baseline too), ahead of a phase config's own.",
     )
+
+    @field_validator("phases")
+    @classmethod
+    def _phases_or_search(cls, v: list[PhaseConfig], info: ValidationInfo) -> list[PhaseConfig]:
+        if not v and "search" in info.data and info.data["search"] is None:
+            raise ValueError("give at least one phase (for `experiment run`), or a search: (for `experiment search`)")
+        return v
 
     @model_validator(mode="after")
     def _phases_consistent(self) -> ExperimentConfig:

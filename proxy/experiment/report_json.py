@@ -10,7 +10,7 @@ from typing import Any
 
 from brownout.proxy.experiment.model import ExperimentResult
 
-__all__ = ["SCHEMA_VERSION", "build_report", "load_report", "write_json"]
+__all__ = ["SCHEMA_VERSION", "build_report", "load_report", "report_header", "write_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,19 @@ def build_report(
         manifest["experiment"] = {k: v for k, v in result.manifest["experiment"].items() if k != "text"}
         manifest["phases"] = [{k: v for k, v in p.items() if k != "text"} for p in result.manifest.get("phases", [])]
     return {
+        **report_header(result, status, exit_code),
+        **analysis,
+        "hypotheses": hypotheses,
+        "gate": gate,
+        "services": result.services,
+        "runs": [r.to_dict() for r in result.runs],
+        "manifest": manifest,
+    }
+
+
+def report_header(result: ExperimentResult, status: str, exit_code: int) -> dict[str, Any]:
+    """The keys every report.json starts with: what ran, how it ended, when."""
+    return {
         "schema_version": SCHEMA_VERSION,
         "brownout_version": result.manifest.get("brownout_version"),
         "experiment": result.name,
@@ -43,12 +56,6 @@ def build_report(
         "started_at": result.started_at,
         "finished_at": result.finished_at,
         "duration_s": max(0.0, result.finished_at - result.started_at),
-        **analysis,
-        "hypotheses": hypotheses,
-        "gate": gate,
-        "services": result.services,
-        "runs": [r.to_dict() for r in result.runs],
-        "manifest": manifest,
     }
 
 

@@ -171,14 +171,18 @@ class ExperimentRunner:
             for proc in list(self._procs):
                 kill_process(proc)
 
-    def _run_phase(self, rp: ResolvedPhase, label: str, result: ExperimentResult) -> None:
+    def _run_phase(
+        self, rp: ResolvedPhase, label: str, result: ExperimentResult, jobs: list[tuple[str, int]] | None = None
+    ) -> None:
+        """Run `jobs` (task, run index), by default every task `runs_per_task` times."""
         agent = self.config.agent
-        tasks = load_tasks(self.config, self.base_dir)
-        jobs = [(task, n) for n in range(agent.runs_per_task) for task in tasks]
+        if jobs is None:
+            tasks = load_tasks(self.config, self.base_dir)
+            jobs = [(task, k + 1) for k, task in enumerate(t for _ in range(agent.runs_per_task) for t in tasks)]
         self.progress.start_phase(label, len(jobs))
         done: list[RunResult] = []
         with cf.ThreadPoolExecutor(max_workers=agent.concurrency, thread_name_prefix=f"run-{label}") as pool:
-            futures = {pool.submit(self._one_run, rp, label, task, k + 1): k for k, (task, _) in enumerate(jobs)}
+            futures = {pool.submit(self._one_run, rp, label, task, index): index for task, index in jobs}
             pending = set(futures)
             try:
                 while pending:

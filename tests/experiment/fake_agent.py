@@ -2,7 +2,8 @@
 
 Env: DEMO_UPSTREAM (required), FAKE_SLEEP_S (sleep first), FAKE_EXIT (exit with this code at once),
 FAKE_TRACEPARENT=1 (forward TRACEPARENT instead of x-brownout-session), FAKE_DIRECT=1 (ignore
-HTTP_PROXY, as a client that goes around brownout does).
+HTTP_PROXY, as a client that goes around brownout does), FAKE_TIMEOUT_S (the client's timeout per
+request, default 10), FAKE_RETRIES (attempts after an error answer or a timeout, per request; default 0).
 """
 
 from __future__ import annotations
@@ -29,12 +30,18 @@ def main() -> int:
     body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}).encode()
     proxies = {} if os.environ.get("FAKE_DIRECT") else None  # {}: no proxy, whatever the environment says
     opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
-    try:
-        opener.open(urllib.request.Request(f"{up}/v1/chat/completions", body, headers), timeout=10).read()
-        opener.open(urllib.request.Request(f"{up}/tools/weather?city=Paris", headers=headers), timeout=10).read()
-    except (urllib.error.URLError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    timeout_s = float(os.environ.get("FAKE_TIMEOUT_S", "10"))
+    for url, data in ((f"{up}/v1/chat/completions", body), (f"{up}/tools/weather?city=Paris", None)):
+        attempts = int(os.environ.get("FAKE_RETRIES", "0")) + 1
+        for _ in range(attempts):
+            try:
+                opener.open(urllib.request.Request(url, data, headers), timeout=timeout_s).read()
+                break
+            except (urllib.error.URLError, OSError) as e:  # HTTPError (an error answer) is a URLError
+                error = e
+        else:
+            print(f"error after {attempts} attempts: {error}", file=sys.stderr)
+            return 1
     print(f"ANSWER: ok {sys.argv[1:]}")
     return 0
 

@@ -67,6 +67,7 @@ _COMMAND_ONLY = {
     "weights": "a staging experiment has no runs to score",
     "invariants": "the fleet checks its own invariants; their violations are among its figures",
     "seed": "the fleet's own seed decides the phases' faults",
+    "search": "a breaking-point search runs the agent command level by level; a fleet's traffic has no runs",
 }
 
 
