@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from email.utils import parsedate_to_datetime
+from operator import attrgetter
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -137,21 +138,17 @@ class ExchangeSummary:
 
     def light(self) -> ExchangeSummary:
         """A copy without the large text fields and declared tools, for the session history."""
-        calls = tuple(replace(c, arguments=c.arguments[:_LIGHT_ARGS_CHARS]) for c in self.requested_calls)
+        calls = tuple(_light_call(c) for c in self.requested_calls)
         executed = self.executed_call
-        if executed is not None:
-            executed = replace(executed, arguments=executed.arguments[:_LIGHT_ARGS_CHARS])
         # Declared tools live once in Session.tools; every request repeats them.
-        return replace(
-            self,
-            messages=(),
-            tool_results=(),
-            request_body="",
-            output_text="",
-            tools_declared=(),
-            requested_calls=calls,
-            executed_call=executed,
-        )
+        values = list(_all_values(self))
+        for index, value in _LIGHT_BLANKS:
+            values[index] = value
+        values[_REQUESTED_CALLS] = calls
+        values[_EXECUTED_CALL] = None if executed is None else _light_call(executed)
+        # Every exchange makes one for its session: built from its values in field order, a copy costs a
+        # fraction of dataclasses.replace(), which walks the fields' definitions each time.
+        return ExchangeSummary(*values)
 
     @classmethod
     def from_exchange(cls, span: ExchangeSpan, exchange: Exchange) -> ExchangeSummary:
@@ -210,6 +207,29 @@ class ExchangeSummary:
             response_bytes=exchange.response_bytes,
             capture_max_bytes=exchange.capture_max_bytes,
         )
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(ExchangeSummary))
+_all_values = attrgetter(*_FIELD_NAMES)
+# What light() empties, by position: the large text fields and the declared tools.
+_LIGHT_BLANKS = tuple(
+    (_FIELD_NAMES.index(name), blank)
+    for name, blank in (
+        ("messages", ()),
+        ("tool_results", ()),
+        ("request_body", ""),
+        ("output_text", ""),
+        ("tools_declared", ()),
+    )
+)
+_REQUESTED_CALLS = _FIELD_NAMES.index("requested_calls")
+_EXECUTED_CALL = _FIELD_NAMES.index("executed_call")
+
+
+def _light_call(call: ToolCallView) -> ToolCallView:
+    if len(call.arguments) <= _LIGHT_ARGS_CHARS:
+        return call  # frozen: the history may share it
+    return replace(call, arguments=call.arguments[:_LIGHT_ARGS_CHARS])
 
 
 def _timed_notes(value: Any) -> tuple[tuple[str, float], ...]:

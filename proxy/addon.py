@@ -159,8 +159,9 @@ class Brownout(Lifecycle, ResponseHooks):
             return
         body = await self._request_body(flow)
         # No raw path in a context: it can carry a secret (the exchange's path, once there is one, is redacted).
-        where = f"{flow.request.method} {flow.request.pretty_host}"
-        state = self.guard.call("exchange", self._begin, flow, body, context=where)
+        host = flow.request.pretty_host  # parses the authority: once per request, not per use
+        where = f"{flow.request.method} {host}"
+        state = self.guard.call("exchange", self._begin, flow, body, host, context=where)
         if state is None:
             return
         self._states[flow.id] = state
@@ -241,7 +242,7 @@ class Brownout(Lifecycle, ResponseHooks):
         body = await self.guard.acall("exchange", bodies.decoded, flow.request, self._buffer_max)
         return b"" if body is None else body
 
-    def _begin(self, flow: http.HTTPFlow, body: bytes | bodies.Uninspected) -> FlowState:
+    def _begin(self, flow: http.HTTPFlow, body: bytes | bodies.Uninspected, host: str | None = None) -> FlowState:
         user = proxy_auth_user(flow.request.headers.get("proxy-authorization")) or self._conn_users.get(
             flow.client_conn.id
         )
@@ -250,13 +251,14 @@ class Brownout(Lifecycle, ResponseHooks):
         cap = self.config.proxy.capture_max_bytes
         problem = body if isinstance(body, bodies.Uninspected) else None
         plain = body if isinstance(body, bytes) else b""
-        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, plain, self._secret_headers)
+        exchange, body, headers = flowmodel.new_exchange(flow, user, cap, plain, self._secret_headers, host=host)
         if problem is not None:  # forwarded untouched; recognised from its path and headers only
             exchange.mark_uninspected(problem.reason, f"request: {problem.detail}")
             exchange.request_bytes = len(flow.request.raw_content or b"")
         # A format whose recognise() raises is skipped; the guard still logs and counts it.
         on_error = lambda fmt, e: self.guard.failed("wire", e, f"{fmt.provider} recognise {exchange.path}")
-        wire, operation = self.config.catalogue.wire.detect(flowmodel.request_info(flow, headers, body), on_error)
+        info = flowmodel.request_info(flow, headers, body, host=exchange.host)
+        wire, operation = self.config.catalogue.wire.detect(info, on_error)
         exchange.provider, exchange.operation = wire.provider, operation
         self.guard.call("wire", wire.parse_request, exchange, body, context=f"{wire.provider} request")
         if exchange.provider == "mcp":

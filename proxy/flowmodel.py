@@ -22,18 +22,24 @@ def _lower_headers(headers: http.Headers) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items(multi=True)}
 
 
-def request_info(flow: http.HTTPFlow, headers: dict[str, str], body: bytes) -> RequestInfo:
-    """What wire-format recognition may see of a request."""
+def request_info(flow: http.HTTPFlow, headers: dict[str, str], body: bytes, *, host: str | None = None) -> RequestInfo:
+    """What wire-format recognition may see of a request; `host`: its `pretty_host`, when already worked out."""
     path, _, query = flow.request.path.partition("?")
-    return RequestInfo(
-        method=flow.request.method, host=flow.request.pretty_host, path=path, query=query, headers=headers, body=body
-    )
+    host = flow.request.pretty_host if host is None else host
+    return RequestInfo(method=flow.request.method, host=host, path=path, query=query, headers=headers, body=body)
 
 
 def new_exchange(
-    flow: http.HTTPFlow, proxy_user: str | None, capture_max_bytes: int, body: bytes, secret: SecretHeaders
+    flow: http.HTTPFlow,
+    proxy_user: str | None,
+    capture_max_bytes: int,
+    body: bytes,
+    secret: SecretHeaders,
+    *,
+    host: str | None = None,
 ) -> tuple[Exchange, bytes, dict[str, str]]:
     """A fresh exchange for a request with its (already decoded) body; also the lower-cased headers.
+    `host`: the request's `pretty_host`, when the caller has it (working it out parses the authority).
 
     Nothing secret is copied: neither `secret` headers nor secrets in the path or query."""
     req = flow.request
@@ -44,7 +50,7 @@ def new_exchange(
         session=resolve_session(headers, proxy_user, client_ip),
         method=req.method,
         scheme=req.scheme,
-        host=req.pretty_host,
+        host=req.pretty_host if host is None else host,
         port=req.port,
         path=redact_target(req.path),
         client=f"{client_ip}:{flow.client_conn.peername[1]}" if flow.client_conn.peername else client_ip,
