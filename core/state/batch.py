@@ -40,7 +40,7 @@ __all__ = ["BATCH_MAX", "LINGER_S", "Batcher", "Command", "Lua"]
 log = logging.getLogger(__name__)
 
 BATCH_MAX = 128  # commands per write at most; more go in further writes at once
-LINGER_S = 0.002  # how long a call nobody waits on waits for company
+LINGER_S = 0.005  # how long a call nobody waits on waits for company
 KEEP_CONNECTIONS = 4
 
 Command = tuple[Any, ...]

@@ -121,6 +121,20 @@ def test_an_exchange_costs_one_script_call_whatever_its_rules(redis_server: Redi
     asyncio.run(main())
 
 
+def test_an_exchange_no_rule_matches_asks_the_store_nothing(redis_server: RedisServer) -> None:
+    async def main() -> None:
+        async with shared(redis_server, *MIXED) as e:
+            assert isinstance(e.store, RedisSchedules) and await e.store.load()
+            await planned(e, 0)  # the connection opens (redis-py says hello)
+            with Monitor(redis_server) as monitor:
+                for i in range(1, 11):
+                    plan = await planned(e, i, session=f"s{i % 3}", model="claude-sonnet-4")
+                    assert plan.pending is None and plan.empty
+                assert monitor.commands() == []
+
+    asyncio.run(main())
+
+
 def test_replicas_draw_a_sessions_probability_only_rules_as_one_process(redis_server: RedisServer) -> None:
     """Two engines on one store, taking turns on each session: the decisions one memory engine takes."""
     rules = (
