@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from brownout.core.state import RedisLink, StateConfig
+from brownout.core.state.batch import Lua
 from brownout.core.state.redis_sessions import RedisSessions
 from brownout.core.state.schedule import FIRED, ScheduleSpec
 from brownout.core.state.sessions import Committed, SessionChange, SessionRecord
@@ -27,6 +28,14 @@ def link_for(server: RedisServer, errors: list[str], **kw: Any) -> RedisLink:
     return RedisLink(config, on_error=errors.append)
 
 
+async def counting(server: RedisServer, errors: list[str], **kw: Any) -> tuple[RedisLink, Lua]:
+    """A link and its counting script, loaded into the server (a first use costs a round trip more)."""
+    link = link_for(server, errors, **kw)
+    count = link.lua(COUNT)
+    assert await link.eval("count", count, ["warm"], [1], None) == 1
+    return link, count
+
+
 def reads(server: RedisServer) -> int:
     """Writes the server has read from its clients so far (this INFO's own one included)."""
     info = server.command("INFO", "stats").decode()
@@ -39,9 +48,7 @@ def writes_during(server: RedisServer, before: int) -> int:
 
 def test_calls_of_one_turn_leave_in_one_write_each_with_its_answer(redis_server: RedisServer) -> None:
     async def main() -> None:
-        link = link_for(redis_server, errors := [])
-        count = link.lua(COUNT)
-        assert await link.eval("count", count, ["warm"], [1], None) == 1  # the script is loaded
+        link, count = await counting(redis_server, errors := [])
         before = reads(redis_server)
         got = await asyncio.gather(*(link.eval("count", count, [f"k{i}"], [i + 1], None) for i in range(8)))
         assert writes_during(redis_server, before) == 1
@@ -53,9 +60,7 @@ def test_calls_of_one_turn_leave_in_one_write_each_with_its_answer(redis_server:
 
 def test_a_lingering_call_goes_out_with_the_next_urgent_one_or_alone_soon(redis_server: RedisServer) -> None:
     async def main() -> None:
-        link = link_for(redis_server, errors := [])
-        count = link.lua(COUNT)
-        await link.eval("count", count, ["warm"], [1], None)
+        link, count = await counting(redis_server, errors := [])
         link.batches.linger_s = 1.0  # however busy the machine, the decision below comes within it
         before = reads(redis_server)
         commit = asyncio.ensure_future(link.eval("commit", count, ["late"], [5], None, linger=True))
@@ -76,9 +81,8 @@ def test_a_lingering_call_goes_out_with_the_next_urgent_one_or_alone_soon(redis_
 
 def test_a_call_that_fails_fails_alone_and_is_counted(redis_server: RedisServer) -> None:
     async def main() -> None:
-        link = link_for(redis_server, errors := [])
-        count, broken = link.lua(COUNT), link.lua("return redis.error_reply('no such thing')")
-        await link.eval("count", count, ["warm"], [1], None)
+        link, count = await counting(redis_server, errors := [])
+        broken = link.lua("return redis.error_reply('no such thing')")
         got = await asyncio.gather(
             link.eval("count", count, ["a"], [1], None),
             link.eval("broken", broken, [], [], "fallback"),
@@ -94,9 +98,7 @@ def test_a_call_that_fails_fails_alone_and_is_counted(redis_server: RedisServer)
 
 def test_a_dead_store_fails_every_call_of_a_batch_each_counted(redis_server: RedisServer) -> None:
     async def main() -> None:
-        link = link_for(redis_server, errors := [], timeout_ms=200)
-        count = link.lua(COUNT)
-        await link.eval("count", count, ["warm"], [1], None)
+        link, count = await counting(redis_server, errors := [], timeout_ms=200)
         redis_server.stop()
         got = await asyncio.gather(*(link.eval(op, count, ["k"], [1], "fallback") for op in ("a", "b", "c")))
         assert got == ["fallback"] * 3 and sorted(errors) == ["a", "b", "c"] and link.up is False
