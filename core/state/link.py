@@ -8,7 +8,9 @@ one background probe (`PING`) tries again after a backoff (0.25 s doubling to 4 
 probe that succeeds brings the link back up; redis-py opens a fresh connection by itself.
 
 Connections come from a bounded pool (`state.max_connections`): a call that finds them all busy
-waits for one, and that wait is part of its budget.
+waits for one, and that wait is part of its budget. The hot calls (an exchange's decision, its
+session's read and commit, its releases) go through `run`/`eval`: the commands issued in one turn of
+the loop leave in one write (core/state/batch.py), each caller still answered on its own.
 
 Every call runs on the event loop of the proxy that owns the link (redis-py's asyncio client ties
 its connections to one loop): one link per proxy, never shared between two.
@@ -28,7 +30,9 @@ from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
+from brownout.core.state.batch import Batcher, Command, Lua
 from brownout.core.state.config import StateConfig
+from brownout.core.state.deadline import within
 
 __all__ = ["RedisLink"]
 
@@ -70,12 +74,13 @@ class RedisLink:
             url,
             max_connections=config.max_connections,
             timeout=self.timeout_s,
-            socket_timeout=max(self.timeout_s, config.connect_timeout_ms / 1000),
+            socket_timeout=None,  # every call is within its budget already (a second timer per read costs)
             socket_connect_timeout=config.connect_timeout_ms / 1000,
             retry=Retry(NoBackoff(), 0),
             decode_responses=False,
         )
         self.client: aioredis.Redis = aioredis.Redis.from_pool(pool)
+        self.batches = Batcher(pool, self.timeout_s)
         self.up: bool | None = None  # unknown until the first call
         self.errors = 0
         self._backoff_s = BACKOFF_FIRST_S
@@ -90,13 +95,42 @@ class RedisLink:
         """A server-side Lua script (atomic: no other client's command runs in between), loaded on first use."""
         return self.client.register_script(source)
 
+    def lua(self, source: str) -> Lua:
+        """A server-side Lua script for `eval` (atomic: no other client's command runs in between)."""
+        return self.batches.lua(source)
+
+    async def eval(
+        self, op: str, script: Lua, keys: list[Any], args: list[Any], default: D, *, linger: bool = False
+    ) -> Any | D:
+        """The script's reply, batched with the other calls of this turn (see `run`)."""
+        got = await self.run(op, [script.command(keys, args)], None, linger=linger)
+        return default if got is None else got[0]
+
+    async def run(self, op: str, commands: list[Command], default: D, *, linger: bool = False) -> list[Any] | D:
+        """The commands' replies, sent in one write with the other calls of this turn of the loop, within the
+        budget; on failure (an error reply too), or while the store is down, count it and return `default`.
+        `linger`: nobody waits on the answer before answering the agent, so it may wait for the next write."""
+        if self.up is False and not self._try_again():
+            self._count(op)
+            return default
+        try:
+            replies = await self.batches.submit(commands, linger=linger)
+            error = next((r for r in replies if isinstance(r, RedisError)), None)
+            if error is not None:
+                raise error
+        except (RedisError, OSError, TimeoutError) as e:
+            self._failed(op, e)
+            return default
+        self._mark_up()
+        return replies
+
     async def call(self, op: str, fn: Callable[[aioredis.Redis], Awaitable[T]], default: D) -> T | D:
         """`await fn(client)` within the budget; on failure (or while the store is down) count it and return `default`."""
         if self.up is False and not self._try_again():
             self._count(op)
             return default
         try:
-            result = await asyncio.wait_for(fn(self.client), self.timeout_s)
+            result = await within(fn(self.client), self.timeout_s)
         except (RedisError, OSError, TimeoutError) as e:
             self._failed(op, e)
             return default
@@ -111,7 +145,7 @@ class RedisLink:
 
     async def _ping(self) -> None:
         try:
-            await asyncio.wait_for(self.client.ping(), self.config.connect_timeout_ms / 1000 + self.timeout_s)
+            await within(self.client.ping(), self.config.connect_timeout_ms / 1000 + self.timeout_s)
         except (RedisError, OSError, TimeoutError) as e:
             self._backoff_s = min(BACKOFF_MAX_S, self._backoff_s * 2)
             self._retry_at = self._clock() + self._backoff_s
@@ -156,6 +190,7 @@ class RedisLink:
         probe, self._probe = self._probe, None
         if probe is not None:
             probe.cancel()
+        await self.batches.close()
         try:
             await self.client.aclose()
         except (RedisError, OSError, RuntimeError) as e:  # a connection bound to a loop that is gone
@@ -163,4 +198,11 @@ class RedisLink:
 
     def describe(self) -> dict[str, Any]:
         """For /status: where, whether reachable, how many calls failed."""
-        return {"backend": "redis", "url": self.where, "up": self.up, "errors": self.errors}
+        return {
+            "backend": "redis",
+            "url": self.where,
+            "up": self.up,
+            "errors": self.errors,
+            "calls": self.batches.calls,
+            "writes": self.batches.writes,
+        }

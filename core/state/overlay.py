@@ -110,7 +110,7 @@ class RedisOverlay:
     def __init__(self, link: RedisLink) -> None:
         self.link = link
         self.key = link.key("experiment")
-        self._read = link.script(_READ)
+        self._read = link.lua(_READ)
         self._put = link.script(_PUT)
         self._renew = link.script(_RENEW)
         self._clear = link.script(_CLEAR)
@@ -121,7 +121,8 @@ class RedisOverlay:
         None when the store cannot be reached. With `replica`, `ack` ("<id> ok" or "<id> rejected: why")
         is recorded for the phase it names, if that is still the one applied."""
         args = [known_id, replica, ack[:ACK_MAX]]
-        got = await self.link.call("experiment", lambda r: self._read(keys=[self.key], args=args), None)
+        # A poll: it may wait for an exchange's write to go out with it.
+        got = await self.link.eval("experiment", self._read, [self.key], args, None, linger=True)
         if got is None:
             return None
         if not got:

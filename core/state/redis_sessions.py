@@ -97,7 +97,7 @@ class RedisSessions:
         self._ttl_ms = max(1, round(2 * idle_s * 1000))
         self._session_prefix = link.key("session", "")
         self._index = link.key("sessions")
-        self._commit = link.script(_COMMIT)
+        self._commit = link.lua(_COMMIT)
         self._claim = link.script(_CLAIM)
 
     def _key(self, session_id: str) -> str:
@@ -105,10 +105,13 @@ class RedisSessions:
 
     async def load(self, session_id: str) -> SessionRecord | Status:
         key = self._key(session_id)
-        reply = await self.link.call("session_load", lambda r: r.hgetall(key), None)  # one command: atomic
-        if reply is None:
+        # One command: atomic. After the response (the checks' job): it may wait for the next exchange's write.
+        got = await self.link.run("session_load", [("HGETALL", key)], None, linger=True)
+        if got is None:
             return Status.UNAVAILABLE
-        return self._record(session_id, [item for pair in reply.items() for item in pair], self.history_max)
+        reply = got[0]  # a map (RESP3) or a flat list (RESP2)
+        flat = [item for pair in reply.items() for item in pair] if isinstance(reply, dict) else reply
+        return self._record(session_id, flat, self.history_max)
 
     async def commit(self, record: SessionRecord, change: SessionChange, now: float) -> Committed | Status:
         args: list[Any] = [
@@ -119,7 +122,7 @@ class RedisSessions:
             args += [name, value]
         args += [len(change.dropped), *change.dropped, len(change.appended), *change.appended]
         keys = [self._key(record.id), self._index]
-        reply = await self.link.call("session_commit", lambda r: self._commit(keys=keys, args=args), None)
+        reply = await self.link.eval("session_commit", self._commit, keys, args, None, linger=True)
         if reply is None:
             return Status.UNAVAILABLE
         version, current, evicted = reply

@@ -83,7 +83,7 @@ class RedisSchedules:
         self.lease_ttl_s = lease_ttl_s
         self.replica = replica  # makes lease ids unique across replicas
         self.epoch: str | None = None  # the fleet's origin: set once known (proxy/fleet.py)
-        self._script = link.script(_SCRIPT)
+        self._script = link.lua(_SCRIPT)
         self._held: dict[str, set[bytes]] = {}  # leases this replica holds: renewed until released
         self._rule_args: dict[tuple[Any, ...], bytes] = {}
 
@@ -106,7 +106,7 @@ class RedisSchedules:
             args: list[bytes | str | float] = [repr(asks[0].now), repr(float(self.lease_ttl_s)), RULE_TTL_S]
             for a in asks:
                 args.extend(self._args(a))
-            replies = await self.link.call("schedule", lambda r: self._script(args=args), None)
+            replies = await self.link.eval("schedule", self._script, [], args, None)
         tickets: list[Ticket] = []
         for j, a in enumerate(asks):
             if replies is not None:
@@ -205,18 +205,14 @@ class RedisSchedules:
         if not any(h.leases is not None or (h.quota is not None and tokens > 0) for h in holds):
             return
 
-        async def run(r: Any) -> Any:
-            pipe = r.pipeline(transaction=False)
-            for h in holds:
-                if h.leases is not None:
-                    pipe.zrem(h.leases, h.lease)
-                if h.quota is not None and tokens > 0:
-                    qkey = f"{h.quota}:q:{quota_window(h.quota_base, now)!r}"
-                    pipe.hincrby(qkey, "t", tokens)
-                    pipe.expire(qkey, QUOTA_TTL_S)
-            return await pipe.execute()
-
-        await self.link.call("release", run, None)
+        commands: list[tuple[Any, ...]] = []
+        for h in holds:
+            if h.leases is not None:
+                commands.append(("ZREM", h.leases, h.lease))
+            if h.quota is not None and tokens > 0:
+                qkey = f"{h.quota}:q:{quota_window(h.quota_base, now)!r}"
+                commands += [("HINCRBY", qkey, "t", tokens), ("EXPIRE", qkey, QUOTA_TTL_S)]
+        await self.link.run("release", commands, None)
 
     async def renew(self, now: float) -> None:
         """Push back the expiry of every lease this replica still holds (its exchanges are in flight)."""

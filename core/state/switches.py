@@ -102,7 +102,7 @@ class RedisSwitches:
 
     def __init__(self, link: RedisLink) -> None:
         self.link = link
-        self._sync = link.script(_SYNC)
+        self._sync = link.lua(_SYNC)
         self._write = link.script(_WRITE)
 
     async def read(
@@ -122,7 +122,8 @@ class RedisSwitches:
             args = [known_version, "1", replica, config_hash, "1" if paused else "0", ttl_s, origin, ORIGIN_TTL_S]
         else:
             keys[2] = self.link.key("origin")
-        got = await self.link.call("switches", lambda r: self._sync(keys=keys, args=args), None)
+        # A poll: it may wait for an exchange's write to go out with it.
+        got = await self.link.eval("switches", self._sync, keys, args, None, linger=True)
         if got is None:
             return None
         version = _text(got[0])

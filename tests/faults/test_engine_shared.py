@@ -108,17 +108,27 @@ def test_matched_rules_wait_for_one_settle_and_keep_config_order(redis_server: R
     asyncio.run(main())
 
 
-def test_an_exchange_costs_one_script_call_whatever_its_rules(redis_server: RedisServer) -> None:
-    async def main() -> None:
-        async with shared(redis_server, *MIXED) as e:
+def _commands_of_ten_exchanges(server: RedisServer, **kw: Any) -> list[str]:
+    """What ten exchanges (`kw` for ex()) sent the store, one after the other, on MIXED's rules."""
+
+    async def main() -> list[str]:
+        async with shared(server, *MIXED) as e:
             assert isinstance(e.store, RedisSchedules) and await e.store.load()
             await planned(e, 0)  # the connection opens (redis-py says hello)
-            with Monitor(redis_server) as monitor:
+            with Monitor(server) as monitor:
                 for i in range(1, 11):
-                    await planned(e, i, session=f"s{i % 3}")
-                assert monitor.commands() == ["evalsha"] * 10
+                    await planned(e, i, session=f"s{i % 3}", **kw)
+                return monitor.commands()
 
-    asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_an_exchange_costs_one_script_call_whatever_its_rules(redis_server: RedisServer) -> None:
+    assert _commands_of_ten_exchanges(redis_server) == ["evalsha"] * 10
+
+
+def test_an_exchange_no_rule_matches_asks_the_store_nothing(redis_server: RedisServer) -> None:
+    assert _commands_of_ten_exchanges(redis_server, model="claude-sonnet-4") == []
 
 
 def test_replicas_draw_a_sessions_probability_only_rules_as_one_process(redis_server: RedisServer) -> None:
