@@ -6,8 +6,9 @@ import asyncio
 import logging
 from typing import Any
 
-from brownout.proxy.control import ControlServer, EngineControl
+from brownout.proxy.control import ControlServer
 from brownout.proxy.control_experiment import experiment_route
+from brownout.proxy.control_target import EngineControl
 
 __all__ = ["start_control"]
 

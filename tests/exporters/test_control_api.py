@@ -11,7 +11,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from brownout.proxy.control import ControlServer, EngineControl
+from brownout.proxy.control import ControlServer
+from brownout.proxy.control_target import EngineControl
 from brownout.proxy.ctl import ctl
 
 TOKEN = "s3cret-token"

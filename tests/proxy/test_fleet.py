@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry
 from brownout.exporters.metrics import Metrics
 from brownout.faults.engine import FaultEngine
 from brownout.proxy.config import BrownoutConfig
-from brownout.proxy.control import ControlServer, EngineControl
+from brownout.proxy.control import ControlServer
+from brownout.proxy.control_target import EngineControl
 from brownout.proxy.ctl import ctl
 from brownout.proxy.fleet import Fleet, config_hash
 from tests.redisserver import RedisServer, redis_server
