@@ -163,8 +163,10 @@ def test_wall_clock_abort_and_timeout_status(
     monkeypatch.setenv("FAKE_SLEEP_S", "30")
     text = _exp(
         tmp_path,
-        abort={"max_duration_s": 1.5},
-        agent={"command": AGENT, "tasks": ["a"], "runs_per_task": 4, "concurrency": 2, "timeout_s": 0.5},
+        # 20 runs of 0.5 s two at a time need 5 s: the 4 s limit cuts them, after a loaded machine has had time
+        # to start the proxy and finish a few.
+        abort={"max_duration_s": 4.0},
+        agent={"command": AGENT, "tasks": ["a"], "runs_per_task": 20, "concurrency": 2, "timeout_s": 0.5},
         baseline_must_succeed=False,  # every run times out, the baseline's too: the abort is what is tested
     )
     outcome = _run(tmp_path, text, confdir)
