@@ -1,0 +1,152 @@
+"""The proxy's side of the join: the agent's spans in, wire calls held for them, settled traces out.
+
+On mitmproxy's event loop, like everything that touches it: intercepted OTLP exports (the pipeline) and
+the OTLP receiver hand their spans to `receive`; a finished LLM or tool exchange goes through `admit`
+before its span is built. One that propagated trace context is joined at once (its span is the child
+of the agent's span already); one without waits up to `join_wait_s` for the agent span that contains
+it in time, since agents' exporters send in batches every few seconds, and is released (`release`)
+when it arrives or the wait ends. `tick` (twice a second) releases what is due and hands each
+settled trace to `judge`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+from brownout.core.agent_spans import AgentSpan
+from brownout.core.exchange import Exchange
+from brownout.core.guard import Guard
+from brownout.core.span_join import BY_CONTEXT, BY_TIME, JoinedTrace, call_kind, join_by_time, parse_traceparent
+from brownout.core.span_join import wire_call as make_wire_call
+from brownout.core.span_store import SpanStore
+from brownout.core.spans import ExchangeSpan
+from brownout.proxy.agent_config import AgentSpansConfig
+
+__all__ = ["TICK_S", "AgentJoin"]
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.5
+PENDING_MAX = 10_000  # exchanges waiting for their agent span; past it they go unjoined (counted)
+
+# (what, label, how many): "received" by source, "evicted" by reason, "joins" by how (or "none").
+Count = Callable[[str, str, int], None]
+
+
+class AgentJoin:
+    """Agent spans and wire calls per trace (a SpanStore), and the wire calls waiting for their span."""
+
+    def __init__(
+        self,
+        config: AgentSpansConfig,
+        *,
+        guard: Guard,
+        release: Callable[[Exchange], None],
+        judge: Callable[[JoinedTrace], None],
+        count: Count | None = None,
+    ) -> None:
+        self.config = config
+        self._guard = guard
+        self._release = release
+        self._judge = judge
+        self._count: Count = count or (lambda what, label, n: None)
+        self.store = SpanStore(
+            max_traces=config.max_traces,
+            max_spans=config.max_spans,
+            ttl_s=config.ttl_s,
+            settle_s=config.settle_s,
+            on_evicted=lambda reason, n: self._count("evicted", reason, n),
+        )
+        self._skew_s = config.skew_ms / 1000
+        self._pending: OrderedDict[str, tuple[float, Exchange]] = OrderedDict()  # by deadline (FIFO)
+        self._ticking: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._pending)
+
+    def receive(self, spans: Iterable[AgentSpan], source: str) -> None:
+        """A batch of the agent's spans (`source`: "receiver" or "proxy"); waiting calls it completes go on."""
+        spans = list(spans)
+        self._count("received", source, len(spans))
+        if self.store.add_spans(spans) and self._pending:
+            for key, (_, exchange) in list(self._pending.items()):
+                if self._by_time(exchange):
+                    del self._pending[key]
+                    self._release(exchange)
+
+    def admit(self, exchange: Exchange) -> bool:
+        """True: `exchange` waits for its agent span, and `release` gets it later; False: go on now."""
+        if call_kind(exchange.operation if exchange.mcp_method != "tools/call" else "tools/call") is None:
+            return False
+        context = parse_traceparent(exchange.traceparent)
+        if context is not None:
+            exchange.agent_trace_id, exchange.agent_span_id = context
+            exchange.agent_join = BY_CONTEXT
+            self._count("joins", BY_CONTEXT, 1)
+            return False
+        if self._by_time(exchange):
+            return False
+        if self.config.join_wait_s <= 0 or len(self._pending) >= PENDING_MAX or not self._loop_running():
+            self._count("joins", "none", 1)
+            return False
+        self._pending[exchange.id] = (time.monotonic() + self.config.join_wait_s, exchange)
+        return True
+
+    def _by_time(self, exchange: Exchange) -> bool:
+        span = join_by_time(exchange, self.store.recent(), skew_s=self._skew_s)
+        if span is None:
+            return False
+        exchange.agent_trace_id, exchange.agent_span_id, exchange.agent_join = span.trace_id, span.span_id, BY_TIME
+        self._count("joins", BY_TIME, 1)
+        return True
+
+    def record(self, exchange: Exchange, span: ExchangeSpan) -> None:
+        """Keep a finished call (its span built) for the judgement of its trace."""
+        call = make_wire_call(exchange, trace_id=span.trace_id_hex, span_id=span.span_id_hex, failed=span.failed)
+        if call is not None:
+            self.store.add_wire(call, exchange.agent_trace_id or span.trace_id_hex)
+
+    def tick(self, *, final: bool = False) -> None:
+        """Release the calls whose wait is over (all with `final`), then judge the traces that settled."""
+        now = time.monotonic()
+        while self._pending:
+            key, (deadline, exchange) = next(iter(self._pending.items()))
+            if deadline > now and not final:
+                break
+            del self._pending[key]
+            self._count("joins", "none", 1)
+            self._release(exchange)
+        for trace in self.store.take_settled(force=final):
+            self._judge(trace)
+
+    # -- on the loop ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _loop_running() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # driven synchronously (a test harness): nothing would ever release it
+        return True
+
+    def start(self) -> None:
+        """Tick on the running loop until stop()."""
+        if self._ticking is None and self._loop_running():
+            self._ticking = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            self._guard.call("agent_spans", self.tick)  # counted, and the ticker lives on
+
+    def stop(self) -> None:
+        """Release everything still waiting and judge every trace held (shutdown)."""
+        if self._ticking is not None:
+            self._ticking.cancel()
+            self._ticking = None
+        self.tick(final=True)
