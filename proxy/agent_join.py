@@ -24,7 +24,10 @@ from brownout.core.span_join import BY_CONTEXT, BY_TIME, JoinedTrace, call_kind,
 from brownout.core.span_join import wire_call as make_wire_call
 from brownout.core.span_store import SpanStore
 from brownout.core.spans import ExchangeSpan
+from brownout.exporters.config import OtlpSettings
+from brownout.exporters.otlp_forward import OtlpForwarder
 from brownout.proxy.agent_config import AgentSpansConfig
+from brownout.proxy.otlp_receiver import OtlpReceiver
 
 __all__ = ["TICK_S", "AgentJoin"]
 
@@ -64,6 +67,8 @@ class AgentJoin:
         self._skew_s = config.skew_ms / 1000
         self._pending: OrderedDict[str, tuple[float, Exchange]] = OrderedDict()  # by deadline (FIFO)
         self._ticking: asyncio.Task[None] | None = None
+        self.receiver: OtlpReceiver | None = None
+        self.forwarder: OtlpForwarder | None = None
 
     @property
     def waiting(self) -> int:
@@ -124,7 +129,37 @@ class AgentJoin:
         for trace in self.store.take_settled(force=final):
             self._judge(trace)
 
+    def own_receiver(self, host: str, port: int) -> bool:
+        """An intercepted export addressed to brownout's own receiver: the receiver takes its spans."""
+        receiver = self.receiver
+        return receiver is not None and port == receiver.port and host in ("127.0.0.1", "localhost", receiver.host)
+
     # -- on the loop ---------------------------------------------------------------------------
+
+    async def start_receiver(self, otlp: OtlpSettings | None, on_forward: Callable[[str, str], None]) -> None:
+        """Bind the OTLP receiver when configured (OSError naming the address), forwarding to `otlp`'s
+        endpoint when that is OTLP/HTTP."""
+        config = self.config.receiver
+        if config is None:
+            return
+        if config.forward and otlp is not None:
+            if otlp.protocol == "http/protobuf":
+                self.forwarder = OtlpForwarder(otlp, on_result=on_forward)
+            else:
+                log.warning("brownout: the OTLP receiver forwards nothing: exporters.otlp speaks %s", otlp.protocol)
+        self.receiver = OtlpReceiver(
+            config,
+            guard=self._guard,
+            on_spans=lambda spans: self.receive(spans, "receiver"),
+            forward=self.forwarder.forward if self.forwarder is not None else None,
+        )
+        await self.receiver.start()
+
+    async def stop_receiver(self) -> None:
+        if self.receiver is not None:
+            await self.receiver.stop()
+        if self.forwarder is not None:
+            await self.forwarder.aclose()
 
     @staticmethod
     def _loop_running() -> bool:

@@ -110,7 +110,7 @@ class Pipeline:
         """An OTLP export crossing the proxy: the agent's telemetry, not its work. Its spans go to the join;
         it is counted and logged as an exchange, and no span or invariant looks at it."""
         spans = exchange.notes.pop(SPANS_NOTE, None)
-        if spans and self.join is not None:
+        if spans and self.join is not None and not self.join.own_receiver(exchange.host, exchange.port):
             self.guard.call("spans", self.join.receive, spans, "proxy", context="intercepted OTLP export")
         self.exporters.on_exchange(exchange, [])
         for listener in self.listeners:
@@ -208,6 +208,12 @@ class Pipeline:
         if self.join is not None:
             self.join.start()
 
+    async def start_receiver(self) -> None:
+        """On the loop, after start: the OTLP receiver, when `agent_spans.receiver` is set."""
+        if self.join is not None:
+            otlp = self.exporters.otlp.settings if self.exporters.otlp is not None else None
+            await self.join.start_receiver(otlp, self.exporters.on_otlp_forward)
+
     def _warm_prices(self) -> None:
         try:
             self.guard.call("cost", self.pricer.warm)
@@ -218,6 +224,7 @@ class Pipeline:
         """On the loop, before shutdown: calls waiting for their agent span go on, held traces are judged, and
         the shared-session checks still queued finish (bounded) or are counted."""
         if self.join is not None:
+            await self.join.stop_receiver()
             self.guard.call("spans", self.join.stop, context="agent spans at shutdown")
         fleet = self.fleet
         if fleet is None:
