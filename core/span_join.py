@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from opentelemetry.trace import SpanContext, TraceFlags
+
 from brownout.core.agent_spans import AgentSpan
 from brownout.core.exchange import Exchange
 
@@ -28,6 +30,8 @@ __all__ = [
     "BY_TIME",
     "JoinedTrace",
     "WireCall",
+    "agent_fields",
+    "agent_parent",
     "call_kind",
     "join_by_context",
     "join_by_time",
@@ -172,6 +176,26 @@ def wire_call(exchange: Exchange, *, trace_id: str, span_id: str, failed: bool) 
         agent_span_id=exchange.agent_span_id,
         joined_by=exchange.agent_join,
     )
+
+
+def agent_parent(exchange: Exchange) -> SpanContext | None:
+    """The agent span an exchange without trace context was matched to by time: its span's parent."""
+    if exchange.agent_join != BY_TIME or not exchange.agent_trace_id or not exchange.agent_span_id:
+        return None
+    trace_id, span_id = int(exchange.agent_trace_id, 16), int(exchange.agent_span_id, 16)
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+
+def agent_fields(exchange: Exchange, prefix: str = "brownout.agent.") -> dict[str, str]:
+    """The agent span a joined exchange belongs to, as span attributes (`brownout.agent.span_id`,
+    `brownout.agent.trace_id`, `brownout.agent.join`) or, with another prefix, log fields; {}: not joined."""
+    if exchange.agent_span_id is None:
+        return {}
+    return {
+        f"{prefix}span_id": exchange.agent_span_id,
+        f"{prefix}trace_id": exchange.agent_trace_id or "",
+        f"{prefix}join": exchange.agent_join or "",
+    }
 
 
 # -- matching ------------------------------------------------------------------------------

@@ -82,3 +82,18 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 def json_bytes(spans: Sequence[ReadableSpan]) -> bytes:
     return json.dumps(otlp_json(spans)).encode()
+
+
+class ExportingAgent(AgentTracer):
+    """An agent whose spans go out as a real agent's do: batched, over OTLP/HTTP, to `endpoint`."""
+
+    def __init__(self, endpoint: str, *, delay_ms: int = 300, service: str = "agent") -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        super().__init__(service)
+        exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", timeout=5)
+        self.provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=delay_ms))
+
+    def close(self) -> None:
+        self.provider.shutdown()
