@@ -80,7 +80,7 @@ class AgentJoin:
         self._count("received", source, len(spans))
         if self.store.add_spans(spans) and self._pending:
             for key, (_, exchange) in list(self._pending.items()):
-                if self._by_time(exchange):
+                if self._by_time(exchange, skew_s=0.0):
                     del self._pending[key]
                     self._release(exchange)
 
@@ -94,7 +94,7 @@ class AgentJoin:
             exchange.agent_join = BY_CONTEXT
             self._count("joins", BY_CONTEXT, 1)
             return False
-        if self._by_time(exchange):
+        if self._by_time(exchange, skew_s=0.0):
             return False
         if self.config.join_wait_s <= 0 or len(self._pending) >= PENDING_MAX or not self._loop_running():
             self._count("joins", "none", 1)
@@ -102,8 +102,11 @@ class AgentJoin:
         self._pending[exchange.id] = (time.monotonic() + self.config.join_wait_s, exchange)
         return True
 
-    def _by_time(self, exchange: Exchange) -> bool:
-        span = join_by_time(exchange, self.store.recent(), skew_s=self._skew_s)
+    def _by_time(self, exchange: Exchange, *, skew_s: float) -> bool:
+        """Join by time. While the wait lasts only a span that holds the call exactly will do (the span the call
+        really belongs to may not have arrived yet, and an earlier one can be within the skew); at its end, the
+        best one within `skew_ms` (the agent's clock may be another machine's)."""
+        span = join_by_time(exchange, self.store.recent(), skew_s=skew_s)
         if span is None:
             return False
         exchange.agent_trace_id, exchange.agent_span_id, exchange.agent_join = span.trace_id, span.span_id, BY_TIME
@@ -124,7 +127,8 @@ class AgentJoin:
             if deadline > now and not final:
                 break
             del self._pending[key]
-            self._count("joins", "none", 1)
+            if not self._by_time(exchange, skew_s=self._skew_s):
+                self._count("joins", "none", 1)
             self._release(exchange)
         for trace in self.store.take_settled(force=final):
             self._judge(trace)

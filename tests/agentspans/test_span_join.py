@@ -83,3 +83,29 @@ def test_traceparent() -> None:
     assert parse_traceparent(f"00-{T}-{'1' * 16}-01") == (T, "1" * 16)
     assert parse_traceparent(f"00-{'0' * 32}-{'1' * 16}-01") is None
     assert parse_traceparent("garbage") is None and parse_traceparent(None) is None
+
+
+def test_the_proxy_waits_for_the_span_that_holds_the_call_not_an_earlier_one_within_the_skew() -> None:
+    """A second model call ends 180 ms after the first call's span: within the skew, but not its call."""
+    import asyncio
+
+    from brownout.core.guard import Guard
+    from brownout.proxy.agent_config import AgentSpansConfig
+    from brownout.proxy.agent_join import AgentJoin
+
+    released: list[Exchange] = []
+
+    async def run() -> None:
+        join = AgentJoin(
+            AgentSpansConfig(join_wait_s=5), guard=Guard(strict=True), release=released.append, judge=print
+        )
+        first = agent(1, "chat", 10.0, 10.1, request_model="gpt-4o")
+        join.receive([first], "receiver")
+        ex = Exchange(id="x2", session="s", operation="chat", model="gpt-4o")
+        ex.timings = Timings(start=10.20, end=10.28)
+        assert join.admit(ex) is True and ex.agent_span_id is None  # waits: the first span is not it
+        second = agent(2, "chat", 10.15, 10.3, request_model="gpt-4o")
+        join.receive([second], "receiver")
+        assert released == [ex] and ex.agent_span_id == second.span_id
+
+    asyncio.run(run())
