@@ -9,32 +9,28 @@ A wire call (an LLM or tool exchange brownout saw) belongs to the agent's GenAI 
    (give or take `skew_s`), of a compatible provider; the model and the tool name break ties, then the
    tightest span wins.
 
-Pure functions over `AgentSpan`s and `WireCall`s: the store (`brownout.core.span_store`) finds the
-candidates, the proxy decides when to look.
+This module holds the wire side's record (`WireCall`); the matching is `brownout.core.span_match`, a
+trace's both sides `brownout.core.joined_trace`, the store `brownout.core.span_store`; the proxy
+decides when to look.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from brownout.core.agent_spans import AgentSpan
 from brownout.core.exchange import Exchange
 
 __all__ = [
     "BENIGN_FAULTS",
     "BY_CONTEXT",
     "BY_TIME",
-    "JoinedTrace",
     "WireCall",
     "agent_fields",
     "agent_parent",
     "call_kind",
-    "join_by_context",
-    "join_by_time",
     "parse_traceparent",
     "wire_call",
 ]
@@ -45,7 +41,6 @@ BENIGN_FAULTS = frozenset({"latency", "stall", "throttle"})
 _LLM = frozenset({"chat", "responses", "text_completion", "generate_content", "embeddings", "messages"})
 _TOOL = frozenset({"execute_tool", "tools/call"})
 _ARGUMENTS_MAX_CHARS = 16_384
-_NAME_CHARS = re.compile(r"[^a-z0-9]")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
@@ -108,46 +103,6 @@ class WireCall:
         return (self.kind, self.tool_name, None) if self.kind == "tool" else (self.kind, self.provider, self.model)
 
 
-@dataclass(slots=True)
-class JoinedTrace:
-    """One trace's both sides, handed to the invariants that need both once the trace has settled."""
-
-    trace_id: str
-    agent_spans: list[AgentSpan] = field(default_factory=list)  # its GenAI spans
-    wire_calls: list[WireCall] = field(default_factory=list)
-    parents: dict[str, str | None] = field(default_factory=dict)  # span id -> parent span id, every span seen
-    instrumented: bool = False  # the agent sent GenAI spans to brownout lately (any trace)
-
-    def span(self, span_id: str | None) -> AgentSpan | None:
-        return next((s for s in self.agent_spans if s.span_id == span_id), None) if span_id else None
-
-    def agent_span_of(self, call: WireCall, *, skew_s: float = 0.25) -> AgentSpan | None:
-        """The GenAI span of the agent `call` belongs to: the one its trace context leads to, the one it
-        was joined to by time, or (context leading to no GenAI span of its kind) the one time finds here."""
-        if call.joined_by == BY_TIME:
-            return self.span(call.agent_span_id)
-        if call.joined_by == BY_CONTEXT and call.agent_span_id is not None:
-            by_id = {s.span_id: s for s in self.agent_spans}
-            found = join_by_context(call.agent_span_id, by_id, self.parents, call.kind)
-            if found is not None:
-                return found
-        return join_by_time(call, self.agent_spans, skew_s=skew_s)
-
-    def within(self, ancestor: AgentSpan) -> Callable[[str | None], bool]:
-        """A test: is this span id `ancestor` or below it?"""
-
-        def test(span_id: str | None) -> bool:
-            seen = 0
-            while span_id is not None and seen < 256:  # a cycle in bad data must not hang the loop
-                if span_id == ancestor.span_id:
-                    return True
-                span_id = self.parents.get(span_id)
-                seen += 1
-            return False
-
-        return test
-
-
 def wire_call(exchange: Exchange, *, trace_id: str, span_id: str, failed: bool) -> WireCall | None:
     """The join's record of a finished exchange, or None when it is neither an LLM nor a tool call."""
     kind = call_kind(exchange.operation if exchange.mcp_method != "tools/call" else "tools/call")
@@ -196,64 +151,3 @@ def agent_fields(exchange: Exchange, prefix: str = "brownout.agent.") -> dict[st
         f"{prefix}trace_id": exchange.agent_trace_id or "",
         f"{prefix}join": exchange.agent_join or "",
     }
-
-
-# -- matching ------------------------------------------------------------------------------
-
-
-def _norm(name: str) -> str:
-    return _NAME_CHARS.sub("", name.lower())
-
-
-def _related(a: str | None, b: str | None) -> bool | None:
-    """None when either is unknown; else whether one name holds the other (gcp.gemini ~ gemini)."""
-    if not a or not b:
-        return None
-    x, y = _norm(a), _norm(b)
-    return bool(x and y) and (x in y or y in x)
-
-
-def join_by_context(
-    parent_span_id: str, spans: dict[str, AgentSpan], parents: dict[str, str | None], kind: str
-) -> AgentSpan | None:
-    """The agent span of `kind` that is, or is the nearest GenAI span above, the propagated parent."""
-    span_id: str | None = parent_span_id
-    for _ in range(256):  # a cycle in bad data must not hang the loop
-        if span_id is None:
-            return None
-        span = spans.get(span_id)
-        if span is not None:
-            return span if call_kind(span.operation) == kind else None
-        span_id = parents.get(span_id)
-    return None
-
-
-def join_by_time(
-    call: WireCall | Exchange, candidates: Iterable[AgentSpan], *, skew_s: float = 0.25
-) -> AgentSpan | None:
-    """The agent span a call without trace context belongs to, by time, provider, model and tool."""
-    if isinstance(call, Exchange):
-        kind = call_kind(call.operation if call.mcp_method != "tools/call" else "tools/call")
-        start = call.timings.start
-        end = call.timings.end if call.timings.end is not None else start
-        provider, model, tool = call.gen_ai_provider, call.model, call.tool_name
-    else:
-        kind, start, end = call.kind, call.start_s, call.end_s
-        provider, model, tool = call.provider, call.model, call.tool_name
-    best: tuple[int, int, AgentSpan] | None = None
-    for span in candidates:
-        if call_kind(span.operation) != kind:
-            continue
-        if span.start_s > start + skew_s or span.end_s < end - skew_s:
-            continue
-        if _related(span.provider, provider) is False:
-            continue
-        score = 0
-        if kind == "llm" and _related(span.request_model or span.response_model, model):
-            score += 2
-        if kind == "tool" and _related(span.tool_name, tool):
-            score += 2
-        rank = (score, -(span.end_ns - span.start_ns))
-        if best is None or rank > best[:2]:
-            best = (*rank, span)
-    return best[2] if best is not None else None

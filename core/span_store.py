@@ -20,7 +20,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 
 from brownout.core.agent_spans import AgentSpan
-from brownout.core.span_join import JoinedTrace, WireCall, call_kind
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import WireCall
+from brownout.core.span_match import TimeIndex
 
 __all__ = ["SpanStore"]
 
@@ -67,7 +69,7 @@ class SpanStore:
         self._clock = clock
         self._on_evicted = on_evicted
         self._traces: OrderedDict[str, _Trace] = OrderedDict()  # oldest first (creation order)
-        self._recent: deque[AgentSpan] = deque(maxlen=_RECENT_MAX)
+        self._recent = TimeIndex(max_spans=_RECENT_MAX)
         self.held = 0  # spans and wire calls held, all traces
         self.last_genai: float | None = None  # when the last GenAI span arrived (clock time)
 
@@ -88,8 +90,7 @@ class SpanStore:
             if span.genai:
                 genai += 1
                 trace.spans[span.span_id] = span
-                if call_kind(span.operation) is not None:
-                    self._recent.append(span)
+                self._recent.add(span)
             self._trim(trace)
         if genai:
             self.last_genai = now
@@ -121,9 +122,10 @@ class SpanStore:
         trace = self._traces.get(trace_id)
         return ({}, {}) if trace is None else (trace.spans, trace.parents)
 
-    def recent(self) -> Iterator[AgentSpan]:
-        """Recently arrived LLM and tool spans, newest first (for calls without trace context)."""
-        return reversed(self._recent)
+    def around(self, start_s: float, skew_s: float) -> Iterator[AgentSpan]:
+        """Recently arrived LLM and tool spans that may hold a call starting at `start_s` (calls without
+        trace context are matched against these)."""
+        return self._recent.around(start_s, skew_s)
 
     def instrumented(self, now: float | None = None) -> bool:
         """A GenAI span arrived within ttl_s: the agent is instrumented and sends its spans here."""

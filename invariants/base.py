@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from brownout.core.config import Model
-from brownout.core.span_join import JoinedTrace
+from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from brownout.core.agent_spans import AgentSpan
-from brownout.core.span_join import JoinedTrace, WireCall
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import WireCall
 from brownout.invariants.base import Invariant
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
@@ -17,7 +18,7 @@ __all__ = ["describe", "on_agent_span", "on_call", "paired"]
 
 def paired(trace: JoinedTrace, skew_s: float = 0.25) -> list[tuple[WireCall, AgentSpan | None]]:
     """Every wire call of the trace with the agent span it belongs to (None: none found)."""
-    return [(call, trace.agent_span_of(call, skew_s=skew_s)) for call in trace.wire_calls]
+    return trace.pairs(skew_s)
 
 
 def describe(call: WireCall) -> str:

@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import Field
 
 from brownout.core.agent_spans import STATUS_OK, STATUS_UNSET, AgentSpan
-from brownout.core.span_join import BENIGN_FAULTS, JoinedTrace, WireCall
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import BENIGN_FAULTS, WireCall
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.both_sides import describe, on_call, paired
 from brownout.invariants.records import Violation
@@ -61,17 +62,22 @@ class ClaimedSuccess(Invariant[ClaimedSuccessConfig]):
         return span.status == STATUS_OK or (span.status == STATUS_UNSET and span.operation in self._unset)
 
     def check_trace(self, trace: JoinedTrace, session: Session) -> list[Violation]:
-        claimers = [s for s in trace.agent_spans if self._claims(s)]
+        claimers = {s.span_id: s for s in trace.agent_spans if self._claims(s)}
         if not claimers:
             return []
         pairs = paired(trace)
+        # The last start of a call that went well, per target: a broken call before it was retried.
+        last_ok: dict[tuple[str, str | None, str | None], float] = {}
+        for call, _ in pairs:
+            if not call.broken(self._benign):
+                last_ok[call.target] = max(last_ok.get(call.target, call.start_s), call.start_s)
         found: list[Violation] = []
         for call, own in pairs:
-            if not call.broken(self._benign) or _retried(call, pairs, self._benign):
+            if not call.broken(self._benign) or last_ok.get(call.target, -1.0) >= call.start_s:
                 continue
             if own is not None and own.failed and not self.config.count_recorded:
                 continue  # the agent's span of that call says it failed: the agent knew
-            claiming = [s for s in claimers if _depends(trace, s, call, own)]
+            claiming = _claiming(trace, claimers, call, own)
             if not claiming:
                 continue
             claimed = ", ".join(f"{s.name!r} ({s.span_id})" for s in claiming)
@@ -90,15 +96,10 @@ class ClaimedSuccess(Invariant[ClaimedSuccessConfig]):
         return found
 
 
-def _retried(call: WireCall, pairs: list[tuple[WireCall, AgentSpan | None]], benign: frozenset[str]) -> bool:
-    return any(
-        other is not call and other.start_s >= call.start_s and other.target == call.target and not other.broken(benign)
-        for other, _ in pairs
-    )
-
-
-def _depends(trace: JoinedTrace, claimer: AgentSpan, call: WireCall, own: AgentSpan | None) -> bool:
-    """The claim covers the call: its agent span is the claimer or below it (or, not joined, inside it in time)."""
+def _claiming(
+    trace: JoinedTrace, claimers: dict[str, AgentSpan], call: WireCall, own: AgentSpan | None
+) -> list[AgentSpan]:
+    """The claims that cover the call: its agent span and those above it (not joined: those around it in time)."""
     if own is not None:
-        return trace.within(claimer)(own.span_id)
-    return claimer.start_s <= call.start_s and call.end_s <= claimer.end_s
+        return [claimers[i] for i in trace.ancestors(own.span_id) if i in claimers]
+    return [s for s in claimers.values() if s.start_s <= call.start_s and call.end_s <= s.end_s]

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from brownout.core.span_join import JoinedTrace
+from brownout.core.joined_trace import JoinedTrace
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.both_sides import describe, on_agent_span, on_call, paired
 from brownout.invariants.records import Violation

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.span_join import JoinedTrace
+from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants import REGISTRY, create
 from brownout.invariants.base import Invariant, InvariantConfigBase

@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import Field
 
 from brownout.core.agent_spans import AgentSpan
-from brownout.core.span_join import JoinedTrace, WireCall
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import WireCall
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.both_sides import describe, on_call, paired
 from brownout.invariants.records import Violation

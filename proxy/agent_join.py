@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable
 from brownout.core.agent_spans import AgentSpan
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.span_join import BY_CONTEXT, BY_TIME, JoinedTrace, call_kind, join_by_time, parse_traceparent
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import BY_CONTEXT, BY_TIME, call_kind, parse_traceparent
 from brownout.core.span_join import wire_call as make_wire_call
+from brownout.core.span_match import join_by_time
 from brownout.core.span_store import SpanStore
 from brownout.core.spans import ExchangeSpan
 from brownout.exporters.config import OtlpSettings
@@ -106,7 +108,8 @@ class AgentJoin:
         """Join by time. While the wait lasts only a span that holds the call exactly will do (the span the call
         really belongs to may not have arrived yet, and an earlier one can be within the skew); at its end, the
         best one within `skew_ms` (the agent's clock may be another machine's)."""
-        span = join_by_time(exchange, self.store.recent(), skew_s=skew_s)
+        candidates = self.store.around(exchange.timings.start, skew_s)
+        span = join_by_time(exchange, candidates, skew_s=skew_s)
         if span is None:
             return False
         exchange.agent_trace_id, exchange.agent_span_id, exchange.agent_join = span.trace_id, span.span_id, BY_TIME

@@ -21,7 +21,7 @@ from typing import Any
 from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
-from brownout.core.span_join import JoinedTrace
+from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan, SpanBuilder
 from brownout.core.state import RedisLink
 from brownout.core.wire.otlp import PROVIDER as OTLP

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from brownout.core.agent_spans import AgentSpan
 from brownout.core.exchange import Exchange, Timings
-from brownout.core.span_join import (
-    BY_CONTEXT,
-    JoinedTrace,
-    WireCall,
-    join_by_context,
-    join_by_time,
-    parse_traceparent,
-)
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import BY_CONTEXT, WireCall, parse_traceparent
+from brownout.core.span_match import join_by_context, join_by_time
 
 T = "ab" * 16
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from brownout.core.agent_spans import STATUS_UNSET, AgentSpan
-from brownout.core.span_join import BY_TIME, JoinedTrace, ToolCallRecord, WireCall
+from brownout.core.joined_trace import JoinedTrace
+from brownout.core.span_join import BY_TIME, ToolCallRecord, WireCall
 from brownout.invariants import REGISTRY
 from brownout.invariants.base import Invariant
 from brownout.invariants.config import parse_invariants
