@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -59,11 +59,19 @@ _OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"
 _TOOL_NAME = ("gen_ai.tool.name", "tool.name")
 _TOOL_CALL_ID = ("gen_ai.tool.call.id", "tool_call.id")
 _TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool.parameters", "input.value")
+# Every attribute read here: the others are never converted from protobuf.
+_KEYS = frozenset(
+    (
+        *_PROVIDER, *_REQUEST_MODEL, *_RESPONSE_MODEL, *_INPUT_TOKENS, *_OUTPUT_TOKENS, *_TOOL_NAME, *_TOOL_CALL_ID,
+        *_TOOL_ARGUMENTS, "gen_ai.operation.name", "openinference.span.kind", "error.type", "gen_ai.agent.name",
+    )
+)  # fmt: skip
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class AgentSpan:
-    """One span of the agent's trace, reduced to what the join and the invariants read."""
+    """One span of the agent's trace, reduced to what the join and the invariants read (read-only by
+    convention: not frozen, since a frozen dataclass's __init__ costs several times more per span)."""
 
     trace_id: str  # 32 hex digits
     span_id: str  # 16 hex digits
@@ -84,7 +92,7 @@ class AgentSpan:
     output_tokens: int | None = None
     error_type: str | None = None
     agent_name: str | None = None
-    service: str | None = None  # the resource's service.name
+    service: str | None = None  # the resource's service.name (GenAI spans only)
 
     @property
     def is_llm(self) -> bool:
@@ -110,7 +118,7 @@ class AgentSpan:
 
 def spans_from_proto(request: ExportTraceServiceRequest) -> Iterator[AgentSpan]:
     """Every span of a decoded ExportTraceServiceRequest."""
-    return (agent_span(raw) for raw in raw_from_proto(request))
+    return (agent_span(raw) for raw in raw_from_proto(request, keys=_KEYS))
 
 
 def spans_from_json(doc: Mapping[str, Any]) -> Iterator[AgentSpan]:
@@ -167,31 +175,30 @@ def agent_span(raw: RawSpan) -> AgentSpan:
     operation = _text(attrs.get("gen_ai.operation.name"), 64)
     if operation is None:
         operation = _OPENINFERENCE_KINDS.get(str(attrs.get("openinference.span.kind") or "").upper())
-    base = AgentSpan(
+    end_ns = max(raw.start_ns, raw.end_ns)
+    if operation is None and _first(attrs, _PROVIDER) is None:
+        name = raw.name[:256]
+        return AgentSpan(raw.trace_id, raw.span_id, raw.parent_span_id, name, raw.start_ns, end_ns, raw.status, False)
+    arguments = _first(attrs, _TOOL_ARGUMENTS) if operation in TOOL_OPERATIONS else None
+    return AgentSpan(
         raw.trace_id,
         raw.span_id,
         raw.parent_span_id,
         raw.name[:256],
         raw.start_ns,
-        max(raw.start_ns, raw.end_ns),
+        end_ns,
         raw.status,
-        service=raw.service,
-    )
-    if operation is None and _first(attrs, _PROVIDER) is None:
-        return base
-    arguments = _first(attrs, _TOOL_ARGUMENTS) if operation in TOOL_OPERATIONS else None
-    return replace(
-        base,
-        genai=True,
-        operation=operation,
-        provider=_text(_first(attrs, _PROVIDER), 64),
-        request_model=_text(_first(attrs, _REQUEST_MODEL), 256),
-        response_model=_text(_first(attrs, _RESPONSE_MODEL), 256),
-        tool_name=_text(_first(attrs, _TOOL_NAME), 256),
-        tool_call_id=_text(_first(attrs, _TOOL_CALL_ID), 256),
-        tool_arguments=_text(arguments, _ARGUMENTS_MAX_CHARS),
-        input_tokens=_int(_first(attrs, _INPUT_TOKENS)),
-        output_tokens=_int(_first(attrs, _OUTPUT_TOKENS)),
-        error_type=_text(attrs.get("error.type"), 128),
-        agent_name=_text(attrs.get("gen_ai.agent.name"), 256),
+        True,
+        operation,
+        _text(_first(attrs, _PROVIDER), 64),
+        _text(_first(attrs, _REQUEST_MODEL), 256),
+        _text(_first(attrs, _RESPONSE_MODEL), 256),
+        _text(_first(attrs, _TOOL_NAME), 256),
+        _text(_first(attrs, _TOOL_CALL_ID), 256),
+        _text(arguments, _ARGUMENTS_MAX_CHARS),
+        _int(_first(attrs, _INPUT_TOKENS)),
+        _int(_first(attrs, _OUTPUT_TOKENS)),
+        _text(attrs.get("error.type"), 128),
+        _text(attrs.get("gen_ai.agent.name"), 256),
+        raw.service,
     )

@@ -24,7 +24,7 @@ _STATUS = {0: STATUS_UNSET, 1: STATUS_OK, 2: STATUS_ERROR}
 _STATUS_JSON = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class RawSpan:
     """One span as OTLP carries it: ids in hex, times in ns, attribute values as Python values."""
 
@@ -51,8 +51,8 @@ def _proto_value(value: Any) -> Any:
     return getattr(value, kind)
 
 
-def raw_from_proto(request: ExportTraceServiceRequest) -> Iterator[RawSpan]:
-    """Every span of a decoded ExportTraceServiceRequest."""
+def raw_from_proto(request: ExportTraceServiceRequest, *, keys: frozenset[str] | None = None) -> Iterator[RawSpan]:
+    """Every span of a decoded ExportTraceServiceRequest; with `keys`, only those attributes are converted."""
     for rs in request.resource_spans:
         service = next((a.value.string_value for a in rs.resource.attributes if a.key == "service.name"), None)
         for ss in rs.scope_spans:
@@ -67,7 +67,7 @@ def raw_from_proto(request: ExportTraceServiceRequest) -> Iterator[RawSpan]:
                     start_ns=span.start_time_unix_nano,
                     end_ns=span.end_time_unix_nano,
                     status=_STATUS.get(span.status.code, STATUS_UNSET),
-                    attributes={a.key: _proto_value(a.value) for a in span.attributes},
+                    attributes={a.key: _proto_value(a.value) for a in span.attributes if keys is None or a.key in keys},
                     service=service,
                 )
 
