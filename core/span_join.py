@@ -86,6 +86,7 @@ class WireCall:
     tool_name: str | None = None
     failed: bool = False  # an error status, a connection error, a provider error
     faults: tuple[str, ...] = ()  # the fault types injected into it
+    rules: tuple[str, ...] = ()  # the rules that injected them
     input_tokens: int | None = None
     output_tokens: int | None = None
     tool_calls: tuple[ToolCallRecord, ...] = ()  # what the model asked for (LLM calls)
@@ -124,6 +125,7 @@ def wire_call(exchange: Exchange, *, trace_id: str, span_id: str, failed: bool) 
         tool_name=exchange.tool_name,
         failed=failed,
         faults=tuple(f.fault for f in exchange.faults),
+        rules=tuple(dict.fromkeys(f.rule for f in exchange.faults)),
         input_tokens=exchange.usage.input_tokens,
         output_tokens=exchange.usage.output_tokens,
         tool_calls=calls if kind == "llm" else (),

@@ -51,6 +51,7 @@ def on_call(
         provider=call.provider,
         model=call.model,
         tool=call.tool_name,
+        rule=",".join(call.rules) or None,
         fault=",".join(dict.fromkeys(call.faults)) or None,
         details={**extra, **(details or {})},
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from brownout.invariants.records import Violation
 from brownout.proxy.endpoints import endpoint_env
@@ -21,24 +22,19 @@ from tests.e2e.conftest import Spans, Violations
 pytest.importorskip("opentelemetry.instrumentation.openai_agents")
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
-AGENT = Path(__file__).with_name("instrumented_agent.py")
-INVARIANTS = """
-agent_spans:
-  receiver: {listen: "127.0.0.1:0"}
-  join_wait_s: 8
-  settle_s: 2
-invariants:
-  - {type: claimed_success}
-  - {type: missing_span}
-  - {type: span_mismatch}
-"""
-TOOL_DOWN = """
-rules:
-  - name: weather-down
-    match: {path: "/tools/weather*"}
-    fault: {type: http_error, status: 503}
-    schedule: {probability: 1.0}
-"""
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "examples" / "agent-spans" / "weather_agent.py"
+EXAMPLE = ROOT / "examples" / "chaos" / "agent-spans.yaml"  # docs/telemetry.md's worked example
+
+
+def _config(*, tool_down: bool) -> str:
+    """The example config as it is, but on a free port, settling sooner, logs off, and with or without its fault."""
+    config = yaml.safe_load(EXAMPLE.read_text())
+    config["agent_spans"] |= {"receiver": {"listen": "127.0.0.1:0"}, "join_wait_s": 8, "settle_s": 2}
+    config.pop("exporters")
+    if not tool_down:
+        config.pop("rules")
+    return yaml.safe_dump(config)
 
 
 def _run(proxy: Any, upstream: Any, mode: str, session: str) -> tuple[Violations, Spans]:
@@ -65,7 +61,7 @@ def _settled(proxy: Any, violations: Violations, timeout_s: float = 30.0) -> lis
 
 
 def test_a_clean_run_raises_nothing(brownout_proxy: Any, upstream: Any) -> None:
-    proxy = brownout_proxy(INVARIANTS)
+    proxy = brownout_proxy(_config(tool_down=False))
     violations, spans = _run(proxy, upstream, "clean", "clean-run")
     assert _settled(proxy, violations) == []
     wire = [s for s in spans.all() if (s.attributes or {}).get("brownout.session.id") == "clean-run"]
@@ -77,18 +73,20 @@ def test_a_clean_run_raises_nothing(brownout_proxy: Any, upstream: Any) -> None:
 
 
 def test_a_faulted_tool_call_the_agent_papers_over_is_claimed_success(brownout_proxy: Any, upstream: Any) -> None:
-    proxy = brownout_proxy(INVARIANTS + TOOL_DOWN)
+    proxy = brownout_proxy(_config(tool_down=True))
     violations, _ = _run(proxy, upstream, "clean", "tool-down")
     found = _settled(proxy, violations)
     assert [v.invariant for v in found] == ["claimed_success"]
     (v,) = found
-    assert v.tool == "weather" and v.fault == "http_error" and v.session_id == "tool-down"
+    assert v.tool == "weather" and v.fault == "http_error" and v.rule == "weather-down" and v.session_id == "tool-down"
     assert "tool call 'weather'" in v.message and "failed and was not retried successfully" in v.message
-    assert len(v.details["claimed_by"]) >= 2  # the tool's own span (status OK) and the agent run above it
+    # the tool's own span (status OK), then the agent runs above it, nearest first
+    assert v.details["claimed_by"][0] == v.details["agent_span_id"] and len(v.details["claimed_by"]) >= 3
+    assert "('execute_tool get_weather' (" in v.message
 
 
 def test_a_call_from_an_uninstrumented_client_is_missing_span(brownout_proxy: Any, upstream: Any) -> None:
-    proxy = brownout_proxy(INVARIANTS)
+    proxy = brownout_proxy(_config(tool_down=False))
     violations, _ = _run(proxy, upstream, "raw-client", "raw")
     found = _settled(proxy, violations)
     assert [v.invariant for v in found] == ["missing_span"]

@@ -1,12 +1,17 @@
-"""A real instrumented agent for the agent-span tests: the OpenAI Agents SDK with a function tool, its tracing
-turned into GenAI spans by opentelemetry-instrumentation-openai-agents-v2 and exported over OTLP/HTTP as
-OTEL_EXPORTER_OTLP_* says (what `brownout exec` sets), every request through HTTP(S)_PROXY.
+"""An instrumented agent: the OpenAI Agents SDK with a function tool, its tracing turned into GenAI spans
+(invoke_agent, chat, execute_tool) by opentelemetry-instrumentation-openai-agents-v2 and exported over
+OTLP/HTTP wherever OTEL_EXPORTER_OTLP_* says: what `brownout exec` sets when `agent_spans.receiver` is on.
+Every request goes through HTTP(S)_PROXY. The worked example of docs/telemetry.md#agent-spans; from the
+repository's root, with the demo upstream running (python -m brownout.proxy.demo.upstream --port 8000):
 
-    python instrumented_agent.py clean|raw-client
+    DEMO_UPSTREAM=http://127.0.0.1:8000 brownout exec -c examples/chaos/agent-spans.yaml -- \
+        python examples/agent-spans/weather_agent.py
 
-`raw-client`: the tool also asks the model through a plain openai client, which no instrumentation wraps.
-The weather tool papers over a failing API: it answers the model with an error text, never raises.
-Prints ANSWER: ... and exits 0.
+    pip install openai-agents opentelemetry-instrumentation-openai-agents-v2 opentelemetry-exporter-otlp
+
+The weather tool papers over a failing API: it tells the model it is sunny, never raises. With the
+argument `raw-client` the tool also asks the model through a plain openai client, which no
+instrumentation wraps. Prints ANSWER: ... and exits 0.
 """
 
 from __future__ import annotations
