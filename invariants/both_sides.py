@@ -27,6 +27,21 @@ def describe(call: WireCall) -> str:
     return f"{what.rstrip()} (exchange {call.exchange_id})"
 
 
+def _violation(
+    invariant: Invariant[Any], message: str, session: Session, details: Mapping[str, Any], **where: Any
+) -> Violation:
+    return Violation(
+        invariant=invariant.name,
+        invariant_type=invariant.type,
+        severity=invariant.severity,
+        message=message,
+        session_id=session.id,
+        timestamp=session.now,
+        details=dict(details),
+        **where,
+    )
+
+
 def on_call(
     invariant: Invariant[Any],
     message: str,
@@ -38,13 +53,11 @@ def on_call(
 ) -> Violation:
     """A violation about a wire call: tied to its exchange and span, the agent span in its details."""
     extra = {"agent_span_id": agent.span_id, "agent_trace_id": agent.trace_id} if agent is not None else {}
-    return Violation(
-        invariant=invariant.name,
-        invariant_type=invariant.type,
-        severity=invariant.severity,
-        message=message,
-        session_id=session.id,
-        timestamp=session.now,
+    return _violation(
+        invariant,
+        message,
+        session,
+        {**extra, **(details or {})},
         trace_id=call.trace_id,
         span_id=call.span_id,
         exchange_id=call.exchange_id,
@@ -53,7 +66,6 @@ def on_call(
         tool=call.tool_name,
         rule=",".join(call.rules) or None,
         fault=",".join(dict.fromkeys(call.faults)) or None,
-        details={**extra, **(details or {})},
     )
 
 
@@ -61,17 +73,14 @@ def on_agent_span(
     invariant: Invariant[Any], message: str, session: Session, span: AgentSpan, details: Mapping[str, Any] | None = None
 ) -> Violation:
     """A violation about one of the agent's own spans: tied to it (its trace and id), no exchange."""
-    return Violation(
-        invariant=invariant.name,
-        invariant_type=invariant.type,
-        severity=invariant.severity,
-        message=message,
-        session_id=session.id,
-        timestamp=session.now,
+    return _violation(
+        invariant,
+        message,
+        session,
+        {"agent_span_name": span.name, **(details or {})},
         trace_id=span.trace_id,
         span_id=span.span_id,
         provider=span.provider,
         model=span.request_model or span.response_model,
         tool=span.tool_name,
-        details={"agent_span_name": span.name, **(details or {})},
     )

@@ -12,12 +12,15 @@ settled trace to `judge`.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
 
 from brownout.core.agent_spans import AgentSpan
+from brownout.core.config import parse_listen
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.joined_trace import JoinedTrace
@@ -149,6 +152,12 @@ class AgentJoin:
         config = self.config.receiver
         if config is None:
             return
+        if otlp is not None and _same_address(otlp.endpoint, config.listen):
+            raise OSError(
+                errno.EINVAL,
+                f"exporters.otlp's endpoint {otlp.endpoint} is brownout's own OTLP receiver (agent_spans.receiver."
+                "listen): brownout would receive its own spans as the agent's, and forward them to itself",
+            )
         if config.forward and otlp is not None:
             if otlp.protocol == "http/protobuf":
                 self.forwarder = OtlpForwarder(otlp, on_result=on_forward)
@@ -192,3 +201,16 @@ class AgentJoin:
             self._ticking.cancel()
             self._ticking = None
         self.tick(final=True)
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""})
+
+
+def _same_address(endpoint: str, listen: str) -> bool:
+    """Whether an OTLP endpoint URL names the receiver's listen address (port 0 is never anyone's)."""
+    host, port = parse_listen(listen)
+    url = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if port == 0 or url.port != port:
+        return False
+    there = (url.hostname or "").lower()
+    return there == host or (there in _LOOPBACK and host in _LOOPBACK)

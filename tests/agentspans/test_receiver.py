@@ -158,3 +158,18 @@ def test_env_and_exec_point_the_agents_exporter_at_the_receiver(tmp_path: Path, 
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout)
     assert seen["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == seen["OTEL_EXPORTER_OTLP_ENDPOINT"] + "/v1/traces"
+
+
+def test_brownout_refuses_to_export_to_its_own_receiver(brownout_proxy: Any) -> None:
+    from brownout.proxy.embed import ProxyStartError
+    from tests.cli.helpers import free_port
+
+    port = free_port()
+    config = f"""
+agent_spans:
+  receiver: {{listen: "127.0.0.1:{port}"}}
+exporters:
+  otlp: {{endpoint: "http://localhost:{port}"}}
+"""
+    with pytest.raises(ProxyStartError, match="is brownout's own OTLP receiver"):
+        brownout_proxy(config)
