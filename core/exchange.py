@@ -59,6 +59,7 @@ UNINSPECTED_REASONS = (
 # own exception is an internal error, through the guard). Bounded, so they can label a metric.
 PARSE_ERROR_REASONS = (
     "invalid_json",  # not JSON where the format says JSON: bad syntax, bad UTF-8, cut short
+    "invalid_protobuf",  # not the protobuf message the format says (an OTLP export)
     "too_deep",  # JSON nested deeper than the parser goes
     "too_large",  # larger than proxy.capture_max_bytes: passed on, not parsed
     "undecodable",  # its content-encoding could not be decoded (corrupt or cut compressed bytes)
@@ -226,6 +227,11 @@ class Exchange:
     traceparent: str | None = None
     tracestate: str | None = None
     retry_count: int | None = None  # x-stainless-retry-count
+    # The agent's own span this exchange belongs to (brownout.core.span_join), once joined: its id, trace,
+    # and how it was found ("trace_context" or "time").
+    agent_span_id: str | None = None
+    agent_trace_id: str | None = None
+    agent_join: str | None = None
 
     # What came back.
     status: int | None = None

@@ -34,6 +34,7 @@ from brownout.core.span_attributes import (
     realtime_session_events,
     span_name,
 )
+from brownout.core.span_join import agent_fields, agent_parent
 
 __all__ = ["ERROR_SEVERITIES", "ExchangeSpan", "SpanBuilder", "SpanEvent", "ViolationLike", "session_trace_context"]
 
@@ -144,7 +145,9 @@ class SpanBuilder:
         self._clock = clock
 
     def parent_context(self, exchange: Exchange) -> Context:
-        """The agent's trace when it sent a valid traceparent, else the session's trace."""
+        """The agent's trace when it sent a valid traceparent (or the join found its span), else the session's."""
+        if (joined := agent_parent(exchange)) is not None:
+            return trace.set_span_in_context(NonRecordingSpan(joined))
         if exchange.traceparent:
             carrier = {"traceparent": exchange.traceparent}
             if exchange.tracestate:
@@ -160,7 +163,9 @@ class SpanBuilder:
         end_s = exchange.timings.end if exchange.timings.end is not None else self._clock()
         start_ns = int(start_s * 1e9)
         end_ns = max(start_ns, int(end_s * 1e9))
-        attributes = exchange_attributes(exchange, capture_content=self.capture_content, semconv=self.semconv)
+        attributes = exchange_attributes(
+            exchange, capture_content=self.capture_content, semconv=self.semconv
+        ) | agent_fields(exchange)
         name = span_name(exchange)
         parent = self.parent_context(exchange)
         span = self._tracer.start_span(

@@ -33,6 +33,7 @@ from brownout.core import wire
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.semconv import resolve_semconv
+from brownout.exporters.agent_metrics import AgentSpanMetrics
 from brownout.exporters.config import ExportersConfig
 from brownout.exporters.jsonl import JsonlWriter, exchange_summary
 from brownout.exporters.metrics import DecisionLike, Metrics
@@ -91,6 +92,7 @@ class Exporters:
         # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
         self.guard.listeners.append(self.metrics.internal_error)
         self.metrics.gauge_failed = lambda name, exc: self.guard.failed("exporter:prometheus", exc, f"gauge {name}")
+        self.agent = AgentSpanMetrics(self.metrics.registry)
         self.metrics_server: Any = None
         self._started = False
         self._closed = False
@@ -285,6 +287,14 @@ class Exporters:
     def on_admission_wait(self, seconds: float) -> None:
         """A new client connection waited this long to be admitted (proxy.admit_per_tick)."""
         self._contain("prometheus", self.metrics.connection_wait.observe, seconds)
+
+    def on_agent_spans(self, what: str, label: str, n: int = 1) -> None:
+        """The agent's spans: `received` (by source), `evicted` (by reason), `joins` (by how); see AgentSpanMetrics."""
+        self._contain("prometheus", self.agent.count, what, label, n)
+
+    def on_otlp_forward(self, signal: str, outcome: str) -> None:
+        """An OTLP export the receiver forwarded: `ok`, `failed` or `dropped`."""
+        self._contain("prometheus", self.agent.forward, signal, outcome)
 
     def on_ignored(self) -> None:
         """A request to an ignored host went by: counted, nothing else."""

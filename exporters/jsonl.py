@@ -30,6 +30,7 @@ from typing import Any
 from brownout.core.exchange import Exchange, RealtimeInfo
 from brownout.core.guard import Guard
 from brownout.core.shapes import arguments_shape
+from brownout.core.span_join import agent_fields
 
 __all__ = ["JsonlWriter", "exchange_summary"]
 
@@ -276,6 +277,7 @@ def exchange_summary(exchange: Exchange) -> dict[str, Any]:
     }
     if exchange.realtime is not None:  # only on realtime exchanges: other lines stay as they were
         summary["realtime"] = _realtime(exchange.realtime)
+    summary.update(agent_fields(exchange, "agent_"))  # joined to the agent's own span: agent_span_id, ...
     return summary
 
 

@@ -16,6 +16,7 @@ from enum import IntEnum
 
 from brownout.core import wire
 from brownout.core.exchange import Exchange
+from brownout.core.wire.otlp import PROVIDER as OTLP
 from brownout.faults.config import MatchConfig
 
 __all__ = ["ByHost", "CompiledMatch", "Stage", "compile_glob"]
@@ -71,6 +72,9 @@ class CompiledMatch:
         if c.provider is not None:
             provider = c.provider
             checks.append(lambda ex: ex.provider == provider)
+        else:
+            # The agent's own telemetry (OTLP exports) is never its work: only a rule that names it acts on it.
+            checks.append(lambda ex: ex.provider != OTLP)
         if c.method is not None:
             method = c.method.upper()
             checks.append(lambda ex: ex.method.upper() == method)

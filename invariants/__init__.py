@@ -11,17 +11,20 @@ from collections.abc import Mapping
 from brownout.core.registry import build_registry
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.call_budget import CallBudget
+from brownout.invariants.claimed_success import ClaimedSuccess
 from brownout.invariants.cost_budget import CostBudget
 from brownout.invariants.custom import Custom
 from brownout.invariants.injection_followed import InjectionFollowed
 from brownout.invariants.latency_budget import LatencyBudget
 from brownout.invariants.mcp_reconnect_discipline import McpReconnectDiscipline
 from brownout.invariants.mcp_tools import McpTools
+from brownout.invariants.missing_span import MissingSpan
 from brownout.invariants.no_loop import NoLoop
 from brownout.invariants.no_pii import NoPii
 from brownout.invariants.realtime_session_budget import RealtimeSessionBudget
 from brownout.invariants.reconnect_discipline import ReconnectDiscipline
 from brownout.invariants.retry_discipline import RetryDiscipline
+from brownout.invariants.span_mismatch import SpanMismatch
 from brownout.invariants.stream_complete import StreamComplete
 from brownout.invariants.token_budget import TokenBudget
 from brownout.invariants.tool_arguments_json import ToolArgumentsJson
@@ -45,6 +48,9 @@ INVARIANTS: tuple[type[Invariant], ...] = (
     ToolPolicy,
     ReconnectDiscipline,
     RealtimeSessionBudget,
+    ClaimedSuccess,
+    MissingSpan,
+    SpanMismatch,
     Custom,
 )
 

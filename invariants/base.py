@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from brownout.core.config import Model
+from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
@@ -56,6 +57,11 @@ class Invariant[C: InvariantConfigBase](ABC):
 
     def check_session(self, session: Session, *, final: bool) -> list[Violation]:
         """Checks on the session: after each exchange (final=False) and once when it idles."""
+        return []
+
+    def check_trace(self, trace: JoinedTrace, session: Session) -> list[Violation]:
+        """Checks on both sides of one trace (the agent's own spans and the wire calls joined to them), once
+        it has settled; only when brownout receives the agent's spans (the `agent_spans` section)."""
         return []
 
     def dump_state(self, state: Any) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants import REGISTRY, create
 from brownout.invariants.base import Invariant, InvariantConfigBase
@@ -57,6 +58,12 @@ class InvariantRunner:
         self._session_checks = [
             _Check(inv, "check_session") for inv in self._invariants if _overrides(inv, "check_session")
         ]
+        self._trace_checks = [_Check(inv, "check_trace") for inv in self._invariants if _overrides(inv, "check_trace")]
+
+    @property
+    def wants_traces(self) -> bool:
+        """Some invariant judges both sides of a trace (the agent's spans joined to the wire)."""
+        return bool(self._trace_checks)
 
     def _build(self, configs: Iterable[InvariantConfigBase]) -> tuple[Invariant, ...]:
         """Instantiate enabled invariants; ValueError on duplicate names or an unloadable one."""
@@ -141,6 +148,21 @@ class InvariantRunner:
         session, evicted = self.sessions.touch(summary.session_id, now)
         session.observe(summary)
         return summary, session, evicted
+
+    def check_trace(self, trace: JoinedTrace) -> list[Violation]:
+        """The checks on both sides of a settled trace, against the session of its wire calls (else one named
+        after the trace); emitted and returned."""
+        if not self._trace_checks:
+            return []
+        now = self._clock()
+        session_id = trace.wire_calls[0].session if trace.wire_calls else trace.trace_id
+        session = self.sessions.get(session_id) or Session(id=session_id, created=now, last_seen=now)
+        session.now = now
+        found: list[Violation] = []
+        for check in self._trace_checks:
+            found += self._run(check, trace, session)
+        self.emit(found)
+        return found
 
     def check_without_span(self, exchange: Exchange) -> list[Violation]:
         """With no invariants configured: only keep the session alive (sessions_active)."""

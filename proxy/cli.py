@@ -223,14 +223,28 @@ def _echo_err(line: str) -> None:
 )
 @_session_opt
 @_confdir_opt
-def env(listen: str, session: str | None, confdir: str | None) -> None:
+@_config_opt
+def env(listen: str, session: str | None, confdir: str | None, config_path: str | None) -> None:
     """Print the shell exports that route a client through brownout.
 
-    Use: eval "$(brownout env)"
+    With -c, and `agent_spans.receiver` on in that config, also the OTEL_EXPORTER_OTLP_* variables that
+    send the agent's own spans to brownout's OTLP receiver. Use: eval "$(brownout env -c chaos.yaml)"
     """
+    from brownout.proxy.endpoints import otlp_env
+
     host, port = _listen(listen)
     ca = ensure_ca(confdir)
-    for name, value in proxy_env(host, port, ca.bundle, session, ca_cert_path=ca.ca_cert).items():
+    exports = proxy_env(host, port, ca.bundle, session, ca_cert_path=ca.ca_cert)
+    receiver = _check_config(config_path).agent_spans if config_path else None
+    if receiver is not None and receiver.receiver is not None:
+        rhost, rport = _listen(receiver.receiver.listen)
+        if rport == 0:
+            click.echo(
+                "brownout: agent_spans.receiver listens on a free port: its OTEL_* variables are unknown", err=True
+            )
+        else:
+            exports.update(otlp_env(f"http://{'127.0.0.1' if rhost in ('', '0.0.0.0') else rhost}:{rport}"))
+    for name, value in exports.items():
         click.echo(f"export {name}={shlex.quote(value)}")
 
 

@@ -31,6 +31,7 @@ from brownout.exporters.config import ExportersConfig, ListenConfig
 from brownout.faults.config import Rules
 from brownout.faults.engine import RuleSet
 from brownout.invariants.config import InvariantList
+from brownout.proxy.agent_config import AgentSpansConfig
 from brownout.proxy.plugins import BUILTIN, Catalogue, catalogue_for
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
 
@@ -189,6 +190,7 @@ class BrownoutConfig(Model):
     record: RecordConfig = RecordConfig()
     replay: ReplayConfig = ReplayConfig()
     state: StateConfig = StateConfig()
+    agent_spans: AgentSpansConfig | None = None
 
     _catalogue: Catalogue = PrivateAttr(default_factory=lambda: BUILTIN)
 

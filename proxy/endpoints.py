@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["endpoint_env", "ensure_control_token", "free_endpoints"]
+__all__ = ["endpoint_env", "ensure_control_token", "free_endpoints", "otlp_env"]
 
 FREE = "127.0.0.1:0"
 
@@ -40,10 +40,25 @@ def ensure_control_token(config: Any) -> None:
         os.environ[control.token_env] = secrets.token_urlsafe(24)
 
 
+def otlp_env(endpoint: str) -> dict[str, str]:
+    """The OTEL_* variables that point an agent's OTLP exporter at brownout's receiver (http://host:port)."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        # A signal endpoint the agent set for itself would win over the base one: override it too.
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{endpoint}/v1/traces",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+    }
+
+
 def endpoint_env(handle: Any) -> dict[str, str]:
-    """BROWNOUT_METRICS_URL, BROWNOUT_CONTROL_URL and BROWNOUT_TOKEN of a running proxy, where on."""
+    """BROWNOUT_METRICS_URL, BROWNOUT_CONTROL_URL and BROWNOUT_TOKEN of a running proxy, where on; with the
+    OTLP receiver on, the OTEL_* variables that point the agent's exporter at it."""
     env: dict[str, str] = {}
     addon = handle.addon
+    join = addon.pipeline.join
+    if join is not None and join.receiver is not None and join.receiver.endpoint is not None:
+        env.update(otlp_env(join.receiver.endpoint))
     port = addon.pipeline.exporters.metrics_port
     if port is not None:
         env["BROWNOUT_METRICS_URL"] = f"http://127.0.0.1:{port}/metrics"

@@ -151,6 +151,7 @@ class Lifecycle:
             await self.tape.start()
             self.fleet = await start_fleet(self)
             self.pipeline.start(rules=self.engine.active_rules, link=self.fleet.link)
+            await self.pipeline.start_receiver()
             self.overlay = start_overlay(self)
             self.pipeline.exporters.watch(
                 client_connections=lambda: self.limits.open, client_connections_waiting=lambda: self.admission.waiting

@@ -21,11 +21,16 @@ from typing import Any
 from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan, SpanBuilder
 from brownout.core.state import RedisLink
+from brownout.core.wire.otlp import PROVIDER as OTLP
+from brownout.core.wire.otlp import SPANS_NOTE
 from brownout.exporters.hub import Exporters
 from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
+from brownout.proxy.agent_config import AgentSpansConfig
+from brownout.proxy.agent_join import AgentJoin
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.fleet_sessions import FleetSessions
 
@@ -63,6 +68,17 @@ class Pipeline:
         self.invariants = InvariantRunner(
             config.invariants, guard=self.guard, types=catalogue.invariants, idle_s=config.proxy.session_idle_s
         )
+        # The agent's own spans are kept and joined when asked for, or when an invariant needs both sides.
+        settings = config.agent_spans or (AgentSpansConfig() if self.invariants.wants_traces else None)
+        self.join: AgentJoin | None = None
+        if settings is not None:
+            self.join = AgentJoin(
+                settings,
+                guard=self.guard,
+                release=lambda ex: self.guard.call("spans", self._complete, ex, context=f"exchange {ex.id}"),
+                judge=lambda trace: self.guard.call("invariants", self._judge, trace, context="agent spans"),
+                count=self.exporters.on_agent_spans,
+            )
 
     def reload(self, config: BrownoutConfig) -> None:
         """Before start: rebuild everything. After: new invariants and content capture only;
@@ -77,9 +93,40 @@ class Pipeline:
     @property
     def needs_spans(self) -> bool:
         """Spans cost ~30 us each: build them only when something reads or exports them."""
-        return bool(self.invariants.invariants) or self.exporters.otlp is not None or self.exporters.span_consumers > 0
+        return (
+            bool(self.invariants.invariants)
+            or self.exporters.otlp is not None
+            or self.exporters.span_consumers > 0
+            or self.join is not None
+        )
 
     def complete(self, exchange: Exchange) -> None:
+        if exchange.provider == OTLP:
+            self._telemetry(exchange)
+            return
+        if self.join is not None and self.guard.call("spans", self.join.admit, exchange, default=False):
+            return  # waits for the agent span it belongs to; the join releases it into _complete
+        self._complete(exchange)
+
+    def _telemetry(self, exchange: Exchange) -> None:
+        """An OTLP export crossing the proxy: the agent's telemetry, not its work. Its spans go to the join;
+        it is counted and logged as an exchange, and no span or invariant looks at it."""
+        spans = exchange.notes.pop(SPANS_NOTE, None)
+        if spans and self.join is not None and not self.join.own_receiver(exchange.host, exchange.port):
+            self.guard.call("spans", self.join.receive, spans, "proxy", context="intercepted OTLP export")
+        self.exporters.on_exchange(exchange, [])
+        for listener in self.listeners:
+            self.guard.call("listener", listener, exchange, context=f"exchange {exchange.id}")
+
+    def _judge(self, trace: JoinedTrace) -> None:
+        """The invariants that need both sides, on a settled trace; each violation also becomes a span under
+        the span it is about (the wire call's, or the agent's)."""
+        found = self.invariants.check_trace(trace)
+        for violation in found:
+            self.spans.late_violation(violation)
+        self._export(found)
+
+    def _complete(self, exchange: Exchange) -> None:
         if exchange.cost is None:
             exchange.cost = self.guard.call("cost", self.pricer.price, exchange, context=f"exchange {exchange.id}")
         violations: list[Violation] = []
@@ -98,6 +145,8 @@ class Pipeline:
     def _finish(self, exchange: Exchange, span: ExchangeSpan | None, violations: list[Violation]) -> None:
         if span is not None:
             self.guard.call("spans", self.spans.finish, span, violations, context=f"exchange {exchange.id}")
+            if self.join is not None:
+                self.guard.call("spans", self.join.record, exchange, span, context=f"exchange {exchange.id}")
         self.exporters.on_exchange(exchange, violations)
         for listener in self.listeners:
             self.guard.call("listener", listener, exchange, context=f"exchange {exchange.id}")
@@ -158,6 +207,14 @@ class Pipeline:
         threading.Thread(target=self._warm_prices, name="brownout-prices", daemon=True).start()
         self.exporters.watch(sessions=lambda: self.invariants.sessions_active, rules=rules)
         self.exporters.start()
+        if self.join is not None:
+            self.join.start()
+
+    async def start_receiver(self) -> None:
+        """On the loop, after start: the OTLP receiver, when `agent_spans.receiver` is set."""
+        if self.join is not None:
+            otlp = self.exporters.otlp.settings if self.exporters.otlp is not None else None
+            await self.join.start_receiver(otlp, self.exporters.on_otlp_forward)
 
     def _warm_prices(self) -> None:
         try:
@@ -166,7 +223,11 @@ class Pipeline:
             self.prices_loaded.set()
 
     async def stop(self, timeout_s: float = 3.0) -> None:
-        """On the loop, before shutdown: the shared-session checks still queued finish (bounded) or are counted."""
+        """On the loop, before shutdown: calls waiting for their agent span go on, held traces are judged, and
+        the shared-session checks still queued finish (bounded) or are counted."""
+        if self.join is not None:
+            await self.join.stop_receiver()
+            self.guard.call("spans", self.join.stop, context="agent spans at shutdown")
         fleet = self.fleet
         if fleet is None:
             return

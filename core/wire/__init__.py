@@ -35,6 +35,7 @@ from brownout.core.wire.mcp import McpFormat
 from brownout.core.wire.ollama import OllamaFormat
 from brownout.core.wire.openai import OpenAIFormat
 from brownout.core.wire.openai_realtime import OpenAIRealtimeFormat
+from brownout.core.wire.otlp import OtlpFormat
 
 __all__ = [
     "BUILTIN",
@@ -52,10 +53,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GENERIC = GenericFormat()
-# Detection order: MCP first (it claims by body, wherever it is mounted), the realtime WebSocket APIs
+# Detection order: OTLP exports first (the agent's telemetry: a POST to /v1/traces, /v1/metrics or /v1/logs
+# with a protobuf or JSON body, never its work), MCP next (it claims by body, wherever it is mounted), the realtime WebSocket APIs
 # after the HTTP ones (they claim only upgrade requests, which no HTTP format does); plugins come after
 # these, and the generic fallback (which claims everything) last.
 _BUILTIN_FORMATS: tuple[WireFormat, ...] = (
+    OtlpFormat(),
     McpFormat(),
     OpenAIFormat(),
     AnthropicFormat(),

@@ -85,8 +85,9 @@ def discover(
     """Inventory what an agent did, from SOURCE, and generate an experiment for it.
 
     SOURCE is an exchanges log (exporters.jsonl.exchanges_path), a cassette directory (or one
-    cassette file), or a running proxy's control API URL (http://127.0.0.1:9465). Same input,
-    same output: nothing is timed or guessed.
+    cassette file), a running proxy's control API URL (http://127.0.0.1:9465), or the agent's own
+    traces: an OTLP JSON file (the collector's file exporter), a Tempo or a Jaeger JSON export.
+    Same input, same output: nothing is timed or guessed.
     Example: brownout discover exchanges.jsonl --out exp.yaml --agent "python agent.py"
     """
     if out is not None and not agent:

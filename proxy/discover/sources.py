@@ -1,6 +1,7 @@
-"""Where discovery reads traffic: an exchanges log, recorded cassettes, or a running proxy's control API.
+"""Where discovery reads traffic: an exchanges log, recorded cassettes, a running proxy's control API, or
+the agent's own traces (OTLP JSON, Tempo or Jaeger exports: `proxy.discover.traces`).
 
-All three yield the same records: exchange summaries as `exporters.jsonl.exchange_summary` writes
+All of them yield the same records: exchange summaries as `exporters.jsonl.exchange_summary` writes
 them (routing, timing, usage, tool names and argument shapes; no content). Cassettes are read with
 the record package's reader and parsed through the wire formats, as the proxy parsed them live.
 """
@@ -17,6 +18,7 @@ import httpx
 
 from brownout.core.cost import Pricer
 from brownout.exporters.jsonl import exchange_summary
+from brownout.proxy.discover.traces import TraceFileError, read_traces, sniff_traces
 from brownout.proxy.record.cassette import FORMAT as CASSETTE_FORMAT
 from brownout.proxy.record.cassette import CassetteError, CassetteFile, open_cassette, scan_dir
 from brownout.proxy.record.inspect import exchanges_of
@@ -60,7 +62,17 @@ def read_source(source: str, *, token: str | None = None, limit: int | None = No
             return Traffic("cassettes", _summaries([open_cassette(path)]))
     except CassetteError as e:
         raise DiscoverError(str(e)) from e
+    kind = sniff_traces(path)
+    if kind is not None:
+        return Traffic(kind, _traces(path, kind))
     return Traffic("exchanges log", read_exchanges_log(path))
+
+
+def _traces(path: Path, kind: str) -> Iterator[dict[str, Any]]:
+    try:
+        yield from read_traces(path, kind)
+    except TraceFileError as e:
+        raise DiscoverError(str(e)) from e
 
 
 def _is_cassette(path: Path) -> bool:

@@ -29,6 +29,7 @@ from brownout.faults.config import MatchConfig, QuotaConfig, ScheduleConfig
 from brownout.invariants import INVARIANTS
 from brownout.invariants.base import InvariantConfigBase
 from brownout.invariants.tool_policy import ArgumentRule, OrderRule
+from brownout.proxy.agent_config import AgentSpansConfig, ReceiverConfig
 from brownout.proxy.config import BrownoutConfig, ControlConfig, ProxySettings
 from brownout.proxy.experiment.staging.config import Check, PrometheusSource, StagingAbort, StagingPhase, Target
 from brownout.proxy.record.config import RecordConfig, ReplayConfig
@@ -50,6 +51,8 @@ CONFIG_TABLES: list[tuple[str, str, type[BaseModel], frozenset[str]]] = [
     ("telemetry.md", "exporters.prometheus", PrometheusConfig, frozenset()),
     ("telemetry.md", "exporters.otlp", OtlpConfig, frozenset()),
     ("telemetry.md", "exporters.jsonl", JsonlConfig, frozenset()),
+    ("telemetry.md", "agent_spans", AgentSpansConfig, frozenset()),
+    ("telemetry.md", "agent_spans.receiver", ReceiverConfig, frozenset()),
     ("control-api.md", "Configuration", ControlConfig, frozenset()),
     ("record-replay.md", "record", RecordConfig, frozenset()),
     ("record-replay.md", "replay", ReplayConfig, frozenset()),

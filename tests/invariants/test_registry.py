@@ -103,6 +103,9 @@ def test_full_config_round_trip() -> None:
                 {"type": "tool_policy", "deny": ["delete_*"]},
                 {"type": "reconnect_discipline", "max_per_min": 3},
                 {"type": "realtime_session_budget", "max_duration_s": 600},
+                {"type": "claimed_success", "count_recorded": True},
+                {"type": "missing_span", "wire_calls": ["llm"]},
+                {"type": "span_mismatch", "token_tolerance_pct": 2},
                 {"type": "custom", "callable": "tests.invariants.custom_checks:no_gpt3", "severity": "info"},
             ]
         }

@@ -59,10 +59,11 @@ PATHS = {
     "bedrock": "/model/m/converse-stream",
     "openai_realtime": "/v1/realtime?model=m",
     "gemini_live": "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
+    "otlp": "/v1/traces",
 }  # fmt: skip
 OPERATIONS = {"mcp": "tools/call", "openai": "chat", "anthropic": "chat", "gemini": "generate_content",
               "ollama": "chat", "http": "execute_tool", "bedrock": "chat", "openai_realtime": "realtime_session",
-              "gemini_live": "realtime_session"}  # fmt: skip
+              "gemini_live": "realtime_session", "otlp": "export_traces"}  # fmt: skip
 
 
 def exchange(fmt: ProviderFormat, operation: str | None = None) -> Exchange:
