@@ -21,13 +21,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from brownout.proxy.experiment.causes import cut, severity_text
+from brownout.proxy.experiment.cli_options import experiment_options, upstream_from_flags
 from brownout.proxy.experiment.config import ExperimentError
 from brownout.proxy.experiment.progress import RunProgress
 from brownout.proxy.experiment.report_json import load_report
 from brownout.proxy.experiment.search.cli import search_cmd
 from brownout.proxy.experiment.services import outcome
 from brownout.proxy.experiment.verdict import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED
-from brownout.proxy.record.flags import cassette_flags
 
 __all__ = ["experiment"]
 
@@ -120,19 +120,7 @@ experiment.add_command(search_cmd)
 
 
 @experiment.command("run")
-@click.argument("exp_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--seed", type=int, default=None, help="Override the experiment's seed.")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("brownout-report"),
-    show_default=True,
-    help="Directory for the reports.",
-)
-@click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
-@click.option("--confdir", default=None, help="brownout's CA directory (default $BROWNOUT_CONFDIR or ~/.brownout).")
-@cassette_flags
+@experiment_options("brownout-report", "Progress bar (default: when stderr is a terminal).")
 @click.option(
     "--reproducibility",
     "repeats",
@@ -158,15 +146,8 @@ def run_cmd(
     A file with a `target:` switches timed phases on across a running fleet instead (a staging experiment).
     """
     from brownout.proxy.experiment.api import run_experiment
-    from brownout.proxy.experiment.upstream import UpstreamConfig
 
-    cwd = Path.cwd()
-    upstream = UpstreamConfig(
-        record=str(cwd / record_dir) if record_dir else None,
-        replay=str(cwd / replay_dir) if replay_dir else None,
-        replay_speed=replay_speed,
-        replay_miss=replay_miss,
-    )
+    upstream = upstream_from_flags(record_dir, replay_dir, replay_speed, replay_miss)
 
     console = Console(stderr=True)
     from brownout.proxy.experiment.staging.summary import staging_file, staging_summary

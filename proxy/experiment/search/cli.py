@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from brownout.proxy.experiment.cli_options import experiment_options, upstream_from_flags
 from brownout.proxy.experiment.config import ExperimentError
 from brownout.proxy.experiment.services import outcome
 from brownout.proxy.experiment.verdict import EXIT_ERROR
-from brownout.proxy.record.flags import cassette_flags
 
 __all__ = ["search_cmd", "search_summary"]
 
@@ -63,19 +63,7 @@ def search_summary(console: Console, report: dict[str, Any], out: Path) -> None:
 
 
 @click.command("search")
-@click.argument("exp_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--seed", type=int, default=None, help="Override the experiment's seed.")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("brownout-search"),
-    show_default=True,
-    help="Directory for the reports.",
-)
-@click.option("--progress/--no-progress", default=None, help="Progress (default: when stderr is a terminal).")
-@click.option("--confdir", default=None, help="brownout's CA directory (default $BROWNOUT_CONFDIR or ~/.brownout).")
-@cassette_flags
+@experiment_options("brownout-search", "Progress (default: when stderr is a terminal).")
 def search_cmd(
     exp_file: Path,
     seed: int | None,
@@ -97,16 +85,9 @@ def search_cmd(
     from brownout.proxy.experiment.search.api import run_search
     from brownout.proxy.experiment.search.progress import SearchProgress
     from brownout.proxy.experiment.search.runner import make_search
-    from brownout.proxy.experiment.upstream import UpstreamConfig
 
     console = Console(stderr=True)
-    cwd = Path.cwd()
-    upstream = UpstreamConfig(
-        record=str(cwd / record_dir) if record_dir else None,
-        replay=str(cwd / replay_dir) if replay_dir else None,
-        replay_speed=replay_speed,
-        replay_miss=replay_miss,
-    )
+    upstream = upstream_from_flags(record_dir, replay_dir, replay_speed, replay_miss)
     try:
         config = load_experiment(exp_file)
         if config.search is None:
