@@ -2,7 +2,7 @@
 agent's own spans for them exported over OTLP/HTTP, as an instrumented agent's SDK does.
 
 Each connection is one agent: it sends the `openai-tools` LLM call (bench/llm.py) back to back with a
-`traceparent`, starts a new trace every `calls_per_trace` calls (or never: a trace that never ends), and
+`traceparent` (or without: an SDK that does not propagate, joined by time), starts a new trace every `calls_per_trace` calls (or never: a trace that never ends), and
 records per call a `chat` span and the HTTP client span under it (the one `traceparent` names), plus an
 `invoke_agent` span per trace. A flusher posts what was recorded every `flush_s` as one
 ExportTraceServiceRequest (protobuf, the real schema), like a BatchSpanProcessor, to `otlp_url`.
@@ -68,7 +68,9 @@ def _span(
     )
 
 
-async def _agent(port: int, stop_at: float, calls_per_trace: int | None, load: AgentLoad, fixed: bytes | None) -> None:
+async def _agent(
+    port: int, stop_at: float, calls_per_trace: int | None, load: AgentLoad, fixed: bytes | None, propagate: bool
+) -> None:
     req = _CASE.request
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     chat_attrs = [_kv(k, v) for k, v in _CHAT]
@@ -77,7 +79,8 @@ async def _agent(port: int, stop_at: float, calls_per_trace: int | None, load: A
             trace, run, run_t0, n = fixed or os.urandom(16), os.urandom(8), time.time_ns(), 0
             while time.perf_counter() < stop_at and (calls_per_trace is None or n < calls_per_trace):
                 chat, http = os.urandom(8), os.urandom(8)
-                headers = (*req.headers, ("traceparent", f"00-{trace.hex()}-{http.hex()}-01"))
+                context = (("traceparent", f"00-{trace.hex()}-{http.hex()}-01"),) if propagate else ()
+                headers = (*req.headers, *context)
                 head = type(req)(req.method, req.body, headers).head("127.0.0.1", port, _CASE.path)
                 t0, w0 = time.perf_counter(), time.time_ns()
                 writer.write(head + req.body)
@@ -128,13 +131,20 @@ async def _flusher(otlp_port: int, stop: asyncio.Event, flush_s: float, load: Ag
 
 
 async def _run(
-    port: int, otlp_port: int, connections: int, duration_s: float, calls_per_trace: int | None, flush_s: float
+    port: int,
+    otlp_port: int,
+    connections: int,
+    duration_s: float,
+    calls_per_trace: int | None,
+    flush_s: float,
+    propagate: bool,
 ) -> tuple[LoadResult, AgentLoad]:
     load, stop = AgentLoad(), asyncio.Event()
     flusher = asyncio.create_task(_flusher(otlp_port, stop, flush_s, load))
     t0 = time.perf_counter()
     fixed = [os.urandom(16) for _ in range(connections)] if calls_per_trace is None else [None] * connections
-    await asyncio.gather(*(_agent(port, t0 + duration_s, calls_per_trace, load, fixed[i]) for i in range(connections)))
+    agents = (_agent(port, t0 + duration_s, calls_per_trace, load, fixed[i], propagate) for i in range(connections))
+    await asyncio.gather(*agents)
     elapsed = time.perf_counter() - t0
     stop.set()
     await flusher
@@ -149,7 +159,8 @@ def run_agents(
     *,
     calls_per_trace: int | None = 8,
     flush_s: float = 0.2,
+    propagate: bool = True,
 ) -> tuple[LoadResult, AgentLoad]:
     """`connections` agents through the proxy on `port`, their spans to the OTLP/HTTP server on `otlp_port`;
-    `calls_per_trace=None`: each agent's trace never ends."""
-    return asyncio.run(_run(port, otlp_port, connections, duration_s, calls_per_trace, flush_s))
+    `calls_per_trace=None`: each agent's trace never ends; `propagate=False`: no traceparent (joined by time)."""
+    return asyncio.run(_run(port, otlp_port, connections, duration_s, calls_per_trace, flush_s, propagate))

@@ -11,9 +11,11 @@ calls) exported over OTLP/HTTP every 200 ms. Paths, each its own process on loop
 
 - `all-on`: bench/all-on.yaml (every invariant and exporter); the agent's exports go to the mock upstream;
 - `all-on+agent-spans`: the same plus `agent_spans` (its OTLP receiver takes the exports) and the three
-  invariants that need both sides, every call joined to its agent span, every trace judged.
+  invariants that need both sides, every call joined to its agent span, every trace judged;
+- `all-on+agent-spans-by-time`: the same process, the agent sending no `traceparent`: each call waits
+  for its agent span (the next export) and is joined by time.
 
-Target: all-on+agent-spans at least 0.90x all-on's throughput at 1 and 8 connections (median round), and
+Target: both paths with the spans at least 0.90x all-on's throughput at 1 and 8 connections (median round), and
 at least 0.90x its capacity: brownout's CPU seconds per request, inverted (what a saturated brownout could
 serve; unlike throughput, it holds still on a machine other work shares, and the Python load generator,
 building and sending the agent's spans on the same cores, caps the throughput of both paths).
@@ -96,16 +98,20 @@ def throughput(workdir: Path, rounds: int, duration_s: float) -> dict[str, Any]:
     receiver = free_port()
     plain, _ = _start(workdir, upstream, "all-on", _config(workdir, "all-on", None))
     joined, metrics = _start(workdir, upstream, "all-on+agent-spans", _config(workdir, "agent-spans", receiver))
-    paths = {"all-on": (plain, upstream.port), "all-on+agent-spans": (joined, receiver)}
+    paths = {
+        "all-on": (plain, upstream.port, True),
+        "all-on+agent-spans": (joined, receiver, True),
+        "all-on+agent-spans-by-time": (joined, receiver, False),  # no traceparent: each call waits for its span
+    }
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {p: {"c1": [], "c8": []} for p in paths}
     try:
-        for proc, sink in paths.values():  # warm-up: imports, price table, first connections
+        for proc, sink, _ in paths.values():  # warm-up: imports, price table, first connections
             run_agents(proc.port, sink, 2, 1.0)
         for _ in range(rounds):
             for c in (1, 8):
-                for path, (proc, sink) in paths.items():
+                for path, (proc, sink, propagate) in paths.items():
                     cpu0 = cpu_seconds(proc.popen.pid)
-                    result, load = run_agents(proc.port, sink, c, duration_s)
+                    result, load = run_agents(proc.port, sink, c, duration_s, propagate=propagate)
                     cpu1 = cpu_seconds(proc.popen.pid)
                     cpu_ms = None if cpu0 is None or cpu1 is None or not result.requests else (cpu1 - cpu0) * 1000
                     per_request = None if cpu_ms is None else cpu_ms / result.requests
@@ -118,12 +124,12 @@ def throughput(workdir: Path, rounds: int, duration_s: float) -> dict[str, Any]:
         for proc in (plain, joined, upstream):
             proc.stop()
     out: dict[str, Any] = {"runs": runs, "agent_spans_metrics": counters, "ratios": {}}
-    for c in ("c1", "c8"):
+    for c, path in ((c, p) for p in list(paths)[1:] for c in ("c1", "c8")):
         base = statistics.median(r["rps"] for r in runs["all-on"][c])
-        with_spans = statistics.median(r["rps"] for r in runs["all-on+agent-spans"][c])
+        with_spans = statistics.median(r["rps"] for r in runs[path][c])
         cpu_base = statistics.median(r["cpu_ms_per_request"] or 0.0 for r in runs["all-on"][c])
-        cpu_spans = statistics.median(r["cpu_ms_per_request"] or 0.0 for r in runs["all-on+agent-spans"][c])
-        out["ratios"][c] = {
+        cpu_spans = statistics.median(r["cpu_ms_per_request"] or 0.0 for r in runs[path][c])
+        out["ratios"][f"{path} {c}"] = {
             "all-on_rps": base,
             "agent_spans_rps": with_spans,
             "ratio": with_spans / base,
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     for c, r in tput["ratios"].items():
         print(
-            f"{c}: all-on {r['all-on_rps']:.0f} req/s, +agent spans {r['agent_spans_rps']:.0f} req/s: "
+            f"{c}: all-on {r['all-on_rps']:.0f} req/s, with the spans {r['agent_spans_rps']:.0f} req/s: "
             f"{r['ratio']:.2f}x; brownout CPU per request {r['all-on_cpu_ms_per_request']:.3f} -> "
             f"{r['agent_spans_cpu_ms_per_request']:.3f} ms: capacity {r['capacity_ratio']:.2f}x (target >= {FLOOR:.2f}x)"
         )

@@ -12,6 +12,8 @@ from brownout.core.span_match import TimeIndex, join_by_context, join_by_time
 
 __all__ = ["JoinedTrace"]
 
+_END_SLACK_S = 0.01
+
 
 @dataclass(slots=True)
 class JoinedTrace:
@@ -22,11 +24,13 @@ class JoinedTrace:
     wire_calls: list[WireCall] = field(default_factory=list)
     parents: dict[str, str | None] = field(default_factory=dict)  # span id -> parent span id, every span seen
     instrumented: bool = False  # the agent sent GenAI spans to brownout lately (any trace)
+    # Whether an LLM call crossed the wire, in any trace, at a time this span could hold it (the join may
+    # have given it to a concurrent agent's span); None: not known, no.
+    wire_near: Callable[[AgentSpan], bool] | None = field(default=None, repr=False, compare=False)
+    skew_s: float = 0.0  # how far the agent's clock may be off brownout's (agent_spans.skew_ms)
     _by_id: dict[str, AgentSpan] | None = field(default=None, init=False, repr=False, compare=False)
     _index: TimeIndex | None = field(default=None, init=False, repr=False, compare=False)
-    _pairs: dict[float, list[tuple[WireCall, AgentSpan | None]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    _pairs: list[tuple[WireCall, AgentSpan | None]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def by_id(self) -> dict[str, AgentSpan]:
@@ -37,7 +41,7 @@ class JoinedTrace:
     def span(self, span_id: str | None) -> AgentSpan | None:
         return self.by_id.get(span_id) if span_id else None
 
-    def agent_span_of(self, call: WireCall, *, skew_s: float = 0.25) -> AgentSpan | None:
+    def agent_span_of(self, call: WireCall, *, skew_s: float | None = None) -> AgentSpan | None:
         """The GenAI span of the agent `call` belongs to: the one its trace context leads to, the one it
         was joined to by time, or (context leading to no GenAI span of its kind) the one time finds here."""
         if call.joined_by == BY_TIME:
@@ -48,14 +52,16 @@ class JoinedTrace:
                 return found
         if self._index is None:
             self._index = TimeIndex(self.agent_spans)
-        return join_by_time(call, self._index.around(call.start_s, skew_s), skew_s=skew_s)
+        skew = self.skew_s if skew_s is None else skew_s
+        # The agent opens its span before the call starts; the proxy may mark the call's end a moment late.
+        candidates = self._index.around(call.start_s, skew)
+        return join_by_time(call, candidates, skew_s=skew + _END_SLACK_S, start_skew_s=skew)
 
-    def pairs(self, skew_s: float = 0.25) -> list[tuple[WireCall, AgentSpan | None]]:
+    def pairs(self) -> list[tuple[WireCall, AgentSpan | None]]:
         """Every wire call with the agent span it belongs to (None: none found); worked out once."""
-        found = self._pairs.get(skew_s)
-        if found is None:
-            found = self._pairs[skew_s] = [(c, self.agent_span_of(c, skew_s=skew_s)) for c in self.wire_calls]
-        return found
+        if self._pairs is None:
+            self._pairs = [(c, self.agent_span_of(c)) for c in self.wire_calls]
+        return self._pairs
 
     def ancestors(self, span_id: str | None) -> Iterator[str]:
         """`span_id` and the ids above it, nearest first."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 from brownout.core.agent_spans import AgentSpan
 from brownout.core.exchange import Exchange
@@ -78,9 +78,19 @@ def join_by_context(
 
 
 def join_by_time(
-    call: WireCall | Exchange, candidates: Iterable[AgentSpan], *, skew_s: float = 0.25
+    call: WireCall | Exchange,
+    candidates: Iterable[AgentSpan],
+    *,
+    skew_s: float = 0.25,
+    taken: Container[str] = (),
+    trace_id: str | None = None,
+    start_skew_s: float | None = None,
 ) -> AgentSpan | None:
-    """The agent span a call without trace context belongs to, by time, provider, model and tool."""
+    """The agent span a call without trace context belongs to, by time, provider, model and tool; among
+    equals, one of `trace_id` (the trace the same client connection's last call joined: concurrent agents'
+    spans overlap), then one no call was joined to yet (`taken`: span ids; one call per span is the rule,
+    retries the exception), then the tightest. `start_skew_s` (default: `skew_s`) bounds how late the span
+    may start after the call; `skew_s` how early it may end before it."""
     if isinstance(call, Exchange):
         kind = call_kind(call.operation if call.mcp_method != "tools/call" else "tools/call")
         start = call.timings.start
@@ -89,11 +99,11 @@ def join_by_time(
     else:
         kind, start, end = call.kind, call.start_s, call.end_s
         provider, model, tool = call.provider, call.model, call.tool_name
-    best: tuple[int, int, AgentSpan] | None = None
+    best: tuple[int, bool, bool, int, AgentSpan] | None = None
     for span in candidates:
         if call_kind(span.operation) != kind:
             continue
-        if span.start_s > start + skew_s or span.end_s < end - skew_s:
+        if span.start_s > start + (skew_s if start_skew_s is None else start_skew_s) or span.end_s < end - skew_s:
             continue
         if _related(span.provider, provider) is False:
             continue
@@ -102,7 +112,7 @@ def join_by_time(
             score += 2
         if kind == "tool" and _related(span.tool_name, tool):
             score += 2
-        rank = (score, -(span.end_ns - span.start_ns))
-        if best is None or rank > best[:2]:
+        rank = (score, span.trace_id == trace_id, span.span_id not in taken, -(span.end_ns - span.start_ns))
+        if best is None or rank > best[:4]:
             best = (*rank, span)
-    return best[2] if best is not None else None
+    return best[4] if best is not None else None

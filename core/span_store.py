@@ -15,6 +15,7 @@ the trace afresh.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -30,8 +31,30 @@ _RECENT_MAX = 4096  # GenAI spans searched by time for calls without trace conte
 _WIRE_MAX_PER_TRACE = 1024
 
 
+class _WireTimes:
+    """When recent LLM calls crossed the wire, in any trace: an agent LLM span that a call *could* belong to
+    was not gone around brownout, even when the join gave that call to another agent's span at once."""
+
+    def __init__(self, max_calls: int = _RECENT_MAX * 4) -> None:
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+        self._max = max_calls
+
+    def add(self, call: WireCall) -> None:
+        i = bisect.bisect_right(self._starts, call.start_s)
+        self._starts.insert(i, call.start_s)
+        self._ends.insert(i, call.end_s)
+        if len(self._starts) > self._max:
+            del self._starts[0], self._ends[0]
+
+    def near(self, span: AgentSpan, skew_s: float = 0.25) -> bool:
+        lo = bisect.bisect_left(self._starts, span.start_s - skew_s)
+        hi = bisect.bisect_right(self._starts, span.end_s + skew_s)
+        return any(end <= span.end_s + skew_s for end in self._ends[lo:hi])
+
+
 class _Trace:
-    __slots__ = ("created", "parents", "spans", "trace_id", "updated", "wire")
+    __slots__ = ("created", "last_end_ns", "parents", "spans", "trace_id", "updated", "wire")
 
     def __init__(self, trace_id: str, now: float) -> None:
         self.trace_id = trace_id
@@ -39,6 +62,7 @@ class _Trace:
         self.spans: OrderedDict[str, AgentSpan] = OrderedDict()  # GenAI spans
         self.parents: OrderedDict[str, str | None] = OrderedDict()  # every span id -> parent id
         self.wire: deque[WireCall] = deque(maxlen=_WIRE_MAX_PER_TRACE)
+        self.last_end_ns = 0  # the latest end of its GenAI spans: a call waiting from before then may be its
 
     @property
     def size(self) -> int:
@@ -55,6 +79,7 @@ class SpanStore:
         max_spans: int = 100_000,
         ttl_s: float = 600.0,
         settle_s: float = 10.0,
+        skew_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         on_evicted: Callable[[str, int], None] | None = None,
     ) -> None:
@@ -65,11 +90,13 @@ class SpanStore:
             if seconds <= 0:
                 raise ValueError(f"{name} must be > 0, got {seconds}")
         self.max_traces, self.max_spans, self.ttl_s, self.settle_s = max_traces, max_spans, ttl_s, settle_s
+        self.skew_s = skew_s  # the agent's clock against brownout's, for matching calls by time
         self._per_trace = max(1, max_spans // 4)
         self._clock = clock
         self._on_evicted = on_evicted
         self._traces: OrderedDict[str, _Trace] = OrderedDict()  # oldest first (creation order)
         self._recent = TimeIndex(max_spans=_RECENT_MAX)
+        self._wire_times = _WireTimes()
         self.held = 0  # spans and wire calls held, all traces
         self.last_genai: float | None = None  # when the last GenAI span arrived (clock time)
 
@@ -90,6 +117,7 @@ class SpanStore:
             if span.genai:
                 genai += 1
                 trace.spans[span.span_id] = span
+                trace.last_end_ns = max(trace.last_end_ns, span.end_ns)
                 self._recent.add(span)
             self._trim(trace)
         if genai:
@@ -104,6 +132,8 @@ class SpanStore:
             self._evicted("max_spans", 1)
             self.held -= 1
         trace.wire.append(call)
+        if call.kind == "llm":
+            self._wire_times.add(call)
         self.held += 1
         self._trim(trace)
         self._bound()
@@ -134,14 +164,20 @@ class SpanStore:
 
     # -- settling and bounds ----------------------------------------------------------------
 
-    def take_settled(self, *, force: bool = False) -> list[JoinedTrace]:
-        """Traces quiet for settle_s, or older than ttl_s (all of them with `force`), handed over and forgotten."""
+    def take_settled(self, *, force: bool = False, waiting_since: float | None = None) -> list[JoinedTrace]:
+        """Traces quiet for settle_s, or older than ttl_s (all of them with `force`), handed over and forgotten.
+
+        `waiting_since`: the start (epoch seconds) of the oldest call still waiting for its agent span; a
+        trace whose spans end after it may yet get that call, and is not settled until it is placed."""
         now = self._clock()
         instrumented = self.instrumented(now)
+        hold_ns = None if waiting_since is None else int(waiting_since * 1e9)
         done = [
             t
             for t in self._traces.values()
-            if force or now - t.updated >= self.settle_s or now - t.created >= self.ttl_s
+            if force
+            or now - t.created >= self.ttl_s
+            or (now - t.updated >= self.settle_s and (hold_ns is None or t.last_end_ns < hold_ns))
         ]
         out: list[JoinedTrace] = []
         for trace in done:
@@ -156,6 +192,8 @@ class SpanStore:
                     wire_calls=list(trace.wire),
                     parents=dict(trace.parents),
                     instrumented=instrumented,
+                    wire_near=self._wire_times.near,
+                    skew_s=self.skew_s,
                 )
             )
         return out

@@ -16,9 +16,9 @@ from brownout.invariants.session import Session
 __all__ = ["describe", "on_agent_span", "on_call", "paired"]
 
 
-def paired(trace: JoinedTrace, skew_s: float = 0.25) -> list[tuple[WireCall, AgentSpan | None]]:
+def paired(trace: JoinedTrace) -> list[tuple[WireCall, AgentSpan | None]]:
     """Every wire call of the trace with the agent span it belongs to (None: none found)."""
-    return trace.pairs(skew_s)
+    return trace.pairs()
 
 
 def describe(call: WireCall) -> str:

@@ -44,7 +44,12 @@ class AgentSpansConfig(Model):
     settle_s: float = Field(
         10.0, gt=0, description="A trace is judged by the invariants that need both sides once quiet this long."
     )
-    skew_ms: float = Field(250.0, ge=0, description="Clock difference allowed when calls are matched by time.")
+    skew_ms: float = Field(
+        0.0,
+        ge=0,
+        description="How far the agent's clock may be off brownout's when calls are matched by time (an agent on "
+        "another machine); on one machine 0: a span that starts after a call began cannot be its.",
+    )
     ttl_s: float = Field(600.0, gt=0, description="A trace is judged and dropped this long after it was first seen.")
     max_traces: int = Field(10_000, ge=1, description="Traces held; the oldest are dropped (and counted) past it.")
     max_spans: int = Field(100_000, ge=1, description="Spans and wire calls held in all traces together.")

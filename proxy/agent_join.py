@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.5
 PENDING_MAX = 10_000  # exchanges waiting for their agent span; past it they go unjoined (counted)
+# While a call waits, only a span that holds it will do (started before it, ended after it give or take
+# this: the proxy may mark a response's end a moment after the client read it); the span it belongs to may
+# not have arrived yet.
+WAIT_SKEW_S = 0.01
+TAKEN_MAX = 50_000  # agent spans lately joined to a call by time: others are preferred for the next call
 
 # (what, label, how many): "received" by source, "evicted" by reason, "joins" by how (or "none").
 Count = Callable[[str, str, int], None]
@@ -67,11 +72,14 @@ class AgentJoin:
             max_spans=config.max_spans,
             ttl_s=config.ttl_s,
             settle_s=config.settle_s,
+            skew_s=config.skew_ms / 1000,
             on_evicted=lambda reason, n: self._count("evicted", reason, n),
         )
         self._skew_s = config.skew_ms / 1000
         self._pending: OrderedDict[str, tuple[float, Exchange]] = OrderedDict()  # by deadline (FIFO)
         self._ticking: asyncio.Task[None] | None = None
+        self._taken: OrderedDict[str, None] = OrderedDict()
+        self._client_trace: OrderedDict[str, str] = OrderedDict()  # client connection -> trace its last call joined
         self.receiver: OtlpReceiver | None = None
         self.forwarder: OtlpForwarder | None = None
 
@@ -85,7 +93,7 @@ class AgentJoin:
         self._count("received", source, len(spans))
         if self.store.add_spans(spans) and self._pending:
             for key, (_, exchange) in list(self._pending.items()):
-                if self._by_time(exchange, skew_s=0.0):
+                if self._by_time(exchange, skew_s=WAIT_SKEW_S):
                     del self._pending[key]
                     self._release(exchange)
 
@@ -99,7 +107,7 @@ class AgentJoin:
             exchange.agent_join = BY_CONTEXT
             self._count("joins", BY_CONTEXT, 1)
             return False
-        if self._by_time(exchange, skew_s=0.0):
+        if self._by_time(exchange, skew_s=WAIT_SKEW_S):
             return False
         if self.config.join_wait_s <= 0 or len(self._pending) >= PENDING_MAX or not self._loop_running():
             self._count("joins", "none", 1)
@@ -108,13 +116,24 @@ class AgentJoin:
         return True
 
     def _by_time(self, exchange: Exchange, *, skew_s: float) -> bool:
-        """Join by time. While the wait lasts only a span that holds the call exactly will do (the span the call
-        really belongs to may not have arrived yet, and an earlier one can be within the skew); at its end, the
-        best one within `skew_ms` (the agent's clock may be another machine's)."""
+        """Join by time. While the wait lasts only a span that holds the call (WAIT_SKEW_S) will do (the span
+        the call really belongs to may not have arrived yet, and an earlier one can be within the skew); at its
+        end, the best one within `skew_ms` (the agent's clock may be another machine's)."""
         candidates = self.store.around(exchange.timings.start, skew_s)
-        span = join_by_time(exchange, candidates, skew_s=skew_s)
+        last = self._client_trace.get(exchange.client)
+        # The agent opens its span before the call starts: only the clocks' difference may make it look later.
+        start_skew = 0.0 if skew_s == WAIT_SKEW_S else self._skew_s
+        span = join_by_time(
+            exchange, candidates, skew_s=skew_s, taken=self._taken, trace_id=last, start_skew_s=start_skew
+        )
         if span is None:
             return False
+        self._taken[span.span_id] = None
+        self._client_trace[exchange.client] = span.trace_id
+        self._client_trace.move_to_end(exchange.client)
+        for bounded in (self._taken, self._client_trace):
+            if len(bounded) > TAKEN_MAX:
+                bounded.popitem(last=False)
         exchange.agent_trace_id, exchange.agent_span_id, exchange.agent_join = span.trace_id, span.span_id, BY_TIME
         self._count("joins", BY_TIME, 1)
         return True
@@ -133,10 +152,12 @@ class AgentJoin:
             if deadline > now and not final:
                 break
             del self._pending[key]
-            if not self._by_time(exchange, skew_s=self._skew_s):
+            if not self._by_time(exchange, skew_s=self._skew_s + WAIT_SKEW_S):
                 self._count("joins", "none", 1)
             self._release(exchange)
-        for trace in self.store.take_settled(force=final):
+        oldest = next(iter(self._pending.values()), None)
+        waiting_since = None if oldest is None else oldest[1].timings.start - self._skew_s
+        for trace in self.store.take_settled(force=final, waiting_since=waiting_since):
             self._judge(trace)
 
     def own_receiver(self, host: str, port: int) -> bool:

@@ -39,6 +39,18 @@ def test_time_prefers_the_model_then_the_tightest_span() -> None:
     assert join_by_time(call(model="o3"), [wide, tight]) is tight
 
 
+def test_time_prefers_a_span_no_call_was_joined_to_yet() -> None:
+    """Two agents' calls at once: the tighter span is taken by the first call, the second gets the other."""
+    mine = agent(1, "chat", 9.0, 12.0)
+    theirs = agent(2, "chat", 9.8, 11.2)
+    assert join_by_time(call(), [mine, theirs]) is theirs
+    assert join_by_time(call(), [mine, theirs], taken={theirs.span_id}) is mine
+    assert join_by_time(call(), [theirs], taken={theirs.span_id}) is theirs  # taken is a preference, not a rule
+    other = AgentSpan("cd" * 16, f"{3:016x}", None, "chat 3", int(9.0e9), int(12.0e9), genai=True, operation="chat")
+    # the trace this client's last call joined wins over a tighter span of another agent's trace
+    assert join_by_time(call(), [other, theirs], trace_id=other.trace_id) is other
+
+
 def test_time_rules_out_another_provider_and_ranks_tool_names() -> None:
     gemini = agent(1, "chat", 9.0, 12.0, provider="gcp.gemini")
     assert join_by_time(call(provider="openai"), [gemini]) is None

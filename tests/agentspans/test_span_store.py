@@ -94,3 +94,18 @@ def test_a_busy_trace_is_judged_at_its_ttl_and_counted() -> None:
 def test_bad_bounds_are_refused(field: str) -> None:
     with pytest.raises(ValueError, match=field):
         SpanStore(**{field: 0})  # type: ignore[arg-type]
+
+
+def test_settling_waits_for_a_call_that_may_still_join_the_trace() -> None:
+    s, clock, _ = store(settle_s=5.0)
+    s.add_spans([span(1, 5_000_000_000)])
+    clock.now += 10
+    assert s.take_settled(waiting_since=4.0) == []  # a call from 4 s on still waits: it may be this trace's
+    (joined,) = s.take_settled(waiting_since=6.0)
+    assert joined.wire_near is not None and not joined.wire_near(joined.agent_spans[0])
+    s.add_spans([span(3, 5_000_000_000)])
+    s.add_wire(WireCall("x1", "s", "llm", f"{2:032x}", f"{9:016x}", 5.0, 5.0), f"{2:032x}")
+    clock.now += 10
+    by_id = {t.trace_id: t for t in s.take_settled()}
+    three = by_id[f"{3:032x}"]
+    assert three.wire_near is not None and three.wire_near(three.agent_spans[0])  # the other trace's call

@@ -29,3 +29,10 @@ def test_an_uninstrumented_agent_is_not_missing_spans() -> None:
     (v,) = judge(invariant(type="missing_span", only_when_instrumented=False), trace([], [bare], instrumented=False))
     assert "tool call 'weather'" in v.message
     assert judge(invariant(type="missing_span", wire_calls=["llm"]), trace([], [bare])) == []
+
+
+def test_a_span_a_call_of_another_trace_could_belong_to_did_not_go_around() -> None:
+    """Concurrent agents without trace context: the join may give a call to the other agent's span."""
+    joined = trace([RUN, CHAT], [])
+    joined.wire_near = lambda span: span.start_s <= 6.0 <= span.end_s  # a call at 6.0 s, joined elsewhere
+    assert judge(invariant(type="missing_span"), joined) == []
