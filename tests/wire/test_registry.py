@@ -21,7 +21,7 @@ def info(path: str, body: bytes = b"{}", method: str = "POST", query: str = "") 
 
 def test_order_and_names() -> None:
     assert [f.provider for f in FORMATS] == [
-        "mcp", "openai", "anthropic", "gemini", "ollama", "bedrock", "openai_realtime", "gemini_live", "http"
+        "otlp", "mcp", "openai", "anthropic", "gemini", "ollama", "bedrock", "openai_realtime", "gemini_live", "http"
     ]  # fmt: skip
     assert FORMATS[-1] is GENERIC
     for fmt in FORMATS:
@@ -32,7 +32,7 @@ def test_order_and_names() -> None:
 
 def test_duplicates_fail() -> None:
     with pytest.raises(ValueError, match="duplicate wire format provider 'openai'"):
-        WireFormats([FORMATS[1]])
+        WireFormats([by_provider("openai")])
 
 
 class _Acme(GenericFormat):
@@ -75,7 +75,7 @@ def test_detect_plain_http_and_broken_recogniser(monkeypatch: pytest.MonkeyPatch
     def boom(req: RequestInfo) -> str:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(FORMATS[1], "recognise", boom)
+    monkeypatch.setattr(by_provider("openai"), "recognise", boom)
     assert detect(info("/v1/chat/completions"))[0].provider == "http"
 
 
