@@ -6,9 +6,7 @@ allowlist (else "other"), rules/invariants/faults from the config, components fr
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from typing import Any, Protocol
@@ -18,13 +16,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, start
 from brownout.core import wire
 from brownout.core.config import parse_listen
 from brownout.core.exchange import PARSE_ERROR_REASONS, Exchange
-from brownout.core.secret_paths import secret_segment
-from brownout.core.secrets import redact_keys
 from brownout.core.semconv import PINNED, Semconv
 from brownout.core.span_attributes import operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 from brownout.exporters.gauges import GaugeSource
 from brownout.exporters.genai_metrics import SemconvMetrics
+from brownout.exporters.label_bounds import LabelBounds
 from brownout.exporters.metric_labels import (
     ADMISSION_WAIT_BUCKETS,
     CLIENT_CUT_REASONS,
@@ -32,7 +29,6 @@ from brownout.exporters.metric_labels import (
     DURATION_BUCKETS,
     MCP_DURATION_BUCKETS,
     MCP_METHODS,
-    OPERATIONS,
     STATUS_CLASSES,
     TTFC_BUCKETS,
     mcp_code_label,
@@ -65,10 +61,6 @@ class DecisionLike(Protocol):
     def outcome(self) -> str: ...
 
 
-def _secret_like(name: str) -> bool:
-    return redact_keys(name) is not name or secret_segment(name)
-
-
 def _version() -> str:
     try:
         return metadata.version("brownout")
@@ -76,7 +68,7 @@ def _version() -> str:
         return "unknown"
 
 
-class Metrics:
+class Metrics(LabelBounds):
     """brownout's Prometheus metrics on one registry (a fresh CollectorRegistry in tests)."""
 
     def __init__(
@@ -96,14 +88,9 @@ class Metrics:
         self.gauge_failed: Callable[[str, Exception], None] = lambda name, exc: self.internal_error(
             "exporter:prometheus"
         )
-        self._providers = frozenset(providers)  # the config's wire formats: a bounded label set
-        self._allow = tuple(model_allowlist)
-        self._max_models = max_models
-        self._models: dict[str, str] = {}
-        self._max_tools = max_tools
-        self._tools: set[str] = set()
-        self._prompts: set[str] = set()  # MCP prompt names, capped like tools
-        self._lock = threading.Lock()  # guards _models; prometheus_client metrics lock themselves
+        LabelBounds.__init__(
+            self, providers=providers, model_allowlist=model_allowlist, max_models=max_models, max_tools=max_tools
+        )
         # Children by (metric, label values): prometheus_client's labels() validates and locks on
         # every call (about 2 us); label values are already bounded, so the dict stays small.
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -253,46 +240,6 @@ class Metrics:
         for reason in CLIENT_CUT_REASONS:
             self.client_cuts.labels(reason)
         self.registry.register(WithoutCreated(r))
-
-    # --- label bounding -----------------------------------------------------------------
-
-    def model_label(self, model: str | None) -> str:
-        """The model if allowlisted (and under the cap), else 'other'."""
-        if not model:
-            return "none"
-        known = self._models.get(model)
-        if known is not None:
-            return known
-        label = model if any(fnmatch.fnmatchcase(model, g) for g in self._allow) and len(model) <= 100 else "other"
-        with self._lock:
-            if label != "other" and len(self._models) >= self._max_models:
-                label = "other"
-            if len(self._models) < self._max_models * 4:  # cache "other" verdicts too, boundedly
-                self._models[model] = label
-        return label
-
-    def provider_label(self, provider: str) -> str:
-        return provider if provider in self._providers else "other"
-
-    @staticmethod
-    def operation_label(operation: str) -> str:
-        return operation if operation in OPERATIONS else "other"
-
-    def tool_label(self, tool: str | None) -> str:
-        """The tool name for the first `max_tools` tools seen, else 'other'; 'none' for no tool."""
-        return self._capped(self._tools, tool) if tool else "none"
-
-    def _capped(self, seen: set[str], name: str) -> str:
-        """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'.
-
-        A name shaped like a secret (a key, a random token) is 'other' too: a label is kept for good."""
-        if name in seen:
-            return name
-        with self._lock:
-            if len(seen) < self._max_tools and len(name) <= 100 and not _secret_like(name):
-                seen.add(name)
-                return name
-        return "other"
 
     # --- observations -------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import os
 import shlex
@@ -12,17 +11,17 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
 # proxy.embed (mitmproxy) and proxy.configload (every config model) load late: `--help` stays fast
 from brownout.core.config import parse_listen
 from brownout.proxy.certs import ensure_ca, proxy_env
+from brownout.proxy.cli_config import check_config, fail, schema, validate
 from brownout.proxy.record.flags import cassette_flags, cassette_set_options
 
 if TYPE_CHECKING:
-    from brownout.proxy.config import BrownoutConfig
     from brownout.proxy.embed import ProxyHandle, ProxyStartError
 
 __all__ = ["main"]
@@ -55,40 +54,6 @@ _summary_json_opt = click.option(
     help="Write the stop summary as JSON to FILE (exchanges, faults, violations, files).",
 )
 _LISTEN_HELP = "HOST:PORT, or a bare PORT on 127.0.0.1."
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    click.echo(f"brownout: {message}", err=True)
-    sys.exit(code)
-
-
-def _check_config(path: str | None) -> BrownoutConfig:
-    """The config at `path` (defaults without one); exit 1 naming each bad field and line."""
-    from brownout.proxy.config import BrownoutConfig
-    from brownout.proxy.configload import ConfigError, load_config
-
-    if path is None:
-        return BrownoutConfig()
-    try:
-        config: BrownoutConfig = load_config(path)
-    except ConfigError as e:
-        if _is_experiment_file(path):
-            _fail(f"{path} is an experiment file (agent:, phases:): run it with `brownout experiment run {path}`")
-        _fail(str(e))
-    return config
-
-
-def _is_experiment_file(path: str) -> bool:
-    from pathlib import Path
-
-    import yaml
-
-    from brownout.proxy.experiment.check import is_experiment
-
-    try:
-        return is_experiment(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
-        return False  # load_config then says what is wrong with it
 
 
 def _listen(spec: str) -> tuple[str, int]:
@@ -161,7 +126,7 @@ def run(
     from brownout.proxy.serve import serve_until_signal
     from brownout.proxy.startup import StopReport, startup_lines
 
-    config = _check_config(config_path)
+    config = check_config(config_path)
     host, port = _listen(listen)
     names = {s.partition("=")[0] for s in set_options}
     if not _is_loopback(host) and not names & {"allow_hosts", "proxyauth"}:
@@ -197,7 +162,7 @@ def run(
             )
         )
     except ProxyStartError as e:
-        _fail(_start_error(e))
+        fail(_start_error(e))
     if served:
         report.stopped(served[0])
     click.echo("brownout stopped.")
@@ -235,7 +200,7 @@ def env(listen: str, session: str | None, confdir: str | None, config_path: str 
     host, port = _listen(listen)
     ca = ensure_ca(confdir)
     exports = proxy_env(host, port, ca.bundle, session, ca_cert_path=ca.ca_cert)
-    receiver = _check_config(config_path).agent_spans if config_path else None
+    receiver = check_config(config_path).agent_spans if config_path else None
     if receiver is not None and receiver.receiver is not None:
         rhost, rport = _listen(receiver.receiver.listen)
         if rport == 0:
@@ -281,7 +246,7 @@ def exec(
     from brownout.proxy.endpoints import endpoint_env, ensure_control_token, free_endpoints
     from brownout.proxy.startup import StopReport
 
-    config = _check_config(config_path)
+    config = check_config(config_path)
     ensure_control_token(config)
     options = [*cassette_set_options(**cassette), *set_options]
     options += [f"{k}={v}" for k, v in free_endpoints(config, set_options).items()]
@@ -296,7 +261,7 @@ def exec(
             )
             code, ran = _run_child(list(command), {**os.environ, **handle.env_for(session), **endpoints})
     except ProxyStartError as e:
-        _fail(_start_error(e))
+        fail(_start_error(e))
     report.stopped(handle, command_ran=ran)  # one that never started sent nothing, and that is no bypass
     sys.exit(code)
 
@@ -323,45 +288,6 @@ def _run_child(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-def validate(file: str) -> None:
-    """Check a chaos config or an experiment file, told apart by their keys (exit 1 naming each bad field and line)."""
-    from pathlib import Path
-
-    import yaml
-
-    from brownout.proxy.configload import ConfigError, load_config
-    from brownout.proxy.experiment.check import check_experiment, describe_experiment, is_experiment
-
-    try:
-        text = Path(file).read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
-        data = None  # load_config reports it, with the line of a syntax error (or of nesting too deep)
-    try:
-        if is_experiment(data):
-            exp = check_experiment(text, file, Path(file).resolve().parent)
-            click.echo(f"{file}: ok ({describe_experiment(exp)})")
-            return
-        config: BrownoutConfig = load_config(file)
-    except ConfigError as e:
-        _fail(str(e))
-    click.echo(f"{file}: ok ({len(config.rules)} rules, seed {config.seed})")
-
-
-@main.command()
-@click.option("--kind", type=click.Choice(["config", "experiment", "staging"]), default="config", show_default=True)
-def schema(kind: str) -> None:
-    """Print the JSON Schema of a chaos config, an experiment file, or a staging experiment (one with a target)."""
-    from brownout.proxy.config import BrownoutConfig
-    from brownout.proxy.experiment.config import ExperimentConfig
-    from brownout.proxy.experiment.staging.config import StagingExperiment
-
-    models: dict[str, Any] = {"config": BrownoutConfig, "experiment": ExperimentConfig, "staging": StagingExperiment}
-    click.echo(json.dumps(models[kind].model_json_schema(), indent=2))
-
-
-@main.command()
 def demo() -> None:
     """Run the built-in demo (no API keys, no network).
 
@@ -370,7 +296,7 @@ def demo() -> None:
     try:
         from brownout.proxy.demo.run import run_demo
     except ImportError as e:
-        _fail(f"the demo is not available: {e}")
+        fail(f"the demo is not available: {e}")
     from rich.console import Console
 
     sys.exit(run_demo(Console()))
@@ -384,6 +310,8 @@ def _register_groups() -> None:
     from brownout.proxy.mcpstdio.cli import mcp_stdio
     from brownout.proxy.record.cli import cassette
 
+    main.add_command(validate)
+    main.add_command(schema)
     main.add_command(ctl)
     main.add_command(experiment)
     main.add_command(mcp_stdio)

@@ -1,0 +1,73 @@
+"""Bounded label values for brownout's metrics: models on an allowlist, providers of the config's wire formats,
+known operations, and the first tool (and MCP prompt) names seen, never a secret-shaped one; anything else
+is `other`, so a hostile or buggy client cannot blow up the series count."""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+from collections.abc import Iterable
+
+from brownout.core.secret_paths import secret_segment
+from brownout.core.secrets import redact_keys
+from brownout.exporters.metric_labels import OPERATIONS
+
+__all__ = ["LabelBounds"]
+
+
+def _secret_like(name: str) -> bool:
+    return redact_keys(name) is not name or secret_segment(name)
+
+
+class LabelBounds:
+    """The label caps of one metrics registry (its own: two proxies in one process never share them)."""
+
+    def __init__(
+        self, *, providers: Iterable[str], model_allowlist: Iterable[str], max_models: int, max_tools: int
+    ) -> None:
+        self._providers = frozenset(providers)  # the config's wire formats: a bounded label set
+        self._allow = tuple(model_allowlist)
+        self._max_models = max_models
+        self._models: dict[str, str] = {}
+        self._max_tools = max_tools
+        self._tools: set[str] = set()
+        self._prompts: set[str] = set()  # MCP prompt names, capped like tools
+        self._lock = threading.Lock()  # guards the caches; prometheus_client metrics lock themselves
+
+    def model_label(self, model: str | None) -> str:
+        """The model if allowlisted (and under the cap), else 'other'."""
+        if not model:
+            return "none"
+        known = self._models.get(model)
+        if known is not None:
+            return known
+        label = model if any(fnmatch.fnmatchcase(model, g) for g in self._allow) and len(model) <= 100 else "other"
+        with self._lock:
+            if label != "other" and len(self._models) >= self._max_models:
+                label = "other"
+            if len(self._models) < self._max_models * 4:  # cache "other" verdicts too, boundedly
+                self._models[model] = label
+        return label
+
+    def provider_label(self, provider: str) -> str:
+        return provider if provider in self._providers else "other"
+
+    @staticmethod
+    def operation_label(operation: str) -> str:
+        return operation if operation in OPERATIONS else "other"
+
+    def tool_label(self, tool: str | None) -> str:
+        """The tool name for the first `max_tools` tools seen, else 'other'; 'none' for no tool."""
+        return self._capped(self._tools, tool) if tool else "none"
+
+    def _capped(self, seen: set[str], name: str) -> str:
+        """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'.
+
+        A name shaped like a secret (a key, a random token) is 'other' too: a label is kept for good."""
+        if name in seen:
+            return name
+        with self._lock:
+            if len(seen) < self._max_tools and len(name) <= 100 and not _secret_like(name):
+                seen.add(name)
+                return name
+        return "other"
