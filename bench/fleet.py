@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
 
 from bench.fleetload import Run, children, measure, median_runs
 from bench.fleetreport import print_fleet, targets
-from bench.machine import describe, wrk_version
+from bench.machine import run_meta, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_redis, start_upstream
 from bench.report import save_results
 from bench.run import ensure_wrk
@@ -167,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
     data = run_fleet_bench(duration, rounds, use_wrk, args.redis_server, workers=not args.no_workers)
     tool = (wrk_version() or "wrk") if use_wrk else "python asyncio (bench/load.py)"
-    command = " ".join(["bench/fleet.py", *(argv if argv is not None else sys.argv[1:])])
-    data["meta"] = {"command": command, "duration_s": duration, "rounds": rounds, "machine": describe(tool)}
+    data["meta"] = run_meta("bench/fleet.py", argv, tool, duration_s=duration, rounds=rounds)
     data["meta"]["sessions"] = SESSIONS if use_wrk else 1
     data["targets"] = targets(data)
     print_fleet(data)

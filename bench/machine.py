@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_model", "describe", "git_state", "mem_total_kb", "wrk_version"]
+__all__ = ["cpu_model", "describe", "git_state", "mem_total_kb", "run_meta", "wrk_version"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # x86 names its CPU "model name"; ARM boards use "Hardware", "Processor" or "cpu model".
@@ -107,3 +108,9 @@ def describe(load_tool: str) -> dict[str, Any]:
         "brownout_dirty": dirty,
         "load_tool": load_tool,
     }
+
+
+def run_meta(script: str, argv: list[str] | None, load_tool: str, **extra: Any) -> dict[str, Any]:
+    """A results JSON's `meta`: the command as typed (`script` and its arguments), the machine, and `extra`."""
+    command = " ".join([script, *(argv if argv is not None else sys.argv[1:])])
+    return {"command": command, **extra, "machine": describe(load_tool)}

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from bench.machine import describe
+from bench.machine import run_meta
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_module
 from bench.procstat import ProcWatch
 from bench.report import P99_ADDED_MS, RSS_MB, print_verdicts, save_results, target
@@ -219,10 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = targets(delay, many)
     _print(delay, many)
     print_verdicts(verdicts)
-    command = " ".join(["bench/realtime.py", *(argv if argv is not None else sys.argv[1:])])
     tool = f"bench/wsclient.py (websockets asyncio client, {args.clients} processes)"
     data = {
-        "meta": {"command": command, "machine": describe(tool)},
+        "meta": run_meta("bench/realtime.py", argv, tool),
         "added_delay": delay,
         "concurrent": many,
         "targets": verdicts,

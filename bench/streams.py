@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from bench.machine import describe
+from bench.machine import run_meta
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
 from bench.procstat import ProcWatch
 from bench.report import LATE_MS, print_streams, print_verdicts, save_results, streams_targets
@@ -156,9 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     for note in notes:
         print(f"note: {note}")
     tool = f"bench/sseclient.py (asyncio + h11, {cfg.client_processes} processes)"
-    command = " ".join(["bench/streams.py", *(argv if argv is not None else sys.argv[1:])])
     data = {
-        "meta": {"command": command, "machine": describe(tool)},
+        "meta": run_meta("bench/streams.py", argv, tool),
         "streams": case,
         "targets": targets,
         "notes": notes,
