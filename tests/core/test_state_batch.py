@@ -24,7 +24,8 @@ COUNT = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
 
 
 def link_for(server: RedisServer, errors: list[str], **kw: Any) -> RedisLink:
-    config = StateConfig(backend="redis", url=server.url, **{"timeout_ms": 2000, **kw})
+    # Generous budgets: a first call that connects and loads a script on a busy machine can outlast the defaults.
+    config = StateConfig(backend="redis", url=server.url, **{"timeout_ms": 2000, "connect_timeout_ms": 5000, **kw})
     return RedisLink(config, on_error=errors.append)
 
 

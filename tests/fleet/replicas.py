@@ -92,6 +92,9 @@ class ReplicaSet:
             )
         except openai.APIStatusError as e:  # an injected error response, as the agent sees it
             response = e.response
+        except openai.APIConnectionError as e:  # the replica is not there: say why, from its own log
+            r = self.replicas[i]
+            raise AssertionError(f"replica {i} (exit code {r.proc.poll()}): {e}\n{r.log.read_text()[-3000:]}") from e
         else:
             response = raw.http_response
         announced = response.headers.get("x-brownout-fault", "")

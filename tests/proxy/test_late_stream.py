@@ -81,8 +81,15 @@ def test_a_byte_cut_cuts_the_real_bytes_and_nothing_is_recorded(brownout_proxy, 
     ex = seen.wait(1)[0]
     assert ex.streamed and [f.fault for f in ex.faults] == ["truncate"] and ex.faults_skipped == []
     assert decisions(proxy) == [("fired", "always")]
-    # What reached the client is brownout's cut, not upstream's answer: it is not recorded at all.
-    assert recorded(proxy, tmp_path / "c") == [] and proxy.addon.tape.not_recorded == 1
+    # What reached the client is brownout's cut, never recorded as upstream's answer. On a loaded machine
+    # upstream's whole answer may have been read before the cut took effect: then that whole answer is recorded.
+    recs = recorded(proxy, tmp_path / "c")
+    if recs:
+        [rec] = recs
+        whole = BODY if encoding is None else BODY * 8
+        assert rec.events is not None and not rec.truncated and b"".join(e.data for e in rec.events) == whole
+    else:
+        assert proxy.addon.tape.not_recorded == 1
     assert internal_errors(proxy) == {}
 
 
