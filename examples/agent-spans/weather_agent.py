@@ -2,10 +2,9 @@
 (invoke_agent, chat, execute_tool) by opentelemetry-instrumentation-openai-agents-v2 and exported over
 OTLP/HTTP wherever OTEL_EXPORTER_OTLP_* says: what `brownout exec` sets when `agent_spans.receiver` is on.
 Every request goes through HTTP(S)_PROXY. The worked example of docs/telemetry.md#agent-spans; from the
-repository's root, with the demo upstream running (python -m brownout.proxy.demo.upstream --port 8000):
+repository's root (the agent starts brownout's mock upstream itself unless DEMO_UPSTREAM names one):
 
-    DEMO_UPSTREAM=http://127.0.0.1:8000 brownout exec -c examples/chaos/agent-spans.yaml -- \
-        python examples/agent-spans/weather_agent.py
+    brownout exec -c examples/chaos/agent-spans.yaml -- python examples/agent-spans/weather_agent.py
 
     pip install openai-agents opentelemetry-instrumentation-openai-agents-v2 opentelemetry-exporter-otlp
 
@@ -28,7 +27,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-UPSTREAM = os.environ["DEMO_UPSTREAM"]
+UPSTREAM = os.environ.get("DEMO_UPSTREAM", "")
 MODE = sys.argv[1] if len(sys.argv) > 1 else "clean"
 
 
@@ -48,6 +47,17 @@ async def get_weather(city: str) -> str:
 
 
 def main() -> int:
+    global UPSTREAM
+    if UPSTREAM:
+        return run()
+    from brownout.proxy.demo.upstream import MockUpstream
+
+    with MockUpstream.run_in_thread() as upstream:  # the mock LLM and weather API, reached through the proxy
+        UPSTREAM = upstream.url
+        return run()
+
+
+def run() -> int:
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=200))
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
