@@ -152,9 +152,10 @@ class Realtime:
         if session.forced is not None:
             info.close_code, info.closed_by = session.forced[0], "brownout"
             if session.forced[1] == "close":
-                # mitmproxy wrote the close frame; make sure the client's connection ends with it (a FIN),
-                # even when a message the client sent at that moment left mitmproxy's close command unheard.
-                asyncio.get_running_loop().call_soon(self.guard.call, "reset", wsclose.end_client, flow)
+                # The client has CLOSE_GRACE_S to answer the close frame; then its connection ends (a FIN), even
+                # when a message it sent at that moment left mitmproxy's close command unheard.
+                loop = asyncio.get_running_loop()
+                loop.call_later(wsclose.CLOSE_GRACE_S, self.guard.call, "reset", wsclose.end_client, flow)
         else:
             info.close_code = int(ws.close_code) if ws.close_code is not None else None
             info.closed_by = "client" if ws.closed_by_client else "server"

@@ -12,15 +12,24 @@ close for the server's: the client gets the code and reason, the upstream the sa
 `websocket_end` fires with them. Internal API of mitmproxy 12.2 (pinned in pyproject.toml);
 tests/proxy/test_realtime_close.py holds it to its word with a real client.
 
+mitmproxy closes the client's connection the moment that close frame is written. A client that was sending
+at that instant (a tool result, `response.create`) then meets an RST, and its kernel drops the close frame
+unread: the SDK reports 1006, not the provider's code. A server ends the closing handshake as RFC 6455
+section 7.1.1 has it instead, and so does brownout: it half-closes, reads what the client still sends, and
+closes once the client has (or after `CLOSE_GRACE_S`).
+
 A reset drops the client's TCP connection with an RST (proxy/connkill.py): the client sees 1006.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
 from mitmproxy import ctx, http
+from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.layers.websocket import WebsocketLayer
 from mitmproxy.websocket import WebSocketMessage
 from wsproto.events import CloseConnection
@@ -28,11 +37,12 @@ from wsproto.events import CloseConnection
 from brownout.core.wire.realtime import CloseSpec, WsOut
 from brownout.proxy.connkill import connection_handler, drop_client, walk_layers
 
-__all__ = ["ANCHOR", "close_at_anchor", "end_client", "inject", "inject_anchor", "reset"]
+__all__ = ["ANCHOR", "CLOSE_GRACE_S", "close_at_anchor", "end_client", "inject", "inject_anchor", "reset"]
 
 log = logging.getLogger(__name__)
 
 ANCHOR = b""  # the content of the injected message a close rides on (never delivered)
+CLOSE_GRACE_S = 2.0  # how long a client has to answer brownout's close frame before its connection is closed
 
 
 def inject(flow: http.HTTPFlow, out: WsOut, *, to_client: bool) -> None:
@@ -58,18 +68,45 @@ def _websocket_layer(flow: http.HTTPFlow) -> Any:
 def close_at_anchor(flow: http.HTTPFlow, message: WebSocketMessage, spec: CloseSpec) -> bool:
     """From the anchor's websocket_message hook: drop it and have mitmproxy close the session with
     `spec`. False when the layer cannot be found (the caller then drops the connection instead)."""
+    handler = connection_handler(flow)
     layer = _websocket_layer(flow)
     server_ws = getattr(layer, "server_ws", None)
     events = getattr(server_ws, "_events", None)
-    if events is None:
+    if events is None or handler is None:
         return False
     message.drop()
+    _linger_on_close(handler)
     events.append(CloseConnection(spec.code, spec.reason))
     return True
 
 
+def _linger_on_close(handler: Any) -> None:
+    """The next full close of the handler's client connection becomes a half-close (the close frame, TLS's
+    close_notify and a FIN go out; what the client still sends is read and ignored), and the full close
+    follows when the client closes its side, or after CLOSE_GRACE_S."""
+    original = handler.close_connection
+    client = handler.client
+
+    def close_connection(connection: Any, half_close: bool = False) -> None:
+        if connection is not client or half_close:
+            original(connection, half_close)
+            return
+        handler.close_connection = original  # once
+        original(connection, True)
+        if connection.state is not ConnectionState.CLOSED:
+            asyncio.get_running_loop().call_later(CLOSE_GRACE_S, _close_now, handler, connection)
+
+    handler.close_connection = close_connection
+
+
+def _close_now(handler: Any, connection: Any) -> None:
+    if connection in handler.transports and connection.state is not ConnectionState.CLOSED:
+        with contextlib.suppress(Exception):  # gone meanwhile: nothing left to close
+            handler.close_connection(connection)
+
+
 def end_client(flow: http.HTTPFlow) -> bool:
-    """Close the client's connection with a FIN (after the close frame went out); False when it is gone."""
+    """Close the client's connection with a FIN; False when it is gone already."""
     return drop_client(flow, rst=False)
 
 

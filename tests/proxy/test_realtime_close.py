@@ -96,3 +96,39 @@ def test_over_tls_a_message_sent_as_the_close_crosses_it_does_not_keep_the_conne
                         ws.send(json.dumps({"type": "response.create"}))
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
         assert time.monotonic() - started < 3
+
+
+def test_a_client_sending_without_pause_still_reads_the_close_frame(
+    brownout_proxy: Callable[..., ProxyHandle], upstream_tls: Any
+) -> None:
+    """A real server ends the closing handshake (RFC 6455 7.1.1): it reads what the client still sends. Were the
+    connection closed the moment the close frame went out, the client's next message would meet an RST that
+    drops the close frame unread, and the SDK would report 1006 instead of the provider's 1001."""
+    rule = "{name: cap, match: {provider: openai_realtime, event: response.done}, fault: {type: close}}"
+    proxy = brownout_proxy(f"seed: 1\nrules:\n  - {rule}\n", upstream=upstream_tls)
+    ssl = __import__("ssl").create_default_context(cafile=str(proxy.ca_bundle_path))
+    url = upstream_tls.url.replace("https://", "wss://") + "/v1/realtime?model=m"
+    codes = []
+    for _ in range(5):
+        with connect(url, proxy=proxy.url, ssl=ssl, open_timeout=10, close_timeout=5) as ws:
+            stop = threading.Event()
+
+            def chatter(ws: Any = ws, stop: threading.Event = stop) -> None:
+                noise = json.dumps({"type": "input_audio_buffer.append", "audio": "AAAA" * 64})
+                try:
+                    while not stop.is_set():
+                        ws.send(noise)
+                        time.sleep(0.0005)
+                except ConnectionClosed:
+                    pass
+
+            ws.send(json.dumps({"type": "response.create"}))
+            sender = threading.Thread(target=chatter, daemon=True)
+            sender.start()
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    ws.recv(timeout=8)
+            stop.set()
+            sender.join(5)
+        codes.append(closed.value.rcvd.code if closed.value.rcvd is not None else 1006)
+    assert codes == [1001] * 5

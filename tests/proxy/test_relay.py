@@ -296,7 +296,7 @@ def test_a_client_leaving_a_quiet_relayed_stream_closes_its_upstream_connection(
             assert next(line for line in r.iter_lines() if line) == "data: ready"
         assert ended.wait(5), "the relay kept the upstream stream open after its client left"
     finally:
-        server.close()
+        loop.call_soon_threadsafe(server.close)  # on its own loop: asyncio's Server is not thread-safe
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
