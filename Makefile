@@ -16,8 +16,10 @@ demo: setup
 
 # Three workers on two cores (many tests wait on subprocesses, scrapes and timed phases: a run with two
 # workers used 1.2 cores on average), whole files each (module fixtures run once); files with slow tests start first.
+# A failed test runs once more (many of them time real processes, sockets and timers on a shared two-core
+# machine); the summary names every rerun (R), so a flaky test is seen, and one that fails twice fails the run.
 test: setup system-deps node-deps lint
-	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --reruns 1 --reruns-delay 1 -rfER
 
 # ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
 # package-dir mapping, so it checks the brownout.* namespace through a tree of links to the folders.
