@@ -29,6 +29,17 @@ settings.register_profile("brownout", deadline=None, suppress_health_check=[Heal
 settings.load_profile("brownout")
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """What each rerun test failed with the first time (`make test` reruns a failure once): a flaky test's
+    cause stays in the CI log, not only its name."""
+    reruns = terminalreporter.stats.get("rerun", [])
+    if reruns:
+        terminalreporter.section("first failures of rerun tests")
+        for report in reruns:
+            terminalreporter.write_line(f"{report.nodeid} ({report.when}):")
+            terminalreporter.write_line(str(report.longrepr)[-4000:])
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files holding a `slow` test run first (in collection order otherwise): `make test` hands whole
     files to two workers, and a long file that starts last keeps one worker busy alone at the end."""

@@ -12,6 +12,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from tests.e2e.conftest import Spans
+from tests.proxy.realtime_clients import wait_for as poll
 from tests.proxy.test_passthrough import collect, wait_for
 from tests.threadserver import serving_handler
 
@@ -44,6 +45,8 @@ def test_an_openai_call_is_priced_everywhere(tmp_path, upstream, brownout_proxy,
     assert span.attributes["brownout.cost.total"] == pytest.approx(seen[0].cost.total)
     assert span.attributes["brownout.cost.currency"] == "USD"
 
+    # The exchange log is written by its own thread: the lines may follow the listeners by a moment.
+    assert poll(lambda: len(log.read_text().splitlines()) == 2)
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [line["cost"]["total"] for line in lines] == pytest.approx([ex.cost.total for ex in seen])
     assert lines[0]["cost"]["currency"] == "USD"
