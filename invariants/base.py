@@ -89,13 +89,11 @@ class Invariant[C: InvariantConfigBase](ABC):
         """A record tied to exchange `at` (default: the session's last); faults from `cause` if given."""
         at = at if at is not None else session.last
         source = cause if cause is not None and cause.faults else at
-        return Violation(
-            invariant=self.name,
-            invariant_type=self.type,
-            severity=severity or self.severity,
-            message=message,
-            session_id=session.id,
-            timestamp=session.now,
+        return self.record(
+            message,
+            session,
+            severity=severity,
+            details=details,
             trace_id=at.trace_id if at else None,
             span_id=at.span_id if at else None,
             exchange_id=at.exchange_id if at else None,
@@ -104,5 +102,25 @@ class Invariant[C: InvariantConfigBase](ABC):
             tool=at.tool if at else None,
             rule=source.rules if source else None,
             fault=source.fault_types if source else None,
+        )
+
+    def record(
+        self,
+        message: str,
+        session: Session,
+        *,
+        severity: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        **where: Any,
+    ) -> Violation:
+        """A violation of this invariant in `session`, tied to whatever `where` names (trace, span, exchange...)."""
+        return Violation(
+            invariant=self.name,
+            invariant_type=self.type,
+            severity=severity or self.severity,
+            message=message,
+            session_id=session.id,
+            timestamp=session.now,
             details=dict(details or {}),
+            **where,
         )

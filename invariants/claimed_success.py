@@ -18,7 +18,7 @@ from brownout.core.agent_spans import STATUS_OK, STATUS_UNSET, AgentSpan
 from brownout.core.joined_trace import JoinedTrace
 from brownout.core.span_join import BENIGN_FAULTS, WireCall
 from brownout.invariants.base import Invariant, InvariantConfigBase
-from brownout.invariants.both_sides import describe, on_call, paired
+from brownout.invariants.both_sides import describe, on_call
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 
@@ -65,7 +65,7 @@ class ClaimedSuccess(Invariant[ClaimedSuccessConfig]):
         claimers = {s.span_id: s for s in trace.agent_spans if self._claims(s)}
         if not claimers:
             return []
-        pairs = paired(trace)
+        pairs = trace.pairs()
         # The last start of a call that went well, per target: a broken call before it was retried.
         last_ok: dict[tuple[str, str | None, str | None], float] = {}
         for call, _ in pairs:

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from brownout.core.joined_trace import JoinedTrace
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
-from brownout.invariants.both_sides import describe, on_agent_span, on_call, paired
+from brownout.invariants.both_sides import describe, on_agent_span, on_call
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 
@@ -48,7 +48,7 @@ class MissingSpan(Invariant[MissingSpanConfig]):
 
     def check_trace(self, trace: JoinedTrace, session: Session) -> list[Violation]:
         found: list[Violation] = []
-        pairs = paired(trace)
+        pairs = trace.pairs()
         kinds = set(self.config.wire_calls)
         if kinds and (trace.instrumented or not self.config.only_when_instrumented):
             for call, span in pairs:

@@ -20,7 +20,7 @@ from brownout.core.agent_spans import AgentSpan
 from brownout.core.joined_trace import JoinedTrace
 from brownout.core.span_join import WireCall
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
-from brownout.invariants.both_sides import describe, on_call, paired
+from brownout.invariants.both_sides import describe, on_call
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import canonical_arguments
@@ -51,7 +51,7 @@ class SpanMismatch(Invariant[SpanMismatchConfig]):
 
     def check_trace(self, trace: JoinedTrace, session: Session) -> list[Violation]:
         found: list[Violation] = []
-        pairs = paired(trace)
+        pairs = trace.pairs()
         calls_of: dict[str, list[WireCall]] = defaultdict(list)
         for call, span in pairs:
             if span is None:
