@@ -23,13 +23,10 @@ A reset drops the client's TCP connection with an RST (proxy/connkill.py): the c
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import Any
 
 from mitmproxy import ctx, http
-from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.layers.websocket import WebsocketLayer
 from mitmproxy.websocket import WebSocketMessage
 from wsproto.events import CloseConnection
@@ -83,7 +80,8 @@ def close_at_anchor(flow: http.HTTPFlow, message: WebSocketMessage, spec: CloseS
 def _linger_on_close(handler: Any) -> None:
     """The next full close of the handler's client connection becomes a half-close (the close frame, TLS's
     close_notify and a FIN go out; what the client still sends is read and ignored), and the full close
-    follows when the client closes its side, or after CLOSE_GRACE_S."""
+    follows when the client closes its side, or when the realtime addon's `end_client` runs CLOSE_GRACE_S
+    after the session's end."""
     original = handler.close_connection
     client = handler.client
 
@@ -93,16 +91,8 @@ def _linger_on_close(handler: Any) -> None:
             return
         handler.close_connection = original  # once
         original(connection, True)
-        if connection.state is not ConnectionState.CLOSED:
-            asyncio.get_running_loop().call_later(CLOSE_GRACE_S, _close_now, handler, connection)
 
     handler.close_connection = close_connection
-
-
-def _close_now(handler: Any, connection: Any) -> None:
-    if connection in handler.transports and connection.state is not ConnectionState.CLOSED:
-        with contextlib.suppress(Exception):  # gone meanwhile: nothing left to close
-            handler.close_connection(connection)
 
 
 def end_client(flow: http.HTTPFlow) -> bool:
