@@ -138,11 +138,12 @@ def gemini_session(upstream: Any, body: Callable[[Any], Any], *, resume: str | N
     return asyncio.run(main())
 
 
-async def gemini_weather_turn(session: Any) -> list[Any]:
-    """One turn with a tool call answered: every message the client received."""
+async def gemini_weather_turn(session: Any, got: list[Any] | None = None) -> list[Any]:
+    """One turn with a tool call answered: every message the client received, also appended to `got` as it
+    arrives (so a caller keeps what came before an error that ends the turn)."""
     from google.genai import types
 
-    got = []
+    got = [] if got is None else got
     await session.send_client_content(
         turns=types.Content(role="user", parts=[types.Part(text="Weather in Paris?")]), turn_complete=True
     )

@@ -110,7 +110,7 @@ def test_gemini_go_away_then_1011_reaches_google_genai(chaos: Any, upstream_tls:
     async def body(session: Any) -> list[Any]:
         got: list[Any] = []
         with pytest.raises(genai_errors.APIError) as err:
-            got += await gemini_weather_turn(session)
+            await gemini_weather_turn(session, got)
             async for msg in session.receive():
                 got.append(msg)
         got.append(err.value)

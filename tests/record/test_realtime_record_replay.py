@@ -92,7 +92,9 @@ def paced_generation(up: Any) -> list[float]:
 def test_recorded_timing_is_kept(record_then_replay: Any) -> None:
     first, second, _ = record_then_replay(paced_generation)
     assert len(first) == len(second) and first[-1] > 0.45
-    assert abs(second[-1] - first[-1]) < 0.2  # the generation takes as long replayed as it did live
+    # The generation takes as long replayed as it did live: within half its 0.6 s of pacing (a loaded machine
+    # stretches either run by a tenth of a second or two), and a replay that dropped the pacing would miss.
+    assert abs(second[-1] - first[-1]) < 0.3
     gaps = [b - a for a, b in itertools.pairwise(second)]
     assert max(gaps) > 0.1  # the deltas keep their spacing
 
@@ -100,7 +102,9 @@ def test_recorded_timing_is_kept(record_then_replay: Any) -> None:
 def test_replay_speed_zero_sends_at_once(record_then_replay: Any) -> None:
     first, second, _ = record_then_replay(paced_generation, replay=", speed: 0")
     assert len(first) == len(second) and first[-1] > 0.45
-    assert second[-1] < 0.3  # the recorded 0.6 s of pacing is gone (the bound leaves room for a busy machine)
+    # The recorded 0.6 s of pacing is gone: the replay is shorter by at least half of it. Both runs pay the same
+    # proxy and client time, so a busy machine stretches both, not just the replay.
+    assert second[-1] < first[-1] - 0.3
 
 
 def test_a_client_that_leaves_mid_replay_ends_the_session_quietly(record_then_replay: Any) -> None:
