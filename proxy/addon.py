@@ -44,6 +44,7 @@ from brownout.proxy.record.tape import Tape
 from brownout.proxy.relay import RELAY_HEADER, Relay
 from brownout.proxy.responses import ResponseHooks
 from brownout.proxy.sessions import proxy_auth_user
+from brownout.proxy.tlstickets import TicketHold
 from brownout.proxy.tokenshield import MISDIRECTED, TokenShield
 from brownout.proxy.unreachable import Unreachable
 from brownout.proxy.watch import ConfigWatcher
@@ -118,7 +119,7 @@ class Brownout(Lifecycle, ResponseHooks):
         self.realtime = Realtime(self)  # WebSocket sessions: realtime formats' faults, spans, invariants
         # mitmproxy sub-addons: their hooks run after this addon's, in this order (a connection is
         # admitted before the header timeout starts counting).
-        self.addons = [self.admission, self.limits, self.unreachable, self.realtime]
+        self.addons = [self.admission, self.limits, self.unreachable, self.realtime, TicketHold()]
 
     @property
     def in_flight(self) -> int:
