@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import signal
 import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,12 @@ from brownout.proxy.embed import ProxyHandle, running_proxy
 # (the process was not scheduled), which fails a property that holds. What the properties assert is unchanged.
 settings.register_profile("brownout", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("brownout")
+
+# The tests that press Ctrl-C (SIGINT to a brownout they started) need it to arrive as at a terminal. A job
+# that a non-interactive shell starts in the background (`make test &`) ignores SIGINT, and an ignored signal
+# stays ignored in every process it starts; a handled one is reset to the default there.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
