@@ -6,12 +6,18 @@ an exchange's calls cost. redis-py has no automatic pipelining, so the link does
 commands its callers issue while the loop runs one turn leave together, pipelined on one
 connection (one write, the replies read in order) when the loop comes round. Nothing else changes:
 each command is what it was (a Lua script is atomic by itself; a pipeline is not a transaction, so
-it joins nothing), and commands run in the order they were issued.
+it joins nothing), and commands run in the order they were issued, but for one thing: in a write, the
+calls someone waits on go ahead of those that linger (below). Each call's future gets its replies as
+soon as they are read, not when the whole write's are.
 
 A call that nobody waits on before answering the agent (a session commit, after the response) may
 *linger*: it waits up to `linger_s` for the next call someone does wait on (the next exchange's
 decision) and leaves in its write, instead of a write of its own. So at one connection an exchange
-costs about one write, and under load many exchanges share one.
+costs about one write, and under load many exchanges share one. It goes behind that decision, not ahead
+of it: Redis runs a write's commands one after the other, so a session commit ahead of the next decision
+would add its own run time to the decision's wait, on the path of the agent's request. Behind it, the
+commit only waits a little longer, which lingering already allows; no lingering call writes a key a
+decision reads (decisions, quota and lease calls are never lingering).
 
 A batch has the link's budget from the moment it leaves: a batch that fails or outlasts it fails
 every call in it, and each caller counts its own failure. The Lua scripts are sent by digest
@@ -64,6 +70,7 @@ class Lua:
 class _Call:
     commands: Sequence[Command]
     future: asyncio.Future[list[Any]]
+    linger: bool = False
 
 
 class Batcher:
@@ -98,7 +105,7 @@ class Batcher:
         """Queue the call's commands; the future gets their replies (an error reply as the exception it is)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[Any]] = loop.create_future()
-        self._queue.append(_Call(commands, future))
+        self._queue.append(_Call(commands, future, linger))
         self._queued += len(commands)
         self.calls += 1
         if not linger or self._queued >= self.max_commands:
@@ -114,6 +121,7 @@ class Batcher:
                 handle.cancel()
         self._soon = self._later = None
         queue, self._queue, self._queued = self._queue, [], 0
+        queue.sort(key=lambda call: call.linger)  # stable: urgent calls first, each kind in the order issued
         batch: list[_Call] = []
         size = 0
         for call in queue:
@@ -143,9 +151,8 @@ class Batcher:
             sendable.append(call)
         if not sendable:
             return
-        commands = [c for call in sendable for c in call.commands]
         try:
-            replies = await within(self._round_trip(commands, packed), self.timeout_s)
+            await within(self._round_trip(sendable, packed), self.timeout_s)
         except asyncio.CancelledError:
             for call in sendable:
                 call.future.cancel()
@@ -154,26 +161,22 @@ class Batcher:
             for call in sendable:
                 if not call.future.done():
                     call.future.set_exception(e)
-            return
-        at = 0
-        for call in sendable:
-            got = replies[at : at + len(call.commands)]
-            at += len(call.commands)
-            if not call.future.done():
-                call.future.set_result(got)
 
-    async def _round_trip(self, commands: list[Command], packed: list[bytes]) -> list[Any]:
+    async def _round_trip(self, calls: list[_Call], packed: list[bytes]) -> None:
+        """Send the calls' commands in one write; each call gets its replies as soon as they are read (a call
+        whose script the server lacked gets them after the script is loaded and its commands run again)."""
         conn = await self._connection()
         try:
-            replies = await _pipeline(conn, packed)
-            missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+            await conn.send_packed_command(b"".join(packed), check_health=False)
+            missing: list[tuple[_Call, list[Any]]] = []
+            for call in calls:
+                replies = [await _read(conn) for _ in call.commands]
+                if any(isinstance(r, NoScriptError) for r in replies):
+                    missing.append((call, replies))
+                elif not call.future.done():
+                    call.future.set_result(replies)
             if missing:
-                scripts = {commands[i][1]: self._scripts[commands[i][1]] for i in missing}
-                log.debug("loading %d Lua scripts into the state store", len(scripts))
-                loads = [_pack(("SCRIPT", "LOAD", s.source)) for s in scripts.values()]
-                again = await _pipeline(conn, loads + [packed[i] for i in missing])
-                for i, reply in zip(missing, again[len(loads) :], strict=True):
-                    replies[i] = reply
+                await self._load_and_retry(conn, missing)
         except BaseException:
             await conn.disconnect(nowait=True)  # replies may still be on their way: never reuse it
             await self.pool.release(conn)
@@ -182,7 +185,24 @@ class Batcher:
             self._idle.append(conn)
         else:
             await self.pool.release(conn)
-        return replies
+
+    async def _load_and_retry(self, conn: AbstractConnection, missing: list[tuple[_Call, list[Any]]]) -> None:
+        """Load the scripts the server lacked (first use, a restarted Redis) and run the commands that needed them."""
+        retry = [
+            (replies, call.commands[i], i)
+            for call, replies in missing
+            for i, r in enumerate(replies)
+            if isinstance(r, NoScriptError)
+        ]
+        scripts = {command[1]: self._scripts[command[1]] for _, command, _ in retry}
+        log.debug("loading %d Lua scripts into the state store", len(scripts))
+        loads = [_pack(("SCRIPT", "LOAD", s.source)) for s in scripts.values()]
+        again = await _pipeline(conn, loads + [_pack(command) for _, command, _ in retry])
+        for (replies, _, i), reply in zip(retry, again[len(loads) :], strict=True):
+            replies[i] = reply
+        for call, replies in missing:
+            if not call.future.done():
+                call.future.set_result(replies)
 
     async def _connection(self) -> AbstractConnection:
         """A connection this batcher kept from its last batch (no pool checkout), else one from the pool."""
@@ -224,11 +244,12 @@ def _pack(command: Command) -> bytes:
 async def _pipeline(conn: AbstractConnection, packed: list[bytes]) -> list[Any]:
     """Send the packed commands in one write, read their replies in order (an error reply kept as its exception)."""
     await conn.send_packed_command(b"".join(packed), check_health=False)
-    replies: list[Any] = []
-    for _ in packed:
-        try:
-            # No timeout of its own: the batch's budget covers every read.
-            replies.append(await conn.read_response(timeout=math.inf))
-        except ResponseError as e:
-            replies.append(e)
-    return replies
+    return [await _read(conn) for _ in packed]
+
+
+async def _read(conn: AbstractConnection) -> Any:
+    """The next reply (an error reply as its exception). No timeout of its own: the batch's budget covers it."""
+    try:
+        return await conn.read_response(timeout=math.inf)
+    except ResponseError as e:
+        return e

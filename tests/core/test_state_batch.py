@@ -80,6 +80,30 @@ def test_a_lingering_call_goes_out_with_the_next_urgent_one_or_alone_soon(redis_
     asyncio.run(main())
 
 
+def test_the_decision_runs_and_answers_ahead_of_the_commit_that_rides_with_it(redis_server: RedisServer) -> None:
+    """A lingering commit issued before the decision leaves in the decision's write, behind it: Redis runs the
+    decision first, and the decision's caller has its answer before the commit's is even read."""
+
+    async def main() -> None:
+        link = link_for(redis_server, errors := [])
+        log = link.lua("return redis.call('RPUSH', KEYS[1], ARGV[1])")
+        assert await link.eval("warm", log, ["warm"], ["x"], None) == 1
+        link.batches.linger_s = 1.0
+        answered: list[str] = []
+        commit = asyncio.ensure_future(link.eval("commit", log, ["order"], ["commit"], None, linger=True))
+        commit.add_done_callback(lambda _: answered.append("commit"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        decision = asyncio.ensure_future(link.eval("decide", log, ["order"], ["decision"], None))
+        decision.add_done_callback(lambda _: answered.append("decision"))
+        await asyncio.gather(commit, decision)
+        assert redis_server.command("LRANGE", "order", "0", "-1") == b"*2\r\n$8\r\ndecision\r\n$6\r\ncommit\r\n"
+        assert answered == ["decision", "commit"] and errors == []
+        await link.close()
+
+    asyncio.run(main())
+
+
 def test_a_call_that_fails_fails_alone_and_is_counted(redis_server: RedisServer) -> None:
     async def main() -> None:
         link, count = await counting(redis_server, errors := [])
