@@ -242,8 +242,11 @@ class Fleet:
         self.version = view.version
         if view.switches is None:
             if view.version == EMPTY_VERSION and previous not in ("", EMPTY_VERSION) and self.known:
-                # The store lost its data (restarted empty): the next poll puts the switches back.
+                # The store lost its data (restarted empty): the next poll puts the switches back and loads the
+                # schedule script again. The link may never have seen it away: a restart between two polls
+                # costs no call a failure, the pool just reconnects.
                 self._restore = dict(self.known)
+                self._reload_script = True
             return
         self.known = view.switches
         paused = view.switches.get(PAUSED)

@@ -40,6 +40,19 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 D = TypeVar("D")
 
+
+def _no_maintenance_notifications() -> dict[str, Any]:
+    """redis-py's maintenance notifications off, not "auto" (redis-py 8's default).
+    With them on, the pool never checks a pooled connection for EOF before handing it out, so after Redis
+    restarts the first calls meet "Connection closed by server" and mark the store down again. They are a
+    managed-Redis feature brownout does not use; an older redis-py has nothing to turn off."""
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:
+        return {}
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+
+
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 4.0
 
@@ -78,6 +91,7 @@ class RedisLink:
             socket_connect_timeout=config.connect_timeout_ms / 1000,
             retry=Retry(NoBackoff(), 0),
             decode_responses=False,
+            **_no_maintenance_notifications(),
         )
         self.client: aioredis.Redis = aioredis.Redis.from_pool(pool)
         self.batches = Batcher(pool, self.timeout_s)

@@ -104,6 +104,22 @@ def test_the_decision_runs_and_answers_ahead_of_the_commit_that_rides_with_it(re
     asyncio.run(main())
 
 
+def test_after_redis_restarts_the_first_call_is_answered_on_a_fresh_connection(redis_server: RedisServer) -> None:
+    """The connection kept from before a restart is closed by then: the pool must see that and reconnect, not
+    send on it and count a failure (redis-py 8's default maintenance notifications skip that check)."""
+
+    async def main() -> None:
+        link, count = await counting(redis_server, errors := [])
+        redis_server.stop()
+        redis_server.start()  # empty: the script is loaded again in the same call
+        await asyncio.sleep(0.2)  # the kept connection's EOF has arrived
+        assert await link.eval("count", count, ["after"], [3], None) == 3
+        assert errors == [] and link.up is True
+        await link.close()
+
+    asyncio.run(main())
+
+
 def test_a_call_that_fails_fails_alone_and_is_counted(redis_server: RedisServer) -> None:
     async def main() -> None:
         link, count = await counting(redis_server, errors := [])
