@@ -13,7 +13,19 @@ from typing import Any
 from brownout.proxy.experiment.stats import percentile
 from brownout.proxy.experiment.textfit import fit, text_width
 
-__all__ = ["FONT_PX", "bars_with_intervals", "box_plots", "hbars", "series", "timeline"]
+__all__ = [
+    "FONT_PX",
+    "Chart",
+    "bars_with_intervals",
+    "box_plots",
+    "fmt_px",
+    "hbars",
+    "make_chart",
+    "series",
+    "timeline",
+    "y_axis",
+    "y_of",
+]
 
 W, H, PAD_L, PAD_B, PAD_T = 560, 220, 44, 40, 14
 FONT_PX = 11  # charts.html.j2 sets font-size="11" on every chart
@@ -28,23 +40,27 @@ LINE_COLORS = ("#4a90d9", "#2e7d32", "#7b1fa2", "#d9a300", "#00838f", "#6d4c41")
 Chart = dict[str, Any]
 
 
-def _f(v: float) -> str:
+def fmt_px(v: float) -> str:
+    """A coordinate as the SVG gets it: one decimal."""
     return f"{v:.1f}"
 
 
-def _chart(kind: str, title: str, height: float = H, **parts: Any) -> Chart:
-    return {"kind": kind, "title": title, "width": W, "height": _f(height), **parts}
+def make_chart(kind: str, title: str, height: float = H, **parts: Any) -> Chart:
+    """One chart for charts.html.j2: its `kind` (the template's macro), title, size and drawing parts."""
+    return {"kind": kind, "title": title, "width": W, "height": fmt_px(height), **parts}
 
 
-def _axis(lo: float, hi: float, ticks: int = 4, fmt: str = "{:.0%}") -> Chart:
+def y_axis(lo: float, hi: float, ticks: int = 4, fmt: str = "{:.0%}") -> Chart:
+    """A vertical value axis from `lo` to `hi` on the standard plot: `ticks` + 1 labelled grid lines."""
     rows = []
     for i in range(ticks + 1):
         y = H - PAD_B - (H - PAD_B - PAD_T) * i / ticks
-        rows.append({"y": _f(y), "text_y": _f(y + 4), "label": fmt.format(lo + (hi - lo) * i / ticks)})
+        rows.append({"y": fmt_px(y), "text_y": fmt_px(y + 4), "label": fmt.format(lo + (hi - lo) * i / ticks)})
     return {"x1": PAD_L, "x2": W - 8, "text_x": PAD_L - 4, "ticks": rows}
 
 
-def _y(v: float, lo: float, hi: float) -> float:
+def y_of(v: float, lo: float, hi: float) -> float:
+    """Where `v` sits on the standard plot's vertical axis from `lo` to `hi`."""
     span = (hi - lo) or 1.0
     return H - PAD_B - (H - PAD_B - PAD_T) * (v - lo) / span
 
@@ -81,7 +97,7 @@ class _Rows:
         return self.left + (self.right - self.left) * (v - lo) / ((hi - lo) or 1.0)
 
     def label(self, i: int) -> Chart:
-        return {**self.labels[i], "x": _f(self.label_x), "y": _f(self.mid(i) + FONT_PX * 0.35)}
+        return {**self.labels[i], "x": fmt_px(self.label_x), "y": fmt_px(self.mid(i) + FONT_PX * 0.35)}
 
 
 def _value_axis(lo: float, hi: float, fmt: str, labels: list[str], ticks: int = 4) -> tuple[_Rows, Chart]:
@@ -89,8 +105,8 @@ def _value_axis(lo: float, hi: float, fmt: str, labels: list[str], ticks: int = 
     texts = [fmt.format(lo + (hi - lo) * i / ticks) for i in range(ticks + 1)]
     # The last tick's label is centred on the plot's right edge: keep its right half inside the chart.
     rows = _Rows(labels, right_pad=max(GAP, text_width(texts[-1], FONT_PX) / 2 + 2), fill=True)
-    grid = [{"x": _f(rows.x(lo + (hi - lo) * i / ticks, lo, hi)), "label": t} for i, t in enumerate(texts)]
-    axis = {"y1": _f(PAD_T - 4), "y2": _f(rows.bottom), "text_y": _f(rows.bottom + 14), "ticks": grid}
+    grid = [{"x": fmt_px(rows.x(lo + (hi - lo) * i / ticks, lo, hi)), "label": t} for i, t in enumerate(texts)]
+    axis = {"y1": fmt_px(PAD_T - 4), "y2": fmt_px(rows.bottom), "text_y": fmt_px(rows.bottom + 14), "ticks": grid}
     return rows, axis
 
 
@@ -103,10 +119,10 @@ def bars_with_intervals(items: list[tuple[str, float | None, float, float, bool]
         rect = None
         if rate is not None:
             rect = {
-                "x": _f(rows.left),
-                "y": _f(bar_top),
-                "width": _f(rows.x(rate, 0, 1) - rows.left),
-                "height": _f(bar_height),
+                "x": fmt_px(rows.left),
+                "y": fmt_px(bar_top),
+                "width": fmt_px(rows.x(rate, 0, 1) - rows.left),
+                "height": fmt_px(bar_height),
                 "fill": "#e07b39" if chaos else "#4a90d9",
                 "tip": f"{label}: {rate:.1%} [{lo:.1%}, {hi:.1%}]",
             }
@@ -114,14 +130,14 @@ def bars_with_intervals(items: list[tuple[str, float | None, float, float, bool]
             {
                 "label": rows.label(i),
                 "rect": rect,
-                "mid": _f(mid),
-                "cap_top": _f(mid - 5),
-                "cap_bottom": _f(mid + 5),
-                "lo": _f(rows.x(lo, 0, 1)),
-                "hi": _f(rows.x(hi, 0, 1)),
+                "mid": fmt_px(mid),
+                "cap_top": fmt_px(mid - 5),
+                "cap_bottom": fmt_px(mid + 5),
+                "lo": fmt_px(rows.x(lo, 0, 1)),
+                "hi": fmt_px(rows.x(hi, 0, 1)),
             }
         )
-    return _chart("bars", title, rows.bottom + AXIS_BAND, axis=axis, bars=bars)
+    return make_chart("bars", title, rows.bottom + AXIS_BAND, axis=axis, bars=bars)
 
 
 def box_plots(items: list[tuple[str, list[float]]], title: str) -> Chart:
@@ -136,21 +152,22 @@ def box_plots(items: list[tuple[str, list[float]]], title: str) -> Chart:
         if vs:
             q = {k: rows.x(percentile(vs, k) or 0.0, 0, top_s) for k in (0, 25, 50, 75, 100)}
             box = {
-                "min": _f(q[0]),
-                "max": _f(q[100]),
-                "top": _f(box_top),
-                "bottom": _f(box_top + box_height),
-                "q25": _f(q[25]),
-                "width": _f(max(1.0, q[75] - q[25])),
-                "height": _f(box_height),
-                "median": _f(q[50]),
+                "min": fmt_px(q[0]),
+                "max": fmt_px(q[100]),
+                "top": fmt_px(box_top),
+                "bottom": fmt_px(box_top + box_height),
+                "q25": fmt_px(q[25]),
+                "width": fmt_px(max(1.0, q[75] - q[25])),
+                "height": fmt_px(box_height),
+                "median": fmt_px(q[50]),
                 "tip": f"p50 {percentile(vs, 50) or 0.0:.2f}s",
                 "dots": [
-                    {"cx": _f(rows.x(v, 0, top_s)), "cy": _f(mid + ((j % 5) - 2) * 2)} for j, v in enumerate(vs[:400])
+                    {"cx": fmt_px(rows.x(v, 0, top_s)), "cy": fmt_px(mid + ((j % 5) - 2) * 2)}
+                    for j, v in enumerate(vs[:400])
                 ],
             }
-        boxes.append({"label": rows.label(i), "mid": _f(mid), "box": box})
-    return _chart("boxes", title, rows.bottom + AXIS_BAND, axis=axis, boxes=boxes)
+        boxes.append({"label": rows.label(i), "mid": fmt_px(mid), "box": box})
+    return make_chart("boxes", title, rows.bottom + AXIS_BAND, axis=axis, boxes=boxes)
 
 
 def timeline(points: list[tuple[float, str, str]], duration_s: float, title: str) -> Chart:
@@ -162,18 +179,18 @@ def timeline(points: list[tuple[float, str, str]], duration_s: float, title: str
         ts = sorted(t for t, s, _ in points if s == sev)
         if not ts:
             continue
-        path, count = [f"M{PAD_L},{_y(0, 0, total):.1f}"], 0
+        path, count = [f"M{PAD_L},{y_of(0, 0, total):.1f}"], 0
         for t in ts:
             count += 1
-            path += [f"H{PAD_L + (W - PAD_L - 8) * t / end:.1f}", f"V{_y(count, 0, total):.1f}"]
+            path += [f"H{PAD_L + (W - PAD_L - 8) * t / end:.1f}", f"V{y_of(count, 0, total):.1f}"]
         path.append(f"H{W - 8}")
         lines.append({"d": " ".join(path), "color": color, "tip": f"{sev}: {count}"})
     legend = [{"name": s, "color": c} for s, c in SEVERITY_COLORS.items()]
-    return _chart(
+    return make_chart(
         "timeline",
         title,
         # integer counts: no more ticks than violations, so no label repeats
-        axis=_axis(0.0, float(total), ticks=min(4, total), fmt="{:.0f}"),
+        axis=y_axis(0.0, float(total), ticks=min(4, total), fmt="{:.0f}"),
         lines=lines,
         legend=legend,
         legend_x=PAD_L,
@@ -195,17 +212,17 @@ def hbars(items: list[tuple[str, float | None, str]], title: str) -> Chart:
             {
                 "label": rows.label(i),
                 "note": note,
-                "bar_y": _f(rows.bar(i)[0]),
-                "width": _f(width),
-                "note_x": _f(rows.left + width + 4),
+                "bar_y": fmt_px(rows.bar(i)[0]),
+                "width": fmt_px(width),
+                "note_x": fmt_px(rows.left + width + 4),
             }
         )
-    return _chart(
+    return make_chart(
         "hbars",
         title,
         max(60, rows.bottom + GAP),
         rows=out,
-        left=_f(rows.left),
+        left=fmt_px(rows.left),
         bar_height=ROW - 10,
         empty_x=PAD_L,
         empty_y=PAD_T + 16,
@@ -238,35 +255,35 @@ def series(
             if v is None:
                 pen = "M"
                 continue
-            d.append(f"{pen}{x(t):.1f},{_y(v, 0.0, top):.1f}")
+            d.append(f"{pen}{x(t):.1f},{y_of(v, 0.0, top):.1f}")
             pen = "L"
         paths.append({"d": " ".join(d), "color": LINE_COLORS[i % len(LINE_COLORS)], "tip": name, "name": name})
     bands = [
         {
-            "x": _f(x(a)),
-            "width": _f(max(0.5, x(b) - x(a))),
+            "x": fmt_px(x(a)),
+            "width": fmt_px(max(0.5, x(b) - x(a))),
             "fill": "#fbe3d3" if chaos else "#f2f2f2",
             "label": name,
-            "text_x": _f(x(a) + 3),
+            "text_x": fmt_px(x(a) + 3),
         }
         for name, a, b, chaos in phases
     ]
-    marks = {"y1": _f(PAD_T), "y2": _f(H - PAD_B), "text_y": _f(PAD_T + 10)}
-    return _chart(
+    marks = {"y1": fmt_px(PAD_T), "y2": fmt_px(H - PAD_B), "text_y": fmt_px(PAD_T + 10)}
+    return make_chart(
         "series",
         title,
         H + 16,
-        axis=_axis(0.0, top, fmt="{:.3g}"),
+        axis=y_axis(0.0, top, fmt="{:.3g}"),
         bands=bands,
-        band_top=_f(PAD_T),
-        band_height=_f(H - PAD_B - PAD_T),
+        band_top=fmt_px(PAD_T),
+        band_height=fmt_px(H - PAD_B - PAD_T),
         lines=[p for p in paths if p["d"]],
-        abort=None if abort_s is None else {"x": _f(x(abort_s)), **marks},
-        threshold=None if threshold is None else {"y": _f(_y(threshold, 0.0, top)), "x1": left, "x2": right},
+        abort=None if abort_s is None else {"x": fmt_px(x(abort_s)), **marks},
+        threshold=None if threshold is None else {"y": fmt_px(y_of(threshold, 0.0, top)), "x1": left, "x2": right},
         legend=[{"name": p["name"], "color": p["color"]} for p in paths],
         legend_x=PAD_L,
         legend_y=H + 8,
-        axis_label_y=_f(H - PAD_B + 14),
+        axis_label_y=fmt_px(H - PAD_B + 14),
         end=f"{end_s:.0f}",
         empty=not any(p["d"] for p in paths),
     )

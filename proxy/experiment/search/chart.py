@@ -11,7 +11,7 @@ import logging
 import math
 from typing import Any
 
-from brownout.proxy.experiment.charts import FONT_PX, PAD_B, PAD_L, PAD_T, Chart, _axis, _chart, _f, _y
+from brownout.proxy.experiment.charts import FONT_PX, PAD_B, PAD_L, PAD_T, Chart, fmt_px, make_chart, y_axis, y_of
 from brownout.proxy.experiment.charts import H as HEIGHT
 from brownout.proxy.experiment.charts import W as WIDTH
 from brownout.proxy.experiment.textfit import text_width
@@ -60,14 +60,14 @@ def dose_response(report: dict[str, Any]) -> Chart:
         return PAD_L + (RIGHT - PAD_L) * t
 
     def y(p: float) -> float:
-        return _y(p, 0.0, 1.0)
+        return y_of(p, 0.0, 1.0)
 
     ticks, last = [], -math.inf
     for v in value_ticks(low, high, log):
         label = _label(v)
         half = text_width(label, FONT_PX) / 2
         if x(v) - half > last + 4 and x(v) + half <= WIDTH:  # no two tick labels touch
-            ticks.append({"x": _f(x(v)), "label": label})
+            ticks.append({"x": fmt_px(x(v)), "label": label})
             last = x(v) + half
     fit = report.get("fit") or {}
     curve = " ".join(f"{'M' if i == 0 else 'L'}{x(v):.1f},{y(p):.1f}" for i, (v, p) in enumerate(fit.get("curve", [])))
@@ -76,15 +76,15 @@ def dose_response(report: dict[str, Any]) -> Chart:
     if bp["estimate"] is not None or any(e is not None for e in bp["interval"]):
         a = low if bp["interval"][0] is None else bp["interval"][0]
         b = high if bp["interval"][1] is None else bp["interval"][1]
-        band = {"x": _f(x(a)), "width": _f(max(1.0, x(b) - x(a))), "y": PAD_T, "height": _f(BOTTOM - PAD_T)}
+        band = {"x": fmt_px(x(a)), "width": fmt_px(max(1.0, x(b) - x(a))), "y": PAD_T, "height": fmt_px(BOTTOM - PAD_T)}
     levels = [
         {
-            "cx": _f(x(lv["value"])),
-            "cy": _f(y(lv["share"])),
-            "lo": _f(y(lv["wilson"][0])),
-            "hi": _f(y(lv["wilson"][1])),
-            "left": _f(x(lv["value"]) - 3),
-            "right": _f(x(lv["value"]) + 3),
+            "cx": fmt_px(x(lv["value"])),
+            "cy": fmt_px(y(lv["share"])),
+            "lo": fmt_px(y(lv["wilson"][0])),
+            "hi": fmt_px(y(lv["wilson"][1])),
+            "left": fmt_px(x(lv["value"]) - 3),
+            "right": fmt_px(x(lv["value"]) + 3),
             "fill": {"holds": "#2e7d32", "fails": "#c62828"}.get(lv["decision"] or "", "#777"),
             "tip": f"{s['parameter']} = {lv['value']:.4g}: {lv['good']}/{lv['runs']} good "
             f"({lv['share']:.0%}; Wilson [{lv['wilson'][0]:.0%}, {lv['wilson'][1]:.0%}]), {lv['decision'] or 'undecided'}",
@@ -92,22 +92,22 @@ def dose_response(report: dict[str, Any]) -> Chart:
         for lv in report["levels"]
         if lv["runs"]
     ]
-    estimate = None if bp["estimate"] is None else {"x": _f(x(bp["estimate"])), "y1": PAD_T, "y2": _f(BOTTOM)}
-    return _chart(
+    estimate = None if bp["estimate"] is None else {"x": fmt_px(x(bp["estimate"])), "y1": PAD_T, "y2": fmt_px(BOTTOM)}
+    return make_chart(
         "dose",
         f"Share of good runs against {s['parameter']}",
         HEIGHT + 20,
-        axis=_axis(0.0, 1.0),
+        axis=y_axis(0.0, 1.0),
         x_ticks=ticks,
-        x_tick_y=_f(BOTTOM + 14),
+        x_tick_y=fmt_px(BOTTOM + 14),
         x_label=f"{s['parameter']} ({'log' if log else 'linear'} scale)",
-        x_label_x=_f((PAD_L + RIGHT) / 2),
-        x_label_y=_f(BOTTOM + 30),
+        x_label_x=fmt_px((PAD_L + RIGHT) / 2),
+        x_label_y=fmt_px(BOTTOM + 30),
         curve=curve,
-        goal={"y": _f(y(float(s["target"]))), "x1": PAD_L, "x2": RIGHT, "tip": f"goal: {s['goal_label']}"},
+        goal={"y": fmt_px(y(float(s["target"]))), "x1": PAD_L, "x2": RIGHT, "tip": f"goal: {s['goal_label']}"},
         band=band,
         estimate=estimate,
         levels=levels,
-        legend_y=_f(HEIGHT + 14),
+        legend_y=fmt_px(HEIGHT + 14),
         legend_x=PAD_L,
     )
