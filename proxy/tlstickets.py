@@ -7,8 +7,8 @@ and writes on another then has OpenSSL process the tickets (a post-handshake han
 while the other writes, on the same SSL object, which OpenSSL does not allow. The `websockets` sync client
 does exactly that (its receiving thread starts before it sends the opening handshake), and so does the openai
 SDK's sync realtime client, which uses it: now and then its opening handshake never gets a response (the SDK
-gives up after 10 s). bench/tlstickets.py counts it on a loaded 2-core machine: 6 of 600 connections with the
-tickets sent at once, none of 600 with them held.
+gives up after 10 s). bench/tlstickets.py counts it on a loaded 2-core machine: in two runs, 6 and 2 of 600
+connections hung with the tickets sent at once, none of 600 with them held.
 
 OpenSSL's switch for that (`SSL_CTX_set_num_tickets(ctx, 0)`) is not in pyOpenSSL, and `SSL_OP_NO_TICKET`
 only makes TLS 1.3 tickets stateful; they are still sent. So brownout holds them back: the client-side SSL
