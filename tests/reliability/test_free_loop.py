@@ -195,7 +195,10 @@ def test_switching_record_and_replay_on_a_reload_holds_up_no_exchange(brownout_p
     assert r.status_code == 200, r.text
     assert took >= 4 * slow_plugin.KEY_S + 4.0  # the index was built and the old writer waited for
     assert other.answered > 5 and not other.failures, other.failures
-    assert other.worst_s < HELD_S, f"another client waited {other.worst_s:.2f} s while record and replay switched"
+    # The slow steps here are longer (the index: 4 keys of KEY_S, 2 s; the writer: 5 s), and a full suite on
+    # 2 cores once made the other client wait 1.05 s with neither on the loop: bounded below the shorter step.
+    held_s = 4 * slow_plugin.KEY_S - 0.2
+    assert other.worst_s < held_s, f"another client waited {other.worst_s:.2f} s while record and replay switched"
     assert len(slow_plugin.KEY_THREADS) == 4 and loop_thread not in slow_plugin.KEY_THREADS
     assert proxy.addon.tape.index is not None and proxy.addon.tape.index.exchanges == 4
 
