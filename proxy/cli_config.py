@@ -41,11 +41,12 @@ def is_experiment_file(path: str) -> bool:
 
     import yaml
 
+    from brownout.proxy.configload import yaml_data
     from brownout.proxy.experiment.check import is_experiment
 
     try:
-        return is_experiment(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return is_experiment(yaml_data(Path(path).read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
         return False  # load_config then says what is wrong with it
 
 
@@ -57,13 +58,13 @@ def validate(file: str) -> None:
 
     import yaml
 
-    from brownout.proxy.configload import ConfigError, load_config
+    from brownout.proxy.configload import ConfigError, load_config, yaml_data
     from brownout.proxy.experiment.check import check_experiment, describe_experiment, is_experiment
 
     try:
         text = Path(file).read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        data = yaml_data(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
         data = None  # load_config reports it, with the line of a syntax error (or of nesting too deep)
     try:
         if is_experiment(data):

@@ -19,7 +19,7 @@ import yaml
 from brownout.core.config import BASE_DIR
 from brownout.invariants.custom import callable_beside
 from brownout.proxy.config import BrownoutConfig
-from brownout.proxy.configload import ConfigError, parse_config
+from brownout.proxy.configload import ConfigError, parse_config, yaml_data
 from brownout.proxy.experiment.config import ExperimentConfig, ExperimentError, PhaseConfig
 
 __all__ = [
@@ -71,7 +71,7 @@ def _parse(text: str, source: str, seed: int, invariants: list[dict[str, Any]], 
     """The phase's config; its relative paths resolve against `base_dir` (its file's directory)."""
     try:
         parse_config(text, source)  # errors with the phase file's own line numbers
-        data = yaml.safe_load(text) or {}
+        data = yaml_data(text) or {}
         # One seed for the whole experiment (the phase file's own is overridden); shared invariants first.
         data["seed"] = seed
         data["invariants"] = [*invariants, *(data.get("invariants") or [])]

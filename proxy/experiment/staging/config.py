@@ -24,7 +24,7 @@ from pydantic_core import PydanticCustomError
 
 from brownout.core.config import Model
 from brownout.core.state.config import REDIS_SCHEMES
-from brownout.proxy.configload import ConfigError, parse_config, problems_in
+from brownout.proxy.configload import ConfigError, parse_config, problems_in, yaml_data
 from brownout.proxy.experiment.config import SEVERITIES, ExperimentConfig, ExperimentError, PhaseRules
 
 __all__ = [
@@ -283,8 +283,8 @@ def parse_any_config(text: str, source: str = "<experiment>") -> ExperimentConfi
     """Validate an experiment file of either shape (with `target:` a staging one); ConfigError naming each
     bad field and its line, a field of the other shape included."""
     try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError):
+        data = yaml_data(text)
+    except (yaml.YAMLError, ValueError):
         data = None  # parse_config reports it, with its line
     if isinstance(data, dict):
         problems = _shape_problems(data)
