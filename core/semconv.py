@@ -47,6 +47,8 @@ INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"}
 _OP = "gen_ai.operation.name"
 _PROVIDER = "gen_ai.provider.name"
 _MODEL = "gen_ai.request.model"
+# Conditionally required on every duration metric: set when the operation ended in an error.
+_ERROR = "error.type"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +169,7 @@ def _same_spans(**changed: str) -> SpanNames:
     return SpanNames(**{**base, **changed})
 
 
-_OPERATION_DURATION = Metric("gen_ai.client.operation.duration", "histogram", "s", (_OP, _PROVIDER, _MODEL))
+_OPERATION_DURATION = Metric("gen_ai.client.operation.duration", "histogram", "s", (_OP, _PROVIDER, _MODEL, _ERROR))
 
 PINNED = Semconv(
     key="pinned",
@@ -209,9 +211,13 @@ LATEST = Semconv(
     schema_url="https://opentelemetry.io/schemas/gen-ai/0.1.0",
     spans=_same_spans(usage_cache_write_input_tokens="gen_ai.usage.cache_write.input_tokens"),
     metrics=MetricNames(
-        inference_duration=Metric("gen_ai.client.inference.duration", "histogram", "s", (_OP, _PROVIDER, _MODEL)),
-        embeddings_duration=Metric("gen_ai.client.embeddings.duration", "histogram", "s", (_OP, _PROVIDER, _MODEL)),
-        tool_duration=Metric("gen_ai.execute_tool.duration", "histogram", "s", (_OP, "gen_ai.tool.name")),
+        inference_duration=Metric(
+            "gen_ai.client.inference.duration", "histogram", "s", (_OP, _PROVIDER, _MODEL, _ERROR)
+        ),
+        embeddings_duration=Metric(
+            "gen_ai.client.embeddings.duration", "histogram", "s", (_OP, _PROVIDER, _MODEL, _ERROR)
+        ),
+        tool_duration=Metric("gen_ai.execute_tool.duration", "histogram", "s", (_OP, "gen_ai.tool.name", _ERROR)),
         operation_duration=_OPERATION_DURATION,
         token_usage=None,
         input_tokens=_usage_counter("gen_ai.client.inference.usage.input_tokens"),

@@ -19,7 +19,8 @@ from brownout.exporters.metric_labels import GENAI_DURATION_BUCKETS, GENAI_TOKEN
 
 __all__ = ["SemconvMetrics"]
 
-# Where each attribute's value sits in the tuple observe() builds: (operation, provider, model, tool, token kind).
+# Where each attribute's value sits in the tuple observe() builds: (operation, provider, model, tool, token kind,
+# error type).
 _POSITION = {
     "gen_ai.operation.name": 0,
     "gen_ai.provider.name": 1,
@@ -27,8 +28,9 @@ _POSITION = {
     "gen_ai.tool.name": 3,
     "gen_ai.token.type": 4,
     "gen_ai.token.modality": 4,
+    "error.type": 5,
 }
-Values = tuple[str, str, str, str, str]
+Values = tuple[str, str, str, str, str, str]
 Child = Callable[..., Any]  # Metrics._child: (instrument, *label values) -> the cached labelled child
 
 
@@ -74,17 +76,21 @@ class SemconvMetrics:
         else:
             child.observe(amount)
 
-    def observe(self, op: str, provider: str, model: str, tool: str, duration: float | None, usage: Usage) -> None:
-        """One GenAI exchange: `op` is its gen_ai.operation.name, the others bounded label values."""
+    def observe(
+        self, op: str, provider: str, model: str, tool: str, duration: float | None, usage: Usage, error: str = ""
+    ) -> None:
+        """One GenAI exchange: `op` is its gen_ai.operation.name, the others bounded label values; `error` its
+        error.type (bounded; '' when it succeeded, which Prometheus reads as no label)."""
         if duration is not None:
-            self._record(self._durations.get(op, self._other_duration), (op, provider, model, tool, ""), duration)
+            timed: Values = (op, provider, model, tool, "", error)
+            self._record(self._durations.get(op, self._other_duration), timed, duration)
         names = self.semconv.metrics
         if names.token_usage is not None:
             for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
                 if count is not None:
-                    self._record(self._get(names.token_usage), (op, provider, model, tool, kind), count)
+                    self._record(self._get(names.token_usage), (op, provider, model, tool, kind, ""), count)
             return
-        values: Values = (op, provider, model, tool, self.semconv.token_modality or "")
+        values: Values = (op, provider, model, tool, self.semconv.token_modality or "", "")
         if op == "embeddings":
             if usage.input_tokens is not None:
                 self._record(self._get(names.embeddings_input_tokens), values, usage.input_tokens)

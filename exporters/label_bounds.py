@@ -8,11 +8,14 @@ import fnmatch
 import threading
 from collections.abc import Iterable
 
+from brownout.core.exchange import CONNECTION_ERRORS
 from brownout.core.secret_paths import secret_segment
 from brownout.core.secrets import redact_keys
 from brownout.exporters.metric_labels import OPERATIONS
 
-__all__ = ["LabelBounds"]
+__all__ = ["MAX_ERROR_TYPES", "LabelBounds"]
+
+MAX_ERROR_TYPES = 50  # distinct error.type values a registry keeps as labels; providers document a dozen or so
 
 
 def _secret_like(name: str) -> bool:
@@ -32,6 +35,7 @@ class LabelBounds:
         self._max_tools = max_tools
         self._tools: set[str] = set()
         self._prompts: set[str] = set()  # MCP prompt names, capped like tools
+        self._errors: set[str] = set()  # provider error types (error.type), the first MAX_ERROR_TYPES seen
         self._lock = threading.Lock()  # guards the caches; prometheus_client metrics lock themselves
 
     def model_label(self, model: str | None) -> str:
@@ -59,6 +63,20 @@ class LabelBounds:
     def tool_label(self, tool: str | None) -> str:
         """The tool name for the first `max_tools` tools seen, else 'other'; 'none' for no tool."""
         return self._capped(self._tools, tool) if tool else "none"
+
+    def error_label(self, error: str | None) -> str:
+        """error.type as on the span, bounded: '' for none; an HTTP status or a transport error as it is; a
+        provider's own type (`rate_limit_error`, `RESOURCE_EXHAUSTED`) for the first MAX_ERROR_TYPES seen;
+        else `_OTHER`, the conventions' fallback."""
+        if not error:
+            return ""
+        if error in self._errors or error in CONNECTION_ERRORS or (error.isdigit() and len(error) == 3):
+            return error
+        with self._lock:
+            if len(self._errors) < MAX_ERROR_TYPES and len(error) <= 64 and not _secret_like(error):
+                self._errors.add(error)
+                return error
+        return "_OTHER"
 
     def _capped(self, seen: set[str], name: str) -> str:
         """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'.

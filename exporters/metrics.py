@@ -17,7 +17,7 @@ from brownout.core import wire
 from brownout.core.config import parse_listen
 from brownout.core.exchange import PARSE_ERROR_REASONS, Exchange
 from brownout.core.semconv import PINNED, Semconv
-from brownout.core.span_attributes import operation_name, provider_name
+from brownout.core.span_attributes import error_type, operation_name, provider_name
 from brownout.exporters.config import DEFAULT_MODEL_ALLOWLIST
 from brownout.exporters.gauges import GaugeSource
 from brownout.exporters.genai_metrics import SemconvMetrics
@@ -288,7 +288,8 @@ class Metrics(LabelBounds):
         genai_op = operation_name(exchange)
         if genai_op is None:
             return
-        self.genai.observe(genai_op, provider_name(exchange) or "other", model, tool, duration, usage)
+        error = self.error_label(error_type(exchange))
+        self.genai.observe(genai_op, provider_name(exchange) or "other", model, tool, duration, usage, error)
 
     def _observe_mcp(self, exchange: Exchange, tool: str, duration: float) -> None:
         method = exchange.mcp_method if exchange.mcp_method in MCP_METHODS else "_OTHER"

@@ -150,8 +150,8 @@ def test_genai_semconv_histograms(metrics: Metrics) -> None:
         "gen_ai_provider_name": "gcp.gemini",
         "gen_ai_request_model": "gemini-2.0-flash",
     }
-    assert value(metrics, "gen_ai_client_operation_duration_seconds_count", **labels) == 1
-    assert value(metrics, "gen_ai_client_operation_duration_seconds_bucket", **labels, le="81.92") == 1
+    assert value(metrics, "gen_ai_client_operation_duration_seconds_count", **labels, error_type="") == 1
+    assert value(metrics, "gen_ai_client_operation_duration_seconds_bucket", **labels, error_type="", le="81.92") == 1
     assert value(metrics, "gen_ai_client_token_usage_bucket", **labels, gen_ai_token_type="input", le="64.0") == 1
     assert value(metrics, "gen_ai_client_token_usage_bucket", **labels, gen_ai_token_type="input", le="16.0") == 0
     assert value(metrics, "gen_ai_client_token_usage_sum", **labels, gen_ai_token_type="output") == 3
@@ -166,6 +166,7 @@ def test_genai_semconv_histograms(metrics: Metrics) -> None:
             gen_ai_operation_name="http",
             gen_ai_provider_name="other",
             gen_ai_request_model="none",
+            error_type="",
         )
         is None
     )
