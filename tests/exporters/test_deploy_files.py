@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import yaml
 from prometheus_client import CollectorRegistry
 
+from brownout.core.semconv import VERSIONS
 from brownout.exporters.metrics import Metrics
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.configload import load_config
@@ -197,13 +198,15 @@ TARGET_LABELS = {"instance", "job"}  # Prometheus adds them to every series it s
 
 
 def _exported() -> dict[str, set[str]]:
-    """Sample name -> its label names, as brownout exports them after one slice of a chaos run."""
-    metrics = Metrics(registry=CollectorRegistry())
-    feed(metrics)
+    """Sample name -> its label names, as brownout exports them after one slice of a chaos run, under either
+    version of the GenAI conventions (a panel may read both names of a metric)."""
     out: dict[str, set[str]] = defaultdict(set)
-    for family in metrics.registry.collect():
-        for sample in family.samples:
-            out[sample.name] |= set(sample.labels)
+    for semconv in VERSIONS.values():
+        metrics = Metrics(registry=CollectorRegistry(), semconv=semconv)
+        feed(metrics)
+        for family in metrics.registry.collect():
+            for sample in family.samples:
+                out[sample.name] |= set(sample.labels)
     return out
 
 

@@ -14,7 +14,9 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from brownout.core.semconv import LATEST
 from brownout.exporters.metrics import Metrics
+from tests.exporters.expsamples import traffic
 from tests.exporters.promsupport import PROMETHEUS, alert_exprs, dashboard_exprs, feed, needs_prometheus
 
 
@@ -52,11 +54,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("prometheus")
     metrics = Metrics(registry=CollectorRegistry())
     server = metrics.serve("127.0.0.1:0")
+    # A second brownout on the latest GenAI conventions (job brownout-latest): its traffic only.
+    latest = Metrics(registry=CollectorRegistry(), semconv=LATEST)
+    latest_server = latest.serve("127.0.0.1:0")
     stop = threading.Event()
 
     def chaos_run() -> None:  # keep counters moving so rate() and histogram_quantile() have data
         while not stop.is_set():
             feed(metrics)
+            for ex in traffic():
+                latest.observe_exchange(ex)
             stop.wait(0.2)
 
     feeder = threading.Thread(target=chaos_run, daemon=True)
@@ -67,6 +74,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "scrape_configs:\n"
         "  - job_name: brownout\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{server.server_port}']}}]\n"
+        "  - job_name: brownout-latest\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{latest_server.server_port}']}}]\n"
     )
     log = (tmp / "prometheus.log").open("w")  # closed in the finally below, after the process
     proc = subprocess.Popen(
@@ -104,8 +113,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
-        server.shutdown()
-        server.server_close()
+        for srv in (server, latest_server):
+            srv.shutdown()
+            srv.server_close()
 
 
 def _has_data(data: dict[str, Any]) -> bool:
@@ -122,6 +132,15 @@ def test_scrape_is_up_with_build_info(live: Live) -> None:
 @pytest.mark.parametrize("title,expr", dashboard_exprs(), ids=lambda v: v if len(v) < 60 else v[:57] + "...")
 def test_dashboard_query_returns_data(live: Live, title: str, expr: str) -> None:
     assert _has_data(live.query_data(expr)), f"panel {title!r}: no data for {expr}"
+
+
+@needs_prometheus
+def test_the_genai_latency_panel_has_data_under_either_version_of_the_conventions(live: Live) -> None:
+    """The latest conventions name the inference duration otherwise: the panel reads both names."""
+    (expr,) = [e for title, e in dashboard_exprs() if title.startswith("GenAI operation duration")]
+    for job in ("brownout", "brownout-latest"):
+        got = live.query_data(expr.replace("_bucket[", f'_bucket{{job="{job}"}}['))["result"]
+        assert {r["metric"].get("gen_ai_request_model") for r in got} >= {"gpt-4o-mini"}, (job, got)
 
 
 @needs_prometheus
