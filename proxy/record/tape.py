@@ -22,6 +22,7 @@ from brownout.core.guard import Guard
 from brownout.core.secrets import SecretHeaders
 from brownout.core.wire import WireFormats
 from brownout.core.wire.common import JSON_HEADERS
+from brownout.core.wire.otlp import PROVIDER as OTLP
 from brownout.core.wire.realtime import RealtimeFormat
 from brownout.faults.base import StreamTiming
 from brownout.faults.decisions import Decision
@@ -162,8 +163,12 @@ class Tape:
         """The request goes upstream unless replay takes it: True when it did (answered or routed).
 
         `body` is the request body as the proxy decoded it under its cap (or why it did not): never
-        decoded again here, so a client's compression bomb is matched and recorded as it was sent."""
-        if not self.active:
+        decoded again here, so a client's compression bomb is matched and recorded as it was sent.
+
+        An OTLP export is the agent's telemetry, not its work: never recorded (a cassette would keep its
+        spans, prompts included) nor replayed (a replay would answer it in place of the collector, or
+        count it as a miss); it goes to its collector."""
+        if not self.active or state.exchange.provider == OTLP:
             return False
         taken = False
         plain = body if isinstance(body, bytes) else None

@@ -137,3 +137,26 @@ class _Keep:
 
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def test_recording_and_replaying_leave_the_agents_exports_to_its_collector(brownout_proxy: Any, tmp_path: Any) -> None:
+    """A cassette holds the agent's work, not its telemetry: an export is neither written nor answered from one."""
+    from tests.record.support import player, recorder
+
+    cassettes = tmp_path / "cassettes"
+    cassettes.mkdir()
+    spans = _agent_spans()
+    with collector() as got:
+        seen: list[Exchange] = []
+        rec = recorder(brownout_proxy, cassettes, on_exchange=seen.append)
+        assert _exporter(rec, got.url).export(spans) is SpanExportResult.SUCCESS
+        got.wait()
+        _wait_for(seen, 1)
+        writer = rec.addon.tape.writer
+        assert writer is not None and writer.flush(5)
+        assert writer.written == 0 and not list(cassettes.iterdir())  # the export was the only exchange
+        # A replay that fails every miss: the export is no miss, it reaches the collector.
+        play = player(brownout_proxy, cassettes, miss="error")
+        assert _exporter(play, got.url).export(spans) is SpanExportResult.SUCCESS
+        got.wait(2)
+    assert play.addon.tape.counts == {"hit": 0, "miss": 0, "passthrough": 0, "repeated": 0}
