@@ -1,6 +1,8 @@
 """Export cassettes as HAR 1.2, through mitmproxy's own HAR writer, for tools that read HAR.
 
-HAR has one body per response and no per-event timing: a streamed answer becomes its whole body.
+HAR has one body per response and no per-event timing: a streamed answer becomes its whole body. A
+WebSocket session (a realtime one) is its 101 entry with every message, both ways and timed, in
+`_webSocketMessages`, as Chrome's DevTools writes them and HAR viewers read them.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from collections.abc import Iterable
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from mitmproxy import connection, http
+from mitmproxy import connection, http, websocket
 from mitmproxy.addons.savehar import SaveHar
 
 from brownout.proxy.record.capture import mitm_headers
 from brownout.proxy.record.cassette import CassetteFile
 
 __all__ = ["write_har"]
+
+_TEXT, _BINARY = 1, 2  # WebSocket opcodes (RFC 6455), as mitmproxy's messages take them
 
 
 def _flow(rec: Any) -> http.HTTPFlow:
@@ -35,6 +39,13 @@ def _flow(rec: Any) -> http.HTTPFlow:
         flow.response.reason = rec.reason
         flow.response.timestamp_start = start + rec.headers_s
         flow.response.timestamp_end = start + rec.end_s
+    if rec.messages is not None:
+        flow.websocket = websocket.WebSocketData(
+            messages=[
+                websocket.WebSocketMessage(_BINARY if m.binary else _TEXT, m.from_client, m.data, start + m.t)
+                for m in rec.messages
+            ]
+        )
     return flow
 
 

@@ -214,3 +214,34 @@ def test_secrets_in_messages_are_not_recorded_and_still_match(
     answer = _talk(replaying, up, f"my key is {key}")
     assert answer == ["session.created", "conversation.item.added", "conversation.item.done"]
     assert rec.metric("brownout_replay_requests_total", {"outcome": "miss"}) == 0
+
+
+def test_a_recorded_realtime_session_exports_to_har_with_every_message(
+    brownout_proxy: Callable[..., ProxyHandle], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from brownout.proxy.cli import main
+
+    cassettes = tmp_path / "cassettes"
+    with mock_upstream(tls=True) as up:
+        recording = brownout_proxy(f"seed: 1\nrecord: {{dir: {cassettes}}}\n", upstream=up)
+        proxy_environment(monkeypatch, recording)
+        with openai_realtime(up) as conn:
+            ask_weather(conn)
+        wait_for(lambda: recording.addon.in_flight == 0 and not recording.addon.realtime.sessions)
+        recording.addon.tape.close()
+    out = tmp_path / "out.har"
+    done = CliRunner().invoke(main, ["cassette", "har", str(cassettes), "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    (entry,) = json.loads(out.read_text())["log"]["entries"]
+    ((session,),) = [c.exchanges for c in read_dir(cassettes)]
+    assert entry["response"]["status"] == 101 and entry["_resourceType"] == "websocket"
+    messages = entry["_webSocketMessages"]
+    # Every message as recorded, in order, each way, timed from the upgrade; text frames stay readable.
+    assert [(m["type"], m["data"]) for m in messages] == [
+        ("send" if m.from_client else "receive", m.data.decode()) for m in session.messages or []
+    ]
+    assert {json.loads(m["data"])["type"] for m in messages} >= {"session.update", "response.done"}
+    times = [m["time"] for m in messages]
+    assert times == sorted(times) and times[0] >= session.recorded_at and {m["opcode"] for m in messages} == {1}
