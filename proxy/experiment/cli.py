@@ -290,7 +290,9 @@ def replay_cmd(run_dir: Path, out_dir: Path | None, progress: bool | None, confd
 def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
     """Compare report A (before) with report B (after); exit 1 on a significant regression.
 
-    Significant: a lower success rate with p < 0.05 in Fisher's exact test (two-sided).
+    Significant: a lower success rate with p < 0.05 in Fisher's exact test (two-sided). Two staging reports
+    compare the share of exchanges answered without an error, and a steady-state check that held in A and
+    broke in B is a regression too.
     """
     from brownout.proxy.experiment.compare import compare_reports
 
@@ -318,4 +320,12 @@ def compare_cmd(a: Path, b: Path, as_json: bool) -> None:
                 verdict,
             )
         console.print(table)
+        if result.get("kind") == "staging":
+            console.print(f"rates: {result['measure']} (the fleet's counters)")
+        for c in result.get("checks", []):
+            if c["regression"]:
+                console.print(
+                    f"[red]broke in B[/]: {c['hypothesis']} in {c['phase']} ({c['a']['value']} -> {c['b']['value']})",
+                    soft_wrap=True,
+                )
     sys.exit(EXIT_FAILED if result["regression"] else EXIT_PASSED)

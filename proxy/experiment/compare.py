@@ -32,7 +32,16 @@ def _row(label: str, a: tuple[int, int], b: tuple[int, int]) -> dict[str, Any]:
 
 
 def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Per phase label in both reports and for the pooled chaos phases: success rate A vs B, Fisher's exact test."""
+    """Per phase label in both reports and for the pooled chaos phases: success rate A vs B, Fisher's exact test.
+
+    Two staging reports compare by their exchanges instead (see `_compare_staging`); a staging report and a
+    command experiment's do not compare (ValueError)."""
+    kind_a, kind_b = a.get("kind", "experiment"), b.get("kind", "experiment")
+    if kind_a != kind_b:
+        staged = "A" if kind_a == "staging" else "B"
+        raise ValueError(f"only {staged} is a staging experiment's report: compare two reports of one kind")
+    if kind_a == "staging":
+        return _compare_staging(a, b)
     rows = []
     pa = {p["label"]: p for p in a["phases"]}
     for p in b["phases"]:
@@ -51,4 +60,63 @@ def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "only_in_a": sorted(set(pa) - {p["label"] for p in b["phases"]}),
         "only_in_b": sorted({p["label"] for p in b["phases"]} - set(pa)),
         "regression": any(r["regression"] for r in rows),
+    }
+
+
+def _answered(phase: dict[str, Any]) -> tuple[int, int] | None:
+    """(exchanges without an error, exchanges) of a staging phase, from its figures; None without figures."""
+    figs = phase.get("figures")
+    if not figs or figs.get("exchanges") is None:
+        return None
+    total = round(figs["exchanges"])
+    return max(0, total - round(figs.get("errors") or 0)), total
+
+
+def _compare_staging(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two staging reports of a fleet: per phase label in both, the share of exchanges answered without an error
+    (the fleet's own counters, from Prometheus) A vs B with Fisher's exact test, and the pooled chaos phases;
+    and each steady-state check per phase, a `regression` when it held in A and broke in B. Exchanges of one
+    agent are not independent trials: the test's p is a guide, the checks are what the experiment promised."""
+    rows = []
+    pa = {p["label"]: p for p in a["phases"]}
+    pooled = [[0, 0], [0, 0]]
+    for p in b["phases"]:
+        q = pa.get(p["label"])
+        got_a, got_b = (None, None) if q is None else (_answered(q), _answered(p))
+        if got_a is None or got_b is None:
+            continue
+        rows.append(_row(p["label"], got_a, got_b))
+        if p.get("chaos") and q is not None and q.get("chaos"):
+            for side, (k, n) in zip(pooled, (got_a, got_b), strict=True):
+                side[0], side[1] = side[0] + k, side[1] + n
+    if pooled[0][1] and pooled[1][1]:
+        rows.append(_row("chaos (pooled)", (pooled[0][0], pooled[0][1]), (pooled[1][0], pooled[1][1])))
+    checks = []
+    held_a = {(h["hypothesis"], c["label"]): c for h in a.get("hypotheses", []) for c in h["checks"]}
+    for h in b.get("hypotheses", []):
+        for c in h["checks"]:
+            before = held_a.get((h["hypothesis"], c["label"]))
+            if before is None:
+                continue
+            checks.append(
+                {
+                    "hypothesis": h["hypothesis"],
+                    "phase": c["label"],
+                    "a": {"value": before["value"], "ok": before["ok"]},
+                    "b": {"value": c["value"], "ok": c["ok"]},
+                    "regression": before["ok"] is True and c["ok"] is False,
+                }
+            )
+    labels_b = {p["label"] for p in b["phases"]}
+    return {
+        "alpha": ALPHA,
+        "test": "fisher_exact",
+        "kind": "staging",
+        "measure": "exchanges answered without an error",
+        "phases": rows,
+        "checks": checks,
+        "robustness": {"a": None, "b": None, "delta": None},
+        "only_in_a": sorted(set(pa) - labels_b),
+        "only_in_b": sorted(labels_b - set(pa)),
+        "regression": any(r["regression"] for r in rows) or any(c["regression"] for c in checks),
     }

@@ -66,3 +66,26 @@ def test_small_sample_drop_is_not_a_regression(tmp_path: Path) -> None:
     write_json(tmp_path / "b.json", b)
     res = CliRunner().invoke(experiment, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert res.exit_code == 0, res.output
+
+
+def test_a_staging_report_and_a_command_experiments_do_not_compare(tmp_path: Path) -> None:
+    write_json(tmp_path / "a.json", make_report())
+    write_json(tmp_path / "b.json", {**make_report(), "kind": "staging"})
+    res = CliRunner().invoke(experiment, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert res.exit_code == 2
+    assert "only B is a staging experiment's report: compare two reports of one kind" in " ".join(res.output.split())
+
+
+def test_staging_phases_compare_their_exchanges_answered() -> None:
+    def staging(errors: int) -> dict:
+        phase = {"label": "outage", "chaos": True, "figures": {"exchanges": 200.0, "errors": float(errors)}}
+        base = {"label": "baseline", "chaos": False, "figures": {"exchanges": 200.0, "errors": 2.0}}
+        return {"kind": "staging", "phases": [base, phase], "hypotheses": []}
+
+    result = compare_reports(staging(20), staging(60))
+    outage = next(r for r in result["phases"] if r["phase"] == "outage")
+    # 180/200 vs 140/200 answered: Fisher's exact test, p = 7.14e-7 (scipy.stats.fisher_exact)
+    assert outage["a"]["rate"] == 0.9 and outage["b"]["rate"] == 0.7
+    assert outage["p_value"] == pytest.approx(7.1407e-7, rel=1e-3) and outage["regression"]
+    assert [r["phase"] for r in result["phases"]] == ["baseline", "outage", "chaos (pooled)"]
+    assert not compare_reports(staging(20), staging(20))["regression"]

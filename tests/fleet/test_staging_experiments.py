@@ -285,3 +285,22 @@ def test_the_compose_example_passes_on_a_fleet_and_its_report_matches_prometheus
     out = tmp_path / "report"
     assert {"report.json", "junit.xml", "report.md", "report.html"} <= {p.name for p in out.iterdir()}
     assert rule in (out / "report.md").read_text() and "<svg" in (out / "report.html").read_text()
+    # `experiment compare` reads staging reports: the same run twice is no regression; a check that held and
+    # breaks, with the phase's exchanges failing, is.
+    from click.testing import CliRunner
+
+    from brownout.proxy.experiment.cli import experiment as experiment_cli
+
+    same = CliRunner().invoke(experiment_cli, ["compare", str(out), str(out), "--json"])
+    assert same.exit_code == 0, same.output
+    result = json.loads(same.output)
+    assert result["kind"] == "staging" and {r["phase"] for r in result["phases"]} >= {"baseline", "openai-outage"}
+    assert result["checks"] and not result["regression"]
+    worse = json.loads((out / "report.json").read_text())
+    check = worse["hypotheses"][0]["checks"][-1]
+    check["ok"] = False
+    figs = next(p for p in worse["phases"] if p["label"] == check["label"])["figures"]
+    figs["errors"] = figs["exchanges"]
+    (tmp_path / "worse.json").write_text(json.dumps(worse))
+    broke = CliRunner().invoke(experiment_cli, ["compare", str(out), str(tmp_path / "worse.json")])
+    assert broke.exit_code == 1 and f"{worse['hypotheses'][0]['hypothesis']} in {check['label']}" in broke.output
