@@ -88,6 +88,7 @@ def test_dashboard_queries_use_only_brownout_metric_names() -> None:
         "brownout_state_replicas",
         "brownout_state_config_mismatch",
         "gen_ai_client_operation_duration_seconds_bucket",
+        "gen_ai_client_inference_duration_seconds_bucket",  # the same duration, as the latest conventions name it
         "up",
     }
     used = {m for _, expr in dashboard_exprs() for m in re.findall(r"\b(brownout_\w+|gen_ai_client_\w+|up)\b", expr)}
