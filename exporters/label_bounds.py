@@ -70,22 +70,19 @@ class LabelBounds:
         else `_OTHER`, the conventions' fallback."""
         if not error:
             return ""
-        if error in self._errors or error in CONNECTION_ERRORS or (error.isdigit() and len(error) == 3):
+        if error in CONNECTION_ERRORS or (error.isdigit() and len(error) == 3):
             return error
-        with self._lock:
-            if len(self._errors) < MAX_ERROR_TYPES and len(error) <= 64 and not _secret_like(error):
-                self._errors.add(error)
-                return error
-        return "_OTHER"
+        return self._capped(self._errors, error, cap=MAX_ERROR_TYPES, other="_OTHER")
 
-    def _capped(self, seen: set[str], name: str) -> str:
-        """`name` while fewer than `max_tools` names were seen in `seen` (or it was one of them), else 'other'.
+    def _capped(self, seen: set[str], name: str, *, cap: int | None = None, other: str = "other") -> str:
+        """`name` while fewer than `cap` (default `max_tools`) names were seen in `seen` (or it was one of them),
+        else `other`.
 
-        A name shaped like a secret (a key, a random token) is 'other' too: a label is kept for good."""
+        A name shaped like a secret (a key, a random token) is `other` too: a label is kept for good."""
         if name in seen:
             return name
         with self._lock:
-            if len(seen) < self._max_tools and len(name) <= 100 and not _secret_like(name):
+            if len(seen) < (self._max_tools if cap is None else cap) and len(name) <= 100 and not _secret_like(name):
                 seen.add(name)
                 return name
-        return "other"
+        return other

@@ -72,6 +72,10 @@ def _answered(phase: dict[str, Any]) -> tuple[int, int] | None:
     return max(0, total - round(figs.get("errors") or 0)), total
 
 
+def _summed(counts: list[tuple[int, int]]) -> tuple[int, int]:
+    return sum(k for k, _ in counts), sum(n for _, n in counts)
+
+
 def _compare_staging(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two staging reports of a fleet: per phase label in both, the share of exchanges answered without an error
     (the fleet's own counters, from Prometheus) A vs B with Fisher's exact test, and the pooled chaos phases;
@@ -79,18 +83,19 @@ def _compare_staging(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     agent are not independent trials: the test's p is a guide, the checks are what the experiment promised."""
     rows = []
     pa = {p["label"]: p for p in a["phases"]}
-    pooled = [[0, 0], [0, 0]]
+    pooled_a: list[tuple[int, int]] = []
+    pooled_b: list[tuple[int, int]] = []
     for p in b["phases"]:
         q = pa.get(p["label"])
-        got_a, got_b = (None, None) if q is None else (_answered(q), _answered(p))
-        if got_a is None or got_b is None:
+        if q is None or (got_a := _answered(q)) is None or (got_b := _answered(p)) is None:
             continue
         rows.append(_row(p["label"], got_a, got_b))
-        if p.get("chaos") and q is not None and q.get("chaos"):
-            for side, (k, n) in zip(pooled, (got_a, got_b), strict=True):
-                side[0], side[1] = side[0] + k, side[1] + n
-    if pooled[0][1] and pooled[1][1]:
-        rows.append(_row("chaos (pooled)", (pooled[0][0], pooled[0][1]), (pooled[1][0], pooled[1][1])))
+        if p.get("chaos") and q.get("chaos"):
+            pooled_a.append(got_a)
+            pooled_b.append(got_b)
+    total_a, total_b = _summed(pooled_a), _summed(pooled_b)
+    if total_a[1] and total_b[1]:
+        rows.append(_row("chaos (pooled)", total_a, total_b))
     checks = []
     held_a = {(h["hypothesis"], c["label"]): c for h in a.get("hypotheses", []) for c in h["checks"]}
     for h in b.get("hypotheses", []):
