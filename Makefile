@@ -9,16 +9,16 @@ STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksu
 # Debian packages the tests use: a real Prometheus (and promtool), Chromium (rendered reports), redis-server (shared state).
 APT_PACKAGES ?= prometheus chromium redis-server
 
-.PHONY: demo test lint bench setup system-deps node-deps lock clean
+.PHONY: demo test lint bench setup bytecode system-deps node-deps lock clean
 
-demo: setup
+demo: setup bytecode
 	$(VENV)/bin/brownout demo
 
 # Three workers on two cores (many tests wait on subprocesses, scrapes and timed phases: a run with two
 # workers used 1.2 cores on average), whole files each (module fixtures run once); files with slow tests start first.
 # A failed test runs once more (many of them time real processes, sockets and timers on a shared two-core
 # machine); the summary names every rerun (R), so a flaky test is seen, and one that fails twice fails the run.
-test: setup system-deps node-deps lint
+test: setup system-deps node-deps lint bytecode
 	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --reruns 1 --reruns-delay 1 -rfER
 
 # ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
@@ -37,6 +37,13 @@ bench: setup
 	$(PY) bench/bodies.py
 
 setup: $(STAMP)
+
+# The editable install runs the sources in place. Compiled once here, they load as bytecode in every process
+# the suite starts (a few hundred: proxies, agents, CLIs), instead of being compiled again in each: where
+# PYTHONDONTWRITEBYTECODE is set, as on many CI images, Python never caches them itself. A second run
+# compiles only what changed.
+bytecode: setup
+	$(PY) -m compileall -q -j 0 $(PACKAGE_DIRS) tests bench
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -26,16 +26,18 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brownout.core.guard import Guard
-from brownout.core.state import RedisLink
 from brownout.core.state.schedule import ScheduleStore
 from brownout.core.state.schedule_memory import MemorySchedules
 from brownout.core.state.schedule_redis import RedisSchedules
 from brownout.core.state.switches import EMPTY_VERSION, FleetView, RedisSwitches, Replica
 from brownout.faults.engine import FaultEngine
 from brownout.proxy.config import BrownoutConfig
+
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["Fleet", "config_hash", "start_fleet"]
 
@@ -92,6 +94,8 @@ class Fleet:
         self.schedules: ScheduleStore = MemorySchedules()
         self.switches: RedisSwitches | None = None
         if config.state.backend == "redis":
+            from brownout.core.state.link import RedisLink  # the Redis client: only when used
+
             self.config_hash = config_hash(config)
             self.link = RedisLink(config.state, on_error=on_error)
             self.schedules = self._redis = RedisSchedules(

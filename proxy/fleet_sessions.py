@@ -9,13 +9,16 @@ synchronous, at today's cost.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from brownout.core.state import RedisLink
 from brownout.core.state.redis_sessions import RedisSessions
 from brownout.invariants.fleet import FleetChecks
 from brownout.invariants.runner import InvariantRunner
 from brownout.invariants.session import HISTORY_MAX
 from brownout.proxy.checkqueue import OrderedJobs
+
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["MAX_QUEUED", "MAX_RUNNING", "FleetSessions"]
 

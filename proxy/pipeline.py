@@ -16,14 +16,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brownout.core.cost import Pricer
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.joined_trace import JoinedTrace
 from brownout.core.spans import ExchangeSpan, SpanBuilder
-from brownout.core.state import RedisLink
 from brownout.core.wire.otlp import PROVIDER as OTLP
 from brownout.core.wire.otlp import SPANS_NOTE
 from brownout.exporters.hub import Exporters
@@ -33,6 +32,9 @@ from brownout.proxy.agent_config import AgentSpansConfig
 from brownout.proxy.agent_join import AgentJoin
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.fleet_sessions import FleetSessions
+
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["Pipeline"]
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brownout.core.state.link import RedisLink
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["EMPTY", "OverlayRecord", "OverlayWrite", "RedisOverlay", "RollCall"]
 

@@ -22,10 +22,12 @@ server (standalone, or a primary with replicas), not Redis Cluster.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brownout.core.state.link import RedisLink
 from brownout.core.state.sessions import Committed, SessionChange, SessionRecord, Status, check_bounds
+
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["RedisSessions"]
 

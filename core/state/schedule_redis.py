@@ -28,9 +28,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brownout.core.state.link import RedisLink
 from brownout.core.state.schedule import (
     FIRED,
     SKIPPED_BLAST_RADIUS,
@@ -42,6 +41,9 @@ from brownout.core.state.schedule import (
     ramped,
 )
 from brownout.core.state.schedule_memory import WINDOW_S
+
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["RULE_TTL_S", "RedisSchedules"]
 

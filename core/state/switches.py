@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brownout.core.state.link import RedisLink
+if TYPE_CHECKING:  # the Redis client loads only with the redis backend
+    from brownout.core.state.link import RedisLink
 
 __all__ = ["EMPTY_VERSION", "FleetView", "RedisSwitches", "Replica"]
 
