@@ -51,6 +51,8 @@ from brownout.proxy.watch import ConfigWatcher
 
 __all__ = ["Brownout"]
 
+Later = Callable[[Callable[[Exchange], None], Exchange], None]  # schedules an exchange's completion
+
 log = logging.getLogger(__name__)
 
 # A request larger than proxy.buffer_max_bytes streams upstream before the request hook runs.
@@ -284,7 +286,7 @@ class Brownout(Lifecycle, ResponseHooks):
             self._close(state, defer=False)
         return len(states) + self.realtime.cut_all()
 
-    def _close(self, state: FlowState, *, defer: bool = True) -> None:
+    def _close(self, state: FlowState, *, defer: bool = True, later: Later | None = None) -> None:
         if state.relay_token and self.relay is not None:
             self.relay.discard(state.relay_token)
         if state.exchange.operation in SUBSCRIPTION_STREAMS:
@@ -292,11 +294,12 @@ class Brownout(Lifecycle, ResponseHooks):
         if state.tap is not None:
             # A compressed stream's copy may still be parsing (in slices, on this loop): the
             # exchange completes once it is done (at shutdown at once, with what was parsed).
-            state.tap.close(lambda: self._complete(state, defer=defer), wait=defer)
+            state.tap.close(lambda: self._complete(state, defer=defer, later=later), wait=defer)
         else:
-            self._complete(state, defer=defer)
+            self._complete(state, defer=defer, later=later)
 
-    def _complete(self, state: FlowState, *, defer: bool) -> None:
+    def _complete(self, state: FlowState, *, defer: bool, later: Later | None = None) -> None:
+        """`later` schedules the deferred part (by default, the loop's next turn)."""
         if state.exchange.mcp_method == "initialize":
             self.mcp_versions.learn(state.exchange)
         if state.plan is not None:
@@ -304,6 +307,9 @@ class Brownout(Lifecycle, ResponseHooks):
         self.tape.finish(state, state.exchange.timings.end)
         if not defer:
             self.pipeline.complete(state.exchange)
+            return
+        if later is not None:
+            later(self.pipeline.complete, state.exchange)
             return
         # After this hook returns mitmproxy writes the response: spans, invariants and metrics
         # run right after that, on the same loop, so they never add to the agent's latency.

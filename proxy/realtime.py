@@ -31,6 +31,7 @@ from brownout.faults.events import CloseAction, EventAction
 from brownout.faults.plan import Fired, Plan
 from brownout.proxy import wsclose
 from brownout.proxy.flowstate import FlowState
+from brownout.proxy.rationed import Rationed
 from brownout.proxy.realtime_session import RealtimeSession
 
 __all__ = ["Realtime"]
@@ -44,6 +45,8 @@ class Realtime:
     def __init__(self, host: Any) -> None:
         self.host = host
         self.sessions: dict[str, RealtimeSession] = {}
+        # Generations and sessions that ended: their spans, invariants and exporters go after live events.
+        self.ended = Rationed(host.guard, component="realtime")
 
     @property
     def guard(self) -> Any:
@@ -177,10 +180,13 @@ class Realtime:
             info.close_code,
             end - session.started,
         )
-        self.host._close(session.state, defer=defer)
+        # The session's exchange completes after its generations: in the same rationed order.
+        self.host._close(session.state, defer=defer, later=self.ended.submit)
 
     def cut_all(self) -> int:
-        """Shutdown: every open session is recorded as cut by it (`error.type` shutdown)."""
+        """Shutdown: what ended completes first, then every open session is recorded as cut by it (`error.type`
+        shutdown)."""
+        self.ended.flush()
         sessions, self.sessions = self.sessions, {}
         now = time.time()
         for session in sessions.values():
@@ -190,15 +196,12 @@ class Realtime:
         return len(sessions)
 
     def _complete(self, exchange: Exchange, *, defer: bool = True) -> None:
-        """A generation ended: spans, invariants and exporters, right after this hook (off its latency)."""
+        """A generation ended: spans, invariants and exporters after this hook (off its latency), rationed."""
         pipeline = self.host.pipeline
         if not defer:
             pipeline.complete(exchange)
             return
-        try:
-            asyncio.get_running_loop().call_soon(pipeline.complete, exchange)
-        except RuntimeError:
-            pipeline.complete(exchange)
+        self.ended.submit(pipeline.complete, exchange)
 
 
 def _on_event(fired: Fired, event: RealtimeEvent) -> EventAction | str | None:

@@ -78,6 +78,21 @@ def test_openai_realtime_generations_become_realtime_inference_spans(realtime_pr
     assert rec.metric("brownout_websocket_sessions_active", {"provider": "openai_realtime"}) == 0
 
 
+def test_completions_rationed_behind_live_events_keep_their_order(realtime_proxy: Any, upstream_tls: Any) -> None:
+    """Ended generations and sessions complete after live events when they would crowd them (proxy/rationed.py):
+    here one per 0.2 s window. The session still completes after its generations, and the client saw no delay."""
+    proxy, rec = realtime_proxy()
+    lane = proxy.addon.realtime.ended
+    lane.budget_s, lane.window_s = 1e-6, 0.2
+    with openai_realtime(upstream_tls) as conn:
+        _first, second = ask_weather(conn)
+    assert second[-1].response.status == "completed"
+    assert wait_for(lambda: len(rec.sessions()) == 1)
+    kinds = [e.realtime.kind for e in rec.exchanges if e.realtime is not None]
+    assert kinds == ["generation", "generation", "session"]
+    assert lane.deferred >= 1 and lane.pending == 0
+
+
 def test_gemini_live_through_google_genai(realtime_proxy: Any, upstream_tls: Any) -> None:
     _proxy, rec = realtime_proxy()
     got = gemini_session(upstream_tls, gemini_weather_turn)
