@@ -105,28 +105,42 @@ class ReplicaSet:
         return [self.chat(**kw) for _ in range(n)]
 
 
+def _launch(i: int, config_path: Path, upstream: str, workdir: Path, env: dict[str, str]) -> Replica:
+    port, control_port, metrics_port = free_port(), free_port(), free_port()
+    confdir = workdir / f"confdir-{i}"
+    log = workdir / f"replica-{i}.log"
+    cmd = [
+        *brownout_cmd(), "run", "-q", "-c", str(config_path), "--listen", f"127.0.0.1:{port}",
+        "--mode", f"reverse:{upstream}", "--confdir", str(confdir),
+        "--set", f"brownout_control_listen=127.0.0.1:{control_port}",
+        "--set", f"brownout_metrics_listen=127.0.0.1:{metrics_port}",
+        "--summary-json", str(workdir / f"summary-{i}.json"),
+    ]  # fmt: skip
+    out = log.open("w")
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    return Replica(proc, port, control_port, metrics_port, log, workdir / f"summary-{i}.json")
+
+
+# A port picked free can be taken by another test before the replica binds it: such a replica is started
+# again on other ports (the error is the suite's, not brownout's).
+PORT_TRIES = 3
+
+
 def _start(config_path: Path, upstream: str, workdir: Path, n: int, env: dict[str, str]) -> list[Replica]:
-    replicas: list[Replica] = []
+    replicas = [_launch(i, config_path, upstream, workdir, env) for i in range(n)]
     for i in range(n):
-        port, control_port, metrics_port = free_port(), free_port(), free_port()
-        confdir = workdir / f"confdir-{i}"
-        log = workdir / f"replica-{i}.log"
-        cmd = [
-            *brownout_cmd(), "run", "-q", "-c", str(config_path), "--listen", f"127.0.0.1:{port}",
-            "--mode", f"reverse:{upstream}", "--confdir", str(confdir),
-            "--set", f"brownout_control_listen=127.0.0.1:{control_port}",
-            "--set", f"brownout_metrics_listen=127.0.0.1:{metrics_port}",
-            "--summary-json", str(workdir / f"summary-{i}.json"),
-        ]  # fmt: skip
-        out = log.open("w")
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
-        replicas.append(Replica(proc, port, control_port, metrics_port, log, workdir / f"summary-{i}.json"))
-    for r in replicas:
-        for p in (r.port, r.control_port):
+        for attempt in range(PORT_TRIES):
+            r = replicas[i]
             try:
-                wait_for_port(p, r.proc)
+                for p in (r.port, r.control_port):
+                    wait_for_port(p, r.proc)
+                break
             except AssertionError as e:
-                raise AssertionError(f"{e}\n{r.log.read_text()}") from None
+                log = r.log.read_text()
+                if "Address already in use" not in log or attempt == PORT_TRIES - 1:
+                    raise AssertionError(f"{e}\n{log}") from None
+                r.proc.wait(10)
+                replicas[i] = _launch(i, config_path, upstream, workdir, env)
     return replicas
 
 
