@@ -50,7 +50,7 @@ class Rationed:
         self.budget_s = budget_s
         self.window_s = window_s
         self.max_delay_s = max_delay_s
-        self.deferred = 0  # pieces of work that waited for a later window: what the tests and /status count
+        self.deferred = 0  # times the backlog waited for a later window
         self._queue: deque[tuple[float, Callable[..., Any], tuple[Any, ...]]] = deque()
         self._window_end = 0.0
         self._spent = 0.0

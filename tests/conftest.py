@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import signal
+import socket
 import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -99,6 +100,15 @@ def upstream_tls() -> Iterator[Any]:
     """A TLS MockUpstream with its own CA (`.ca_pem_path`); brownout_proxy(upstream=...) trusts it."""
     with _mock_upstream_class().run_in_thread(tls=True) as up:
         yield up
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something already listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture

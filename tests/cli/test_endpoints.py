@@ -3,10 +3,8 @@ control token never leaves brownout, and empty configs are errors."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +17,6 @@ from tests.cli.helpers import brownout_cmd, clean_env, free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        yield sock.getsockname()[1]
 
 
 @pytest.mark.parametrize(

@@ -3,22 +3,12 @@ another test of the suite), and still fails at once for any other reason."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cli import helpers
 from tests.fleet import replicas
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
 
 
 def test_a_port_taken_before_the_replica_binds_it_gets_the_replica_started_again(
