@@ -42,8 +42,11 @@ def proxies(tmp_path: Path, _ca_template: Path) -> Iterator[Any]:
 
 
 def _exchanges(handle: ProxyHandle) -> int:
-    counter = handle.addon.pipeline.exporters.metrics.requests
-    return int(sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total")))
+    def count() -> int:  # on the proxy's loop: after the completions it queued before answering
+        counter = handle.addon.pipeline.exporters.metrics.requests
+        return int(sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total")))
+
+    return handle.call(count)
 
 
 def test_two_proxies_share_one_port_and_both_serve(proxies: Any, upstream: Any) -> None:
