@@ -15,6 +15,12 @@ Each request carries a system prompt, a conversation with an earlier tool call a
 three tool declarations with JSON schemas (about 3 KB). Targets: brownout with everything on at
 least 0.90x plain mitmdump's throughput at 1 and 8 connections, and its p99 at 1 connection at most
 2 ms over mitmdump's, per case.
+
+Plain mitmdump buffers each answer and writes it once; brownout streams an event stream through as
+it comes (an agent reads each token as it is generated). With `reference` paths (`bench/run.py
+--llm-reference`), the cases also go through `mitmdump-stream` (the same engine, unbuffered) and
+`brownout` with no rules, and the report splits the gap: what streaming costs mitmproxy itself, and
+what brownout adds on top of it, in throughput and in proxy CPU per request (informational rows).
 """
 
 from __future__ import annotations
@@ -26,12 +32,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.load import LoadResult, Request, run_load
-from bench.report import P99_ADDED_MS, RPS_FLOOR, target
+from bench.procstat import cpu_seconds
+from bench.report import P99_ADDED_MS, RPS_FLOOR, info, target
 
-__all__ = ["CASES", "LLM_PATHS", "LlmCase", "answer_ok", "llm_targets", "measure_llm", "render_llm_rows"]
+__all__ = [
+    "CASES",
+    "LLM_PATHS",
+    "REFERENCE_PATHS",
+    "LlmCase",
+    "answer_ok",
+    "llm_targets",
+    "measure_llm",
+    "render_llm_rows",
+]
 
 LLM_PATHS = ("direct", "mitmdump", "brownout-all-on")  # the all-on target is against plain mitmdump
+REFERENCE_PATHS = ("mitmdump-stream", "brownout")  # where the gap comes from (informational)
 BROWNOUT = "brownout-all-on"
+_ORDER = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
 
 _SYSTEM = (
     "You are a travel assistant for a company's employees. Answer briefly and cite the tool you used. "
@@ -214,31 +232,54 @@ def answer_ok(port: int, case: LlmCase, timeout_s: float = 10.0) -> bool:
     return head.startswith(b"HTTP/1.1 200") and case.complete(body)
 
 
-def _median(runs: list[LoadResult]) -> dict[str, Any]:
+def _median(runs: list[LoadResult], cpu_s: list[float | None]) -> dict[str, Any]:
     best = sorted(runs, key=lambda r: r.rps)[len(runs) // 2].to_dict()
     best["rps_rounds"] = [round(r.rps, 1) for r in runs]
+    requests = sum(r.requests for r in runs)
+    if requests and cpu_s and all(c is not None for c in cpu_s):
+        # Over every round (not the median one's): the proxy's own CPU is steadier than its req/s.
+        best["cpu_ms_per_request"] = round(sum(c for c in cpu_s if c is not None) / requests * 1000, 3)
     return best
 
 
+def _cpu(pid: int | None) -> float | None:
+    return None if pid is None else cpu_seconds(pid)
+
+
 def measure_llm(
-    ports: dict[str, int], duration_s: float, rounds: int, use_wrk: bool, cases: tuple[LlmCase, ...] = CASES
+    ports: dict[str, int],
+    duration_s: float,
+    rounds: int,
+    use_wrk: bool,
+    cases: tuple[LlmCase, ...] = CASES,
+    *,
+    pids: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Each case through each path at 1 and 8 connections, rounds interleaving the paths; the median round."""
-    paths = {name: port for name, port in ports.items() if name in LLM_PATHS}
+    """Each case through each path at 1 and 8 connections, rounds interleaving the paths; the median round.
+    The paths are LLM_PATHS and whichever REFERENCE_PATHS `ports` has; with `pids`, each path's proxy CPU
+    per request too."""
+    paths = {name: ports[name] for name in _ORDER if name in ports}
+    pids = pids or {}
     out: dict[str, Any] = {"paths": list(paths), "cases": {}, "checked": {}}
     for case in cases:
         print(f"  LLM case {case.name}: {len(case.request.body):,} byte requests", flush=True)
         out["checked"][case.name] = {name: answer_ok(port, case) for name, port in paths.items()}
         runs: dict[str, dict[str, list[LoadResult]]] = {name: {"c1": [], "c8": []} for name in paths}
+        cpu: dict[str, dict[str, list[float | None]]] = {name: {"c1": [], "c8": []} for name in paths}
         for port in paths.values():  # warm-up: the first requests of a shape are slower everywhere
             run_load(port, case.path, 8, max(1.0, duration_s / 5), use_wrk=use_wrk, request=case.request)
         for _ in range(rounds):
             for name, port in paths.items():
                 for c, n in (("c1", 1), ("c8", 8)):
+                    before = _cpu(pids.get(name))
                     runs[name][c].append(
                         run_load(port, case.path, n, duration_s, use_wrk=use_wrk, request=case.request)
                     )
-        out["cases"][case.name] = {name: {"c1": _median(r["c1"]), "c8": _median(r["c8"])} for name, r in runs.items()}
+                    after = _cpu(pids.get(name))
+                    cpu[name][c].append(after - before if before is not None and after is not None else None)
+        out["cases"][case.name] = {
+            name: {c: _median(r[c], cpu[name][c]) for c in ("c1", "c8")} for name, r in runs.items()
+        }
     return out
 
 
@@ -268,20 +309,45 @@ def llm_targets(llm: dict[str, Any]) -> dict[str, dict[str, Any]]:
         errors = sum(r[c]["errors"] for r in results.values() for c in ("c1", "c8"))
         detail = f"broken through: {', '.join(broken) or 'none'}; load errors: {errors}"
         out[f"{case}: broken_answers_and_load_errors"] = target(len(broken) + errors, "<=", 0, "", detail, group="llm")
+        out.update(_split(case, results))
+    return out
+
+
+def _split(case: str, results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Informational, with the reference paths: streaming's own cost to mitmproxy, and brownout's (with no
+    rules and with everything on) over unbuffered mitmdump, in req/s and in proxy CPU per request."""
+    out: dict[str, dict[str, Any]] = {}
+    pairs = [("mitmdump-stream", "mitmdump"), ("brownout", "mitmdump-stream"), (BROWNOUT, "mitmdump-stream")]
+    for path, base in pairs:
+        a, b = results.get(path), results.get(base)
+        if a is None or b is None:
+            continue
+        for c in ("c1", "c8"):
+            ra, rb = a[c]["rps"], b[c]["rps"]
+            row = info(ra / rb if rb else None, f"{ra:,.0f} vs {rb:,.0f} req/s", unit="x")
+            out[f"{path}: {case}: rps_ratio_vs_{base.replace('-', '_')}_{c}"] = {**row, "group": "llm"}
+        ca, cb = a["c8"].get("cpu_ms_per_request"), b["c8"].get("cpu_ms_per_request")
+        if ca is not None and cb is not None:
+            row = info(ca - cb, f"{ca:.3f} vs {cb:.3f} ms of proxy CPU per request")
+            out[f"{path}: {case}: cpu_ms_per_request_added_vs_{base.replace('-', '_')}_c8"] = {**row, "group": "llm"}
     return out
 
 
 def render_llm_rows(llm: dict[str, Any]) -> list[str]:
     """Markdown rows: case, path, req/s and latency at 1 and 8 connections."""
+    with_cpu = any("cpu_ms_per_request" in r["c8"] for results in llm["cases"].values() for r in results.values())
     lines = [
-        "| case | path | req/s, 1 conn | p50 ms | p99 ms | req/s, 8 conns | p99 ms |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| case | path | req/s, 1 conn | p50 ms | p99 ms | req/s, 8 conns | p99 ms |"
+        + (" proxy CPU ms/req, 8 conns |" if with_cpu else ""),
+        "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if with_cpu else ""),
     ]
     for case, results in llm["cases"].items():
         for name, r in results.items():
             c1, c8 = r["c1"], r["c8"]
+            cpu = c8.get("cpu_ms_per_request")
             lines.append(
                 f"| {case} | {name} | {c1['rps']:,.0f} | {c1['p50_ms']:.2f} | {c1['p99_ms']:.2f} | "
                 f"{c8['rps']:,.0f} | {c8['p99_ms']:.2f} |"
+                + ((f" {cpu:.3f} |" if cpu is not None else " - |") if with_cpu else "")
             )
     return lines

@@ -6,6 +6,7 @@
     .venv/bin/python bench/run.py --streams-case   # also 1,000 concurrent SSE streams (bench/streams.py)
     .venv/bin/python bench/run.py --no-llm     # without the LLM-shaped cases (bench/llm.py)
     .venv/bin/python bench/run.py --llm-only   # only the LLM-shaped cases, through their three paths
+    .venv/bin/python bench/run.py --llm-only --llm-reference   # and through mitmdump-stream and brownout too
 
 Paths: direct; plain mitmdump (buffers SSE); mitmdump with stream_large_bodies=1 (the same engine
 unbuffered); brownout with no rules; brownout with every invariant and exporter on
@@ -22,7 +23,8 @@ with the load generator. Throughput and latency use GET /ping (1 KB JSON); strea
 (10 events 100 ms apart): plain mitmdump buffers the stream, brownout must not. Then the traffic
 brownout exists for (bench/llm.py): OpenAI chat completions with tool calls, whole and streamed, and
 Anthropic messages streamed with a tool call, through direct, plain mitmdump and brownout-all-on,
-with the same targets for all-on (--no-llm skips them).
+with the same targets for all-on (--no-llm skips them; --llm-reference adds unbuffered mitmdump and
+brownout with no rules, to split the gap between streaming's own cost and brownout's).
 With --streams-case, the same servers then carry 1,000 concurrent SSE streams of 60 events each,
 one path after another (about a minute more; see bench/streams.py). Results go to
 bench/results/latest.json, with the machine, the software and the brownout commit they ran on.
@@ -41,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from bench.llm import LLM_PATHS, llm_targets, measure_llm
+from bench.llm import LLM_PATHS, REFERENCE_PATHS, llm_targets, measure_llm
 from bench.load import have_wrk, run_load
 from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
@@ -116,9 +118,11 @@ def run_bench(
     streams: StreamsConfig | None = None,
     llm: bool = True,
     llm_only: bool = False,
+    llm_reference: bool = False,
 ) -> dict[str, Any]:
     """Measure every path; with `llm`, the LLM-shaped cases; with `streams`, then the concurrent-streams
-    case on the same servers. `llm_only` starts only the LLM cases' paths and measures only those cases."""
+    case on the same servers. `llm_only` starts only the LLM cases' paths and measures only those cases;
+    `llm_reference` runs the LLM cases through unbuffered mitmdump and brownout with no rules too."""
     workdir = Path(tempfile.mkdtemp(prefix="brownout-bench-"))
     procs: list[Proc] = []
     notes: list[str] = []
@@ -133,7 +137,7 @@ def run_bench(
         by_name["mitmdump"] = start_mitmdump(upstream.port, workdir)
         procs.append(by_name["mitmdump"])
         variants: dict[str, str | None] = {}
-        if not llm_only:
+        if not llm_only or llm_reference:
             # The same engine told to stream every body: what unbuffered mitmproxy itself costs.
             by_name["mitmdump-stream"] = start_mitmdump(upstream.port, workdir, stream_all=True)
             procs.append(by_name["mitmdump-stream"])
@@ -152,7 +156,11 @@ def run_bench(
         if not llm_only:
             data["results"] = _measure_all(ports, duration_s, rounds, ttft_runs, use_wrk)
         if llm or llm_only:
-            data["llm"] = measure_llm({n: p for n, p in ports.items() if n in LLM_PATHS}, duration_s, rounds, use_wrk)
+            paths = LLM_PATHS + (REFERENCE_PATHS if llm_reference else ())
+            pids = {n: p.popen.pid for n, p in by_name.items() if n != "direct"}  # the proxies' CPU
+            data["llm"] = measure_llm(
+                {n: p for n, p in ports.items() if n in paths}, duration_s, rounds, use_wrk, pids=pids
+            )
         if streams is not None:
             paths = {name: by_name[name] for name in STREAM_PATHS if name in by_name}
             data["streams"] = run_case(paths, upstream, streams)
@@ -203,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the LLM-shaped cases through direct, plain mitmdump and brownout-all-on (no GET /ping, no SSE)",
     )
     parser.add_argument(
+        "--llm-reference",
+        action="store_true",
+        help="the LLM-shaped cases also through unbuffered mitmdump and brownout with no rules: where the gap comes from",
+    )
+    parser.add_argument(
         "--streams-case",
         action="store_true",
         help="then 1,000 concurrent SSE streams through direct, both mitmdumps and brownout-all-on (bench/streams.py)",
@@ -217,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.llm_only and (args.no_llm or args.streams_case):
         parser.error("--llm-only runs the LLM cases alone: not with --no-llm or --streams-case")
+    if args.llm_reference and args.no_llm:
+        parser.error("--llm-reference adds paths to the LLM cases: not with --no-llm")
     duration = args.duration or (2.0 if args.quick else 4.0)
     ttft_runs = args.ttft_runs or (3 if args.quick else 10)
     use_wrk = False if args.python_load else ensure_wrk(not args.no_install)
@@ -235,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         streams=streams,
         llm=not args.no_llm,
         llm_only=args.llm_only,
+        llm_reference=args.llm_reference,
     )
     data["meta"] = _meta(duration, use_wrk, rounds, argv if argv is not None else sys.argv[1:])
     data["targets"] = load_targets(data["results"]) if "results" in data else {}

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from bench import run as bench_run
-from bench.llm import CASES, LLM_PATHS, answer_ok, llm_targets, measure_llm
+from bench.llm import CASES, LLM_PATHS, REFERENCE_PATHS, answer_ok, llm_targets, measure_llm, render_llm_rows
 from bench.load import Request, _read_response, wrk_command, wrk_script
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
 from bench.publish import render_llm, render_results
@@ -161,18 +161,25 @@ def test_llm_cases_are_on_by_default() -> None:
 
 
 @pytest.mark.slow
-def test_llm_only_starts_the_llm_paths_and_measures_only_their_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reference", [False, True])
+def test_llm_only_starts_the_llm_paths_and_measures_only_their_cases(
+    monkeypatch: pytest.MonkeyPatch, reference: bool
+) -> None:
     seen: dict[str, int] = {}
+    cpu_of: dict[str, int] = {}
 
-    def measured(ports: dict[str, int], *args: Any) -> dict[str, Any]:
+    def measured(ports: dict[str, int], *args: Any, pids: dict[str, int]) -> dict[str, Any]:
         seen.update(ports)
+        cpu_of.update(pids)
         assert all(answer_ok(port, CASES[0]) for port in ports.values())  # each server is up and answering
         return {"paths": list(ports), "cases": {}, "checked": {}}
 
     monkeypatch.setattr(bench_run, "measure_llm", measured)
     monkeypatch.setattr(bench_run, "_measure_all", lambda *a: pytest.fail("GET /ping measured with --llm-only"))
-    data = bench_run.run_bench(0.3, 1, False, None, llm_only=True)
-    assert sorted(seen) == sorted(LLM_PATHS) and "results" not in data
+    data = bench_run.run_bench(0.3, 1, False, None, llm_only=True, llm_reference=reference)
+    paths = LLM_PATHS + (REFERENCE_PATHS if reference else ())
+    assert sorted(seen) == sorted(paths) and "results" not in data
+    assert sorted(cpu_of) == sorted(p for p in paths if p != "direct")  # each proxy's CPU, not the upstream's
 
 
 def test_llm_only_is_its_own_run() -> None:
@@ -180,3 +187,45 @@ def test_llm_only_is_its_own_run() -> None:
     for clash in (["--no-llm"], ["--streams-case"]):
         with pytest.raises(SystemExit):
             bench_run.main(["--llm-only", *clash])
+    with pytest.raises(SystemExit):
+        bench_run.main(["--llm-reference", "--no-llm"])
+
+
+def _with_reference(rps: dict[str, float], cpu: dict[str, float]) -> dict[str, Any]:
+    def path(name: str) -> dict[str, Any]:
+        load = {"rps": rps[name], "p50_ms": 1.0, "p99_ms": 3.0, "errors": 0, "requests": 100}
+        return {"c1": dict(load), "c8": {**load, "cpu_ms_per_request": cpu[name]}}
+
+    names = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
+    return {
+        "paths": list(names),
+        "cases": {"openai-tools-stream": {name: path(name) for name in names}},
+        "checked": {"openai-tools-stream": dict.fromkeys(names, True)},
+    }
+
+
+def test_the_reference_paths_split_the_gap_into_streaming_and_brownout_without_a_verdict() -> None:
+    run = _with_reference(
+        {"direct": 9000.0, "mitmdump": 400.0, "mitmdump-stream": 300.0, "brownout": 285.0, "brownout-all-on": 240.0},
+        {"direct": 0.1, "mitmdump": 2.25, "mitmdump-stream": 3.0, "brownout": 3.25, "brownout-all-on": 3.5},
+    )
+    targets = llm_targets(run)
+    case = "openai-tools-stream"
+    assert targets[f"mitmdump-stream: {case}: rps_ratio_vs_mitmdump_c1"]["value"] == 0.75
+    assert targets[f"mitmdump-stream: {case}: cpu_ms_per_request_added_vs_mitmdump_c8"]["value"] == 0.75
+    assert targets[f"brownout: {case}: rps_ratio_vs_mitmdump_stream_c8"]["value"] == 0.95
+    assert targets[f"brownout-all-on: {case}: rps_ratio_vs_mitmdump_stream_c1"]["value"] == 0.8
+    assert targets[f"brownout-all-on: {case}: cpu_ms_per_request_added_vs_mitmdump_stream_c8"]["value"] == 0.5
+    split = {k: t for k, t in targets.items() if "vs_mitmdump_stream" in k or k.startswith("mitmdump-stream")}
+    assert len(split) == 9 and all(t["met"] is None and t["group"] == "llm" for t in split.values())
+    # Only the targets judge: all-on at 0.6x plain mitmdump misses, the informational rows do not.
+    assert sorted(m.split(": ")[2] for m in missed(targets)) == ["rps_ratio_vs_mitmdump_c1", "rps_ratio_vs_mitmdump_c8"]
+    rows = render_llm_rows(run)
+    assert rows[0].endswith("| proxy CPU ms/req, 8 conns |")
+    assert f"| {case} | mitmdump-stream | 300 | 1.00 | 3.00 | 300 | 3.00 | 3.000 |" in rows
+
+
+def test_without_the_reference_paths_there_is_no_split_and_no_cpu_column() -> None:
+    run = _run({"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 950.0}, dict.fromkeys(LLM_PATHS, 3.0))
+    assert not [k for k in llm_targets(run) if "mitmdump_stream" in k]
+    assert "CPU" not in render_llm_rows(run)[0]
