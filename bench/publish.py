@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py --streams-case --output bench/results/published/run.json
     .venv/bin/python bench/fleet.py --output bench/results/published/fleet.json    # the fleet's block
+    .venv/bin/python bench/run.py --llm-only --llm-reference --output bench/results/published/llm-reference-1.json
     .venv/bin/python bench/publish.py            # rewrites the results blocks of docs/benchmark.md
     .venv/bin/python bench/publish.py --check    # exit 1 when the page and the committed run disagree
 
@@ -32,6 +33,8 @@ BEGIN, END = "<!-- RESULTS:BEGIN (bench/publish.py) -->", "<!-- RESULTS:END -->"
 STREAMS_BEGIN, STREAMS_END = "<!-- STREAMS:BEGIN (bench/publish.py) -->", "<!-- STREAMS:END -->"
 LLM_BEGIN, LLM_END = "<!-- LLM:BEGIN (bench/publish.py) -->", "<!-- LLM:END -->"
 FLEET_BEGIN, FLEET_END = "<!-- FLEET:BEGIN (bench/publish.py) -->", "<!-- FLEET:END -->"
+LLMREF_BEGIN, LLMREF_END = "<!-- LLMREF:BEGIN (bench/publish.py) -->", "<!-- LLMREF:END -->"
+LLM_REFERENCE_RUNS = "llm-reference-*.json"  # in bench/results/published/, numbered in run order
 NO_LLM_RUN = "No committed run has the LLM-shaped cases yet."
 
 PATHS = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
@@ -100,6 +103,32 @@ def render_llm(data: dict[str, Any]) -> str:
     )
 
 
+def reference_runs(folder: Path = PUBLISHED.parent) -> list[dict[str, Any]]:
+    """The committed runs of `bench/run.py --llm-only --llm-reference`, in the order of their numbers."""
+    files = sorted(folder.glob(LLM_REFERENCE_RUNS), key=lambda f: int(f.stem.rsplit("-", 1)[1]))
+    return [json.loads(f.read_text()) for f in files]
+
+
+def render_llm_reference(runs: list[dict[str, Any]]) -> str:
+    """One table of every reference run: each cell holds the runs' values, run 1 / run 2 / ..."""
+    if not runs:
+        return "No committed run of the LLM cases with `--llm-reference`."
+    lines = [f"{i}. {_machine(run)}" for i, run in enumerate(runs, 1)]
+    lines += [
+        "",
+        "| case | path | proxy CPU ms/request, 8 conns | req/s, 1 conn | req/s, 8 conns |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for case, paths in runs[0]["llm"]["cases"].items():
+        for name in (n for n in PATHS if n in paths and n != "direct"):
+            at = [run["llm"]["cases"][case][name] for run in runs]
+            cpu = " / ".join(_num(r["c8"].get("cpu_ms_per_request"), 2) for r in at)
+            c1 = " / ".join(_num(r["c1"]["rps"], 0) for r in at)
+            c8 = " / ".join(_num(r["c8"]["rps"], 0) for r in at)
+            lines.append(f"| {case} | {name} | {cpu} | {c1} | {c8} |")
+    return "\n".join(lines)
+
+
 def render_streams(data: dict[str, Any]) -> str:
     streams = data.get("streams")
     if not streams:
@@ -141,6 +170,7 @@ def rendered(page: str, data: dict[str, Any], fleet: dict[str, Any] | None = Non
     page = _replace(page, BEGIN, END, render_results(data))
     page = _replace(page, LLM_BEGIN, LLM_END, render_llm(data))
     page = _replace(page, FLEET_BEGIN, FLEET_END, render_fleet(fleet if fleet is not None else fleet_run()))
+    page = _replace(page, LLMREF_BEGIN, LLMREF_END, render_llm_reference(reference_runs()))
     return _replace(page, STREAMS_BEGIN, STREAMS_END, render_streams(data))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench import publish
 from bench.fleetreport import NO_FLEET_RUN, render_fleet
-from bench.llm import CASES, LLM_PATHS
+from bench.llm import CASES, LLM_PATHS, REFERENCE_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,3 +73,27 @@ def test_the_llm_shaped_cases_are_published_with_their_targets() -> None:
             name = f"brownout-all-on: {case}: {measure}"
             assert data["targets"][name]["group"] == "llm" and f"| {name} |" in text
         assert data["targets"][f"{case}: broken_answers_and_load_errors"]["met"], "a path broke the answers"
+
+
+def test_the_reference_runs_split_every_case_with_their_provenance_on_the_page() -> None:
+    runs = publish.reference_runs()
+    assert len(runs) >= 2, "the page compares runs: keep at least two"
+    page = publish.PAGE.read_text()
+    assert publish.render_llm_reference(runs) in page
+    for run in runs:
+        _check_provenance(run, "bench/run.py --llm-only --llm-reference")
+        assert set(run["llm"]["cases"]) == {case.name for case in CASES}
+        for results in run["llm"]["cases"].values():
+            assert set(results) == set(LLM_PATHS) | set(REFERENCE_PATHS)
+            for name, result in results.items():  # each proxy's CPU was measured, the upstream's was not
+                assert ("cpu_ms_per_request" in result["c8"]) == (name != "direct"), name
+
+
+def test_the_reference_table_puts_the_runs_side_by_side() -> None:
+    run = json.loads((publish.PUBLISHED.parent / "llm-reference-1.json").read_text())
+    text = publish.render_llm_reference([run, run])
+    mitmdump = run["llm"]["cases"]["openai-tools"]["mitmdump"]
+    cpu = f"{mitmdump['c8']['cpu_ms_per_request']:.2f}"
+    assert f"| openai-tools | mitmdump | {cpu} / {cpu} |" in text
+    assert "| openai-tools | direct |" not in text  # the upstream is no proxy
+    assert publish.render_llm_reference([]).startswith("No committed run")
