@@ -149,6 +149,9 @@ def run(
     **cassette: Any,
 ) -> None:
     """Run the proxy in the foreground until Ctrl-C or SIGTERM, then print a summary of what it did."""
+    from brownout.proxy.leanimport import defer_mitmproxy_addons
+
+    defer_mitmproxy_addons()  # this process is brownout's own: load only the addons it runs
     from brownout.proxy.embed import ProxyStartError
     from brownout.proxy.serve import serve_until_signal
     from brownout.proxy.startup import StopReport, startup_lines

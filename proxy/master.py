@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from mitmproxy import addonmanager, addons, exceptions, hooks, options
+from mitmproxy import addonmanager, exceptions, hooks, options
 from mitmproxy.addons import (
     block,
     core,
@@ -124,5 +124,5 @@ class BrownoutMaster(Master):
         if with_termlog:
             self._termlog_addon = termlog.TermLog()
             self.addons.add(self._termlog_addon)
-        self.addons.add(*(a for a in addons.default_addons() if type(a) in PROXY_CORE))
+        self.addons.add(*(cls() for cls in PROXY_CORE))
         self.addons.add(errorcheck.ErrorCheck())

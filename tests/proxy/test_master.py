@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from mitmproxy import exceptions, options
+from mitmproxy import addons, exceptions, options
 from mitmproxy.proxy.layers.http import HttpRequestHook, HttpResponseHook
 from mitmproxy.test import tflow
 
@@ -53,6 +53,8 @@ def test_loads_the_proxy_core_only_and_keeps_its_options() -> None:
         master = await _master()
         loaded = {type(a) for a in master.addons.chain}
         assert set(PROXY_CORE) <= loaded
+        # Built from PROXY_CORE, which must list them as mitmproxy's own default addons do.
+        assert list(PROXY_CORE) == [type(a) for a in addons.default_addons() if type(a) in PROXY_CORE]
         assert master.addons.get("script") is None and master.addons.get("save") is None
         for option in ("proxyauth", "allow_hosts", "ignore_hosts", "block_global", "upstream_auth", "ssl_insecure"):
             assert option in master.options, option
