@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from brownout.proxy.freeport import free_port  # outside the kernel's ephemeral range
+
 __all__ = [
     "ROOT",
     "Proc",
@@ -59,12 +61,6 @@ class Proc:
             return self.log_path.read_text(errors="replace")[-n:]
         except OSError:
             return ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(port: int, path: str = "/ping", timeout_s: float = 30.0, proc: Proc | None = None) -> bool:

@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from brownout.proxy.freeport import free_port as _free_port  # outside the kernel's ephemeral range
+
 __all__ = ["REDIS_SERVER", "RedisServer", "redis_server", "running_redis"]
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisServer:

@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from brownout.proxy.experiment.agentproc import format_command
 from brownout.proxy.experiment.config import ReadyCheck, ServiceConfig
+from brownout.proxy.freeport import free_port
 
 __all__ = ["ServiceError", "ServiceRecord", "Services", "command_text", "free_port", "log_name", "outcome"]
 
@@ -58,14 +59,6 @@ class ServiceRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now. Another process may take it before the service binds it: rare, since the
-    kernel hands out ephemeral ports in turn, and then the service usually fails to bind and exits."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def log_name(name: str) -> str:

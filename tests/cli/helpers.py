@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from brownout.proxy.freeport import free_port  # outside the kernel's ephemeral range
+
 __all__ = ["BIN", "REPO", "brownout_cmd", "clean_env", "free_port", "wait_for_port"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,13 +40,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
-
-
-def free_port() -> int:
-    # racy in principle (the port is released before use); fine on a test machine's loopback
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 60.0) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
@@ -16,14 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from brownout.core.semconv import LATEST
 from brownout.exporters.metrics import Metrics
+from brownout.proxy.freeport import free_port as _free_port  # outside the kernel's ephemeral range
 from tests.exporters.expsamples import traffic
 from tests.exporters.promsupport import PROMETHEUS, alert_exprs, dashboard_exprs, feed, needs_prometheus
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Live:
