@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ import pytest
 from brownout.proxy.demo.agent import run_agent
 from brownout.proxy.demo.agent_steps import AgentSummary
 from brownout.proxy.demo.upstream import MockUpstream
+from brownout.proxy.freeport import free_port
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +58,7 @@ def test_agent_retries_are_counted(up: MockUpstream) -> None:
 
 
 def test_agent_survives_a_dead_tool_api(up: MockUpstream) -> None:
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there, below the ephemeral range
     s = run_agent(up.url, tools_url=dead)
     tools = [st for st in s.steps if st.api == "tool"]
     assert len(tools) == 2 and not any(t.ok for t in tools)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -19,18 +18,13 @@ import yaml
 
 from brownout.proxy.experiment.staging.config import StagingExperiment, parse_any_experiment
 from brownout.proxy.experiment.staging.run import run_staging
+from brownout.proxy.freeport import free_port as closed_port  # below the ephemeral range: nothing binds it by chance
 from tests.redisserver import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 
 TOKEN = "runner-test-token"
 RULES = [{"name": "slow", "match": {"provider": "openai"}, "fault": {"type": "latency", "delay_ms": 1}}]
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(brownout_proxy: Callable[..., Any]) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from brownout.core.spans import SpanBuilder
 from brownout.exporters.config import ExportersConfig, OtlpConfig
 from brownout.exporters.hub import Exporters
 from brownout.exporters.otlp_http import DirectHttpSpanExporter
+from brownout.proxy.freeport import free_port as _closed_port  # below the ephemeral range: nothing binds it by chance
 from tests.exporters.expsamples import exchange, violation
 from tests.threadserver import serving_handler
 
@@ -178,12 +178,6 @@ def test_service_name_and_resource_from_environment(
     assert got.event.wait(5)
     assert got.resource["service.name"] == "agent-chaos"
     assert got.resource["deployment.environment"] == "ci"
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])

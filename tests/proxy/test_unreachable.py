@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from typing import Any
@@ -14,16 +13,11 @@ import pytest
 from pydantic import ValidationError
 
 from brownout.proxy.config import ProxySettings
+from brownout.proxy.freeport import free_port as closed_port  # below the ephemeral range: nothing binds it by chance
 from tests.reliability.badinput import h2_first_context
 from tests.reliability.rawupstream import RawUpstream, chunked, routes
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def chat(base_url: str, proxy: Any) -> BaseException:
