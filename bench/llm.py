@@ -38,6 +38,7 @@ from bench.report import P99_ADDED_MS, RPS_FLOOR, info, target
 __all__ = [
     "CASES",
     "LLM_PATHS",
+    "PATHS",
     "REFERENCE_PATHS",
     "LlmCase",
     "answer_ok",
@@ -49,7 +50,7 @@ __all__ = [
 LLM_PATHS = ("direct", "mitmdump", "brownout-all-on")  # the all-on target is against plain mitmdump
 REFERENCE_PATHS = ("mitmdump-stream", "brownout")  # where the gap comes from (informational)
 BROWNOUT = "brownout-all-on"
-_ORDER = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
+PATHS = (*LLM_PATHS[:2], *REFERENCE_PATHS, BROWNOUT)  # every path of bench/run.py, in its order
 
 _SYSTEM = (
     "You are a travel assistant for a company's employees. Answer briefly and cite the tool you used. "
@@ -258,7 +259,7 @@ def measure_llm(
     """Each case through each path at 1 and 8 connections, rounds interleaving the paths; the median round.
     The paths are LLM_PATHS and whichever REFERENCE_PATHS `ports` has; with `pids`, each path's proxy CPU
     per request too."""
-    paths = {name: ports[name] for name in _ORDER if name in ports}
+    paths = {name: ports[name] for name in PATHS if name in ports}
     pids = pids or {}
     out: dict[str, Any] = {"paths": list(paths), "cases": {}, "checked": {}}
     for case in cases:
@@ -322,14 +323,15 @@ def _split(case: str, results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         a, b = results.get(path), results.get(base)
         if a is None or b is None:
             continue
+        vs = base.replace("-", "_")
         for c in ("c1", "c8"):
             ra, rb = a[c]["rps"], b[c]["rps"]
             row = info(ra / rb if rb else None, f"{ra:,.0f} vs {rb:,.0f} req/s", unit="x")
-            out[f"{path}: {case}: rps_ratio_vs_{base.replace('-', '_')}_{c}"] = {**row, "group": "llm"}
+            out[f"{path}: {case}: rps_ratio_vs_{vs}_{c}"] = {**row, "group": "llm"}
         ca, cb = a["c8"].get("cpu_ms_per_request"), b["c8"].get("cpu_ms_per_request")
         if ca is not None and cb is not None:
             row = info(ca - cb, f"{ca:.3f} vs {cb:.3f} ms of proxy CPU per request")
-            out[f"{path}: {case}: cpu_ms_per_request_added_vs_{base.replace('-', '_')}_c8"] = {**row, "group": "llm"}
+            out[f"{path}: {case}: cpu_ms_per_request_added_vs_{vs}_c8"] = {**row, "group": "llm"}
     return out
 
 

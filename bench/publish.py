@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fleetreport import render_fleet
-from bench.llm import render_llm_rows
+from bench.llm import PATHS, render_llm_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "bench" / "results" / "published" / "run.json"
@@ -36,8 +36,6 @@ FLEET_BEGIN, FLEET_END = "<!-- FLEET:BEGIN (bench/publish.py) -->", "<!-- FLEET:
 LLMREF_BEGIN, LLMREF_END = "<!-- LLMREF:BEGIN (bench/publish.py) -->", "<!-- LLMREF:END -->"
 LLM_REFERENCE_RUNS = "llm-reference-*.json"  # in bench/results/published/, numbered in run order
 NO_LLM_RUN = "No committed run has the LLM-shaped cases yet."
-
-PATHS = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
 
 
 def _num(value: float | None, digits: int = 1) -> str:

@@ -156,10 +156,10 @@ def run_bench(
         if not llm_only:
             data["results"] = _measure_all(ports, duration_s, rounds, ttft_runs, use_wrk)
         if llm or llm_only:
-            paths = LLM_PATHS + (REFERENCE_PATHS if llm_reference else ())
+            llm_paths = LLM_PATHS + (REFERENCE_PATHS if llm_reference else ())
             pids = {n: p.popen.pid for n, p in by_name.items() if n != "direct"}  # the proxies' CPU
             data["llm"] = measure_llm(
-                {n: p for n, p in ports.items() if n in paths}, duration_s, rounds, use_wrk, pids=pids
+                {n: p for n, p in ports.items() if n in llm_paths}, duration_s, rounds, use_wrk, pids=pids
             )
         if streams is not None:
             paths = {name: by_name[name] for name in STREAM_PATHS if name in by_name}

@@ -32,16 +32,13 @@ def defer_mitmproxy_addons() -> bool:
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         return False
     package = importlib.util.module_from_spec(spec)
-    loaded = False
 
     def __getattr__(name: str) -> Any:
-        nonlocal loaded
-        if loaded or name.startswith("__"):
+        if name.startswith("__"):
             raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")
         if importlib.util.find_spec(f"{PACKAGE}.{name}") is not None:  # an addon module: that one alone
             return importlib.import_module(f"{PACKAGE}.{name}")
-        loaded = True  # a name the __init__ defines (default_addons): run it now, once
-        del package.__getattr__
+        del package.__getattr__  # a name the __init__ defines (default_addons): run it now, once
         assert spec.loader is not None
         spec.loader.exec_module(package)
         return getattr(package, name)

@@ -121,8 +121,9 @@ def _launch(i: int, config_path: Path, upstream: str, workdir: Path, env: dict[s
     return Replica(proc, port, control_port, metrics_port, log, workdir / f"summary-{i}.json")
 
 
-# A port picked free can be taken by another test before the replica binds it: such a replica is started
-# again on other ports (the error is the suite's, not brownout's).
+# A port picked free (below the ephemeral range: brownout/proxy/freeport.py) can still, rarely, be taken by
+# another picker before the replica binds it: such a replica is started again on other ports (the error is
+# the suite's, not brownout's).
 PORT_TRIES = 3
 
 
