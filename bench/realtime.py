@@ -17,7 +17,8 @@ Prometheus, OTLP and the JSONL logs on: bench/realtime-all-on.yaml).
 2. `--sessions` (200) concurrent sessions, opened over `--ramp` (2 s), then, `--settle` (2 s) later, each a
    generation of `--events` (60) deltas `--interval-ms` (100) apart, their phases spread over one interval
    (independent sessions do not send in lockstep), through each path in turn: sessions complete, deltas
-   delivered, lateness, connect times under the ramp, the proxy's peak RSS and CPU. Targets for each brownout path: every delta delivered, every
+   delivered, lateness (also split by a delta's place in its generation: the first 3, the middle, the last
+   2), connect times under the ramp, the proxy's peak RSS and CPU. Targets for each brownout path: every delta delivered, every
    session complete, none later than 100 ms, peak RSS under 500 MB.
 Results go to bench/results/realtime.json (`--output`).
 """
@@ -39,7 +40,7 @@ from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_module
 from bench.procstat import ProcWatch
 from bench.report import P99_ADDED_MS, RSS_MB, print_verdicts, save_results, target
 from bench.sseclient import lateness_summary, raise_nofile
-from bench.wsclient import collect, summarise
+from bench.wsclient import EDGE_FIRST, EDGE_LAST, by_position, collect, summarise
 
 __all__ = ["main"]
 
@@ -119,6 +120,7 @@ def concurrent(paths: dict[str, Proc], upstream: Proc, args: argparse.Namespace)
             wall = time.monotonic() - t0
         results[name] = {
             **summarise(outcomes, LATE_MS),
+            "lateness_by_position": by_position(outcomes, args.events),
             "wall_s": round(wall, 2),
             "proxy": None if pid is None else proxy.usage.to_dict(),
             "client_cpu_s": client_cpu,
@@ -181,6 +183,10 @@ def _print(delay: dict[str, Any], many: dict[str, Any]) -> None:
             f"  {name:<17}{r['sessions_complete']:>10}{r['events_delivered']:>11}{late['p50_ms']!s:>9}"
             f"{late['p99_ms']!s:>9}{late['max_ms']!s:>9}{proxy.get('peak_rss_mb', '-')!s:>13}{proxy.get('cpu_s', '-')!s:>8}"
         )
+    print(f"  max lateness by place in the generation: first {EDGE_FIRST} deltas / middle / last {EDGE_LAST} (ms)")
+    for name, r in many["results"].items():
+        edges = r["lateness_by_position"]
+        print(f"  {name:<17}" + " / ".join(f"{edges[e]['max_ms']}" for e in ("first", "middle", "last")))
 
 
 def main(argv: list[str] | None = None) -> int:

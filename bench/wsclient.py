@@ -35,6 +35,7 @@ class SessionOutcome:
     expected: int
     delivered: int = 0
     lateness_s: list[float] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)  # each delta's place in its generation, from 0
     complete: bool = False
     error: str | None = None
     connect_s: float | None = None  # from starting to connect to session.created
@@ -50,6 +51,7 @@ async def _one(url: str, generations: int, out: SessionOutcome, start_at: float 
                 await asyncio.sleep(max(0.0, start_at - time.time()))
             for _ in range(generations):
                 await ws.send(_CREATE)
+                position = 0
                 while True:
                     raw = await ws.recv()
                     now = time.time()
@@ -58,6 +60,8 @@ async def _one(url: str, generations: int, out: SessionOutcome, start_at: float 
                     if kind == "response.output_text.delta":
                         out.delivered += 1
                         out.lateness_s.append(now - doc["t"])
+                        out.positions.append(position)
+                        position += 1
                     elif kind == "response.done":
                         break
             out.complete = True
@@ -112,6 +116,24 @@ def collect(
             futures = [pool.submit(_client, url, n, events, generations, ramp_s, start) for n in shares if n]
             parts = [f.result() for f in futures]
     return [o for outcomes, _ in parts for o in outcomes], [round(cpu, 2) for _, cpu in parts]
+
+
+# Where in a generation a delta sits: its first deltas follow the burst of sessions asking for a response
+# at once, its last ones the burst of generations ending (their spans, invariants and exporters), the
+# middle ones neither.
+EDGE_FIRST = 3
+EDGE_LAST = 2
+
+
+def by_position(outcomes: list[SessionOutcome], events: int) -> dict[str, dict[str, float | None]]:
+    """Lateness of the first `EDGE_FIRST` deltas of each generation, of its last `EDGE_LAST`, and of the
+    ones between (`events` deltas a generation)."""
+    groups: dict[str, list[float]] = {"first": [], "middle": [], "last": []}
+    for o in outcomes:
+        for late, position in zip(o.lateness_s, o.positions, strict=True):
+            edge = "first" if position < EDGE_FIRST else "last" if position >= events - EDGE_LAST else "middle"
+            groups[edge].append(late)
+    return {edge: spread_ms(values) for edge, values in groups.items()}
 
 
 def summarise(outcomes: list[SessionOutcome], late_ms: float) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 
 from bench.procs import Proc, start_module
 from bench.realtime import LATE_MS, targets
-from bench.wsclient import SessionOutcome, collect, summarise
+from bench.wsclient import SessionOutcome, by_position, collect, summarise
 from brownout.proxy.embed import ProxyHandle
 from tests.proxy.realtime_clients import Recorder, wait_for
 
@@ -36,6 +36,8 @@ def test_every_stamped_delta_arrives_directly(wsupstream: Proc) -> None:
     s = summarise(outcomes, LATE_MS)
     assert (s["sessions"], s["sessions_complete"], s["events_expected"], s["events_delivered"]) == (4, 4, 40, 40)
     assert s["errors"] == {} and s["lateness"]["p50_ms"] is not None and len(cpu) == 1
+    # Each delta knows its place in its generation: 0 to 4, twice (two generations of 5).
+    assert all(o.positions == [0, 1, 2, 3, 4] * 2 for o in outcomes)
 
 
 def test_brownout_reads_the_bench_sessions_as_realtime_sessions(
@@ -49,6 +51,17 @@ def test_brownout_reads_the_bench_sessions_as_realtime_sessions(
     gen = rec.generations()[0]
     assert gen.provider == "openai_realtime" and gen.model == "gpt-realtime" and gen.usage.output_tokens == 5
     assert gen.realtime is not None and gen.realtime.status == "completed"
+
+
+def test_lateness_is_split_by_a_deltas_place_in_its_generation() -> None:
+    # Two sessions of one generation of 8 deltas: late at the start and at the end, on time in between.
+    late = [0.09, 0.05, 0.03, 0.004, 0.002, 0.003, 0.02, 0.12]
+    outcomes = [SessionOutcome(8, 8, late, list(range(8))), SessionOutcome(8, 8, [x / 2 for x in late], list(range(8)))]
+    edges = by_position(outcomes, 8)
+    assert edges["first"]["max_ms"] == 90.0 and edges["middle"]["max_ms"] == 4.0 and edges["last"]["max_ms"] == 120.0
+    # A generation too short for a middle: every delta is at an edge, none is lost.
+    short = by_position([SessionOutcome(4, 4, [0.001, 0.002, 0.003, 0.004], [0, 1, 2, 3])], 4)
+    assert short["middle"]["max_ms"] is None and short["first"]["max_ms"] == 3.0 and short["last"]["max_ms"] == 4.0
 
 
 def test_a_refused_connection_is_an_outcome_not_a_crash() -> None:
