@@ -119,8 +119,8 @@ def collect(
 
 
 # Where in a generation a delta sits: its first deltas follow the burst of sessions asking for a response
-# at once, its last ones the burst of generations ending (their spans, invariants and exporters), the
-# middle ones neither.
+# at once, its last ones the burst of generations ending and their sessions closing, the middle ones
+# neither.
 EDGE_FIRST = 3
 EDGE_LAST = 2
 
