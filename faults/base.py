@@ -182,6 +182,17 @@ class Fault(ABC):
             or type(self).on_response_headers is not Fault.on_response_headers
         )
 
+    def acts_before_upstream(self) -> bool:
+        """True when this fault may act before the request goes upstream: answer or hold it, edit it, pace its
+        answer through the relay (which is chosen then), cut streams or announce. A fleet's shared store must
+        decide such a rule before the request is forwarded; one whose fault acts only on the answer is
+        decided while the request travels. By default: whenever this fault has one of those phases."""
+        cls = type(self)
+        return any(
+            getattr(cls, phase) is not getattr(Fault, phase)
+            for phase in ("before_upstream", "edit_request", "stream_timing", "cuts_streams", "announcement")
+        )
+
     def wants_body(self, ctx: FaultContext) -> bool:
         """True when this fault must see a non-streamed body whole (forces buffering)."""
         return False

@@ -130,6 +130,7 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
                     counts_tokens=quota is not None and quota.tokens_per_min is not None,
                     acts_on_handshake=rc.fault is None or self._acts_on_handshake(fault_cls, rc),
                     counted=schedule.spec.counted,
+                    in_flight=quota is None and rc.fault is not None and not self._acts_before_upstream(fault_cls, rc),
                     key=counters_key(rc),
                     memory=old.memory if old is not None else {},
                     follows_up=getattr(fault_cls.follows_up, "__func__", None)
@@ -139,9 +140,16 @@ class FaultEngine(SharedSchedules, OverlayRules, EventRules):
         return out
 
     def _acts_on_handshake(self, fault_cls: type[Fault], rc: RuleConfig) -> bool:
-        # A plugin fault that cannot be built here fails later, where the guard contains it for the exchange.
+        return self._asks(fault_cls, rc, "acts_on_handshake")
+
+    def _acts_before_upstream(self, fault_cls: type[Fault], rc: RuleConfig) -> bool:
+        return self._asks(fault_cls, rc, "acts_before_upstream")
+
+    def _asks(self, fault_cls: type[Fault], rc: RuleConfig, question: str) -> bool:
+        """What the rule's fault answers to a yes/no `question` about itself; yes when it fails to say.
+        A plugin fault that cannot be built here fails later, where the guard contains it for the exchange."""
         fault = self.guard.call(f"fault:{rc.fault_type}", fault_cls, rc.fault, context="creating the fault")
-        return fault is None or bool(self.guard.call(f"fault:{rc.fault_type}", fault.acts_on_handshake, default=True))
+        return fault is None or bool(self.guard.call(f"fault:{rc.fault_type}", getattr(fault, question), default=True))
 
     def _refresh_active(self) -> None:
         self._active = tuple(r for r in self.rules if r.enabled)

@@ -93,6 +93,9 @@ class LatencyFault(Fault):
     def acts_on_handshake(self) -> bool:
         return self.params.phase != "events"  # a 101 has no body to delay
 
+    def acts_before_upstream(self) -> bool:
+        return self.params.phase != "first_byte"  # events: the relay paces the answer, chosen as the request goes
+
     def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
         if self.params.phase != "events":
             return None

@@ -97,6 +97,13 @@ class Plan:
         return not self.fired and not self.deferred and not self.releases and not self.pending
 
     @property
+    def decided_in_flight(self) -> bool:
+        """Every pending rule's fault acts only on the answer: the store may decide them while the request
+        travels upstream (their faults join the plan before its response phases run)."""
+        pending = self.pending
+        return pending is not None and all(rule.in_flight for rule in pending)
+
+    @property
     def records(self) -> list[FaultRecord]:
         return [f.record for f in self.fired]
 

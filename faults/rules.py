@@ -50,6 +50,9 @@ class CompiledRule:
     acts_on_handshake: bool = True
     # Bound by a counter beyond the session's match index: a shared store decides it.
     counted: bool = False
+    # Its fault acts only on the answer (see Fault.acts_before_upstream): a shared store decides it while the
+    # request travels upstream. Quota rules answer 429 in upstream's place, so never.
+    in_flight: bool = False
     key: str = ""  # keys its counters in a shared store (name and counter shape)
     # What its fault broke for good (Fault.follows_up), kept across hot reloads of the rule.
     memory: dict[str, Any] = field(default_factory=dict)

@@ -77,6 +77,9 @@ class TruncateFault(Fault):
     def _how(self) -> str:
         return RESET if self.params.close == "reset" else CLOSE
 
+    def acts_before_upstream(self) -> bool:
+        return self.params.close == "reset"  # a reset goes through the tap's byte count, chosen as the request goes
+
     def stream_timing(self, ctx: FaultContext) -> StreamTiming | None:
         p = self.params
         if p.close != "reset":

@@ -26,7 +26,9 @@ from brownout.core.secrets import SecretHeaders
 from brownout.core.wire.mcp_messages import LISTEN, SUBSCRIPTION_STREAMS
 from brownout.faults.base import Hang, Reset, Respond, StreamTiming
 from brownout.faults.engine import FaultEngine
+from brownout.faults.plan import Plan
 from brownout.faults.rug_pull import RugPullFault
+from brownout.faults.rules import websocket_handshake
 from brownout.proxy import bodies, effects, flowmodel
 from brownout.proxy.admission import Admission
 from brownout.proxy.clientlimits import ClientLimits
@@ -170,10 +172,12 @@ class Brownout(Lifecycle, ResponseHooks):
         self._states[flow.id] = state
         plan = state.plan
         if plan is not None and plan.pending:
-            # A fleet's shared store decides these rules: one round trip, within the store's budget.
-            await self.guard.acall("engine", self.engine.settle, plan, context=f"exchange {state.exchange.id}")
-            if plan.empty:
-                state.plan = plan = None
+            # A fleet's shared store decides these rules: one round trip, within the store's budget. When
+            # their faults act only on the answer, the request goes upstream meanwhile (see _decide).
+            if plan.decided_in_flight and not websocket_handshake(state.exchange):
+                state.deciding = asyncio.ensure_future(self._decide(state, plan))
+            elif await self._decide(state, plan):
+                plan = None
         inbox = self._listen_inbox(state)
         if plan is None:
             if not self.tape.on_request(flow, state, body) and inbox is not None:
@@ -210,6 +214,13 @@ class Brownout(Lifecycle, ResponseHooks):
             clock = self.tape.upstream_clock(flow, state, paced=paced)
             if (paced or clock is not None or inbox is not None) and self.relay:
                 self._route_listen(flow, state, timing or StreamTiming(), inbox, on_upstream=clock)
+
+    async def _decide(self, state: FlowState, plan: Plan) -> bool:
+        """The store decides the plan's pending rules; True when nothing is left of the plan (it is dropped)."""
+        await self.guard.acall("engine", self.engine.settle, plan, context=f"exchange {state.exchange.id}")
+        if plan.empty and state.plan is plan:
+            state.plan = None
+        return state.plan is None
 
     def _listen_inbox(self, state: FlowState) -> asyncio.Queue[bytes] | None:
         """A queue for announcements onto a 2026-07-28 listen stream, when a rule may make one (a rug pull)."""
@@ -287,6 +298,12 @@ class Brownout(Lifecycle, ResponseHooks):
         return len(states) + self.realtime.cut_all()
 
     def _close(self, state: FlowState, *, defer: bool = True, later: Later | None = None) -> None:
+        deciding = state.deciding
+        if deciding is not None and not deciding.done():
+            if defer:  # its decisions belong to the exchange: it ends once they are in (within the store's budget)
+                deciding.add_done_callback(lambda _: self._close(state, defer=defer, later=later))
+                return
+            deciding.cancel()  # shutdown: the exchange ends now, its pending rules undecided
         if state.relay_token and self.relay is not None:
             self.relay.discard(state.relay_token)
         if state.exchange.operation in SUBSCRIPTION_STREAMS:

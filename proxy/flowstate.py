@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,4 +25,5 @@ class FlowState:
     timing: StreamTiming | None = None
     relay_token: str | None = None
     tap: StreamTap | None = None
+    deciding: asyncio.Task[bool] | None = None  # a fleet's store deciding the plan while the request travels
     extra: dict[str, Any] = field(default_factory=dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -45,6 +46,7 @@ class ResponseHooks:
             if flow.response is not None and flow.metadata.get(IGNORED):
                 flow.response.stream = True
             return
+        await _decided(state)
         ex = state.exchange
         resp = flow.response
         ex.status = resp.status_code
@@ -98,6 +100,7 @@ class ResponseHooks:
         state = self._states.pop(flow.id, None)
         if state is None or flow.response is None:
             return
+        await _decided(state)  # answered in `request` (a cassette) before the store did
         ex = state.exchange
         resp = flow.response
         if ex.status is None:  # answered in `request` (injected) or by mitmproxy itself
@@ -207,3 +210,12 @@ class ResponseHooks:
             effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
         else:
             self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
+
+
+async def _decided(state: FlowState) -> None:
+    """The plan's rules that a fleet's store decided while the request travelled are in: the response phases
+    may run. Shielded: a hook cancelled with its connection leaves the decision to finish (the exchange ends
+    once it has, see the addon's `_close`)."""
+    if state.deciding is not None:
+        await asyncio.shield(state.deciding)
+        state.deciding = None

@@ -296,3 +296,34 @@ def test_a_counted_tool_rule_mid_stream_is_skipped_and_says_why(redis_server: Re
             assert d.outcome == "skipped_state_unavailable" and "mid-stream" in d.reason
 
     asyncio.run(main())
+
+
+def test_only_rules_whose_fault_acts_on_the_answer_are_decided_in_flight() -> None:
+    """A fleet's store may decide a rule while the request travels only when its fault cannot act before the
+    request goes: answer it, hold it, edit it or choose how its answer is paced."""
+    faults = {
+        "first-byte": {"type": "latency", "delay_ms": 1, "phase": "first_byte"},
+        "request-latency": {"type": "latency", "delay_ms": 1},
+        "paced-events": {"type": "latency", "delay_ms": 1, "phase": "events"},
+        "bad-json": {"type": "malformed_json"},
+        "cut-clean": {"type": "truncate", "at_fraction": 0.5},
+        "cut-reset": {"type": "truncate", "at_fraction": 0.5, "close": "reset"},
+        "error": {"type": "http_error", "status": 503},
+        "reset": {"type": "reset"},
+        "edit-request": {"type": "mutate", "kind": "reorder"},
+    }
+    rules = [{"name": n, "match": {"model": "gpt-*"}, "fault": f, "schedule": {"every": 2}} for n, f in faults.items()]
+    quota = {"name": "quota", "match": {"model": "gpt-*"}, "schedule": {"quota": {"requests_per_min": 5}}}
+    in_flight = {r.name: r.in_flight for r in engine(*rules, quota).rules}
+    assert in_flight == {
+        "first-byte": True,
+        "request-latency": False,
+        "paced-events": False,
+        "bad-json": True,
+        "cut-clean": True,
+        "cut-reset": False,
+        "error": False,
+        "reset": False,
+        "edit-request": False,
+        "quota": False,
+    }
