@@ -8,11 +8,14 @@ The bench starts its own mock upstream and redis-server (Debian's package, which
 installs; `--redis-server PATH` for another), every server in its own process, on loopback.
 
 1. State backend: brownout with `state: {backend: memory}` and the same config with
-   `state: {backend: redis}`: rules bound by shared counters (every, max_injections, a request
-   quota), a probability-only rule, and the session invariants; `GET /ping` at 1 and 8 connections,
-   each request in one of 16 sessions. Reported: req/s, p50 and p99 of each, what Redis adds to an
-   exchange (target: p50 at most +0.5 ms at 1 connection), and CPU seconds per 1,000 requests of each
-   process. At 8 connections the proxy is saturated, so its p50 is mostly queueing (about 8 times the
+   `state: {backend: redis}`: rules bound by shared counters (every, max_injections), a
+   probability-only rule, and the session invariants; `GET /ping` at 1 and 8 connections, each
+   request in one of 16 sessions. Two rule sets, each on both backends: faults that act only on the
+   answer (`memory`, `redis`: a fleet decides them while the request travels upstream) and faults that
+   may act before the request goes, with a request quota (`memory-first`, `redis-first`: decided before
+   the upstream call). Reported: req/s, p50 and p99 of each, what Redis adds to an exchange (target:
+   p50 at most +0.5 ms at 1 connection, on the first pair; the second pair's is reported beside it),
+   and CPU seconds per 1,000 requests of each process. At 8 connections the proxy is saturated, so its p50 is mostly queueing (about 8 times the
    CPU time of an exchange): what Redis adds there is reported, as a throughput cost, with no target.
 2. Workers: `brownout run --workers 2` against one process (`--workers 1`), the same config with no
    rules and no invariants (state on the same Redis): req/s at 1 and 8 connections, the ratio, and CPU
@@ -46,32 +49,51 @@ from bench.procs import ROOT, Proc, start_brownout, start_redis, start_upstream
 from bench.report import save_results
 from bench.run import ensure_wrk
 
-__all__ = ["CONNECTIONS", "main", "run_fleet_bench", "state_config"]
+__all__ = ["CONNECTIONS", "RULE_SETS", "STATE_PATHS", "main", "run_fleet_bench", "state_config"]
 
 RESULTS = ROOT / "bench" / "results" / "fleet.json"
 CONNECTIONS = (1, 8)
 SESSIONS = 16
 
 # Every rule matches every request: the counted ones exercise the Redis script fully (every, cap, quota)
-# and fire rarely, with a fault that costs nothing (a 0 ms delay), so the two backends differ only in
-# how they decide. The invariants are the session ones: their state is what Redis shares.
-_STATE_RULES = """\
+# and fire rarely, with a fault that costs nothing (a 0 ms delay), so the backends differ only in how
+# they decide. The invariants are the session ones: their state is what Redis shares.
+# Two rule sets, each beside the memory backend: faults that act only on the answer (a delay of the first
+# byte), which a fleet decides while the request travels upstream; and faults that may act before the
+# request goes (a delay before forwarding, a quota that answers in upstream's place), decided first.
+_ANSWER = "fault: {type: latency, delay_ms: 0, phase: first_byte}"
+_FIRST = "fault: {type: latency, delay_ms: 0}"
+_RULES = """\
 rules:
-  - {name: every-1000, match: {path: /ping}, fault: {type: latency, delay_ms: 0}, schedule: {every: 1000}}
-  - {name: capped, match: {path: /ping}, fault: {type: latency, delay_ms: 0}, schedule: {max_injections: 10}}
-  - {name: quota, match: {path: /ping}, schedule: {quota: {requests_per_min: 1000000000}}}
-  - {name: p-only, match: {path: /ping}, fault: {type: latency, delay_ms: 0}, schedule: {probability: 0.01}}
+  - {{name: every-1000, match: {{path: /ping}}, {fault}, schedule: {{every: 1000}}}}
+  - {{name: capped, match: {{path: /ping}}, {fault}, schedule: {{max_injections: 10}}}}
+{quota}  - {{name: p-only, match: {{path: /ping}}, {fault}, schedule: {{probability: 0.01}}}}
+"""
+_QUOTA = "  - {name: quota, match: {path: /ping}, schedule: {quota: {requests_per_min: 1000000000}}}\n"
+_INVARIANTS = """\
 invariants:
   - {type: call_budget, max_calls: 1000000000}
   - {type: token_budget, max_tokens: 1000000000}
   - {type: no_loop}
   - {type: retry_discipline}
 """
+RULE_SETS = {
+    "answer": _RULES.format(fault=_ANSWER, quota="") + _INVARIANTS,
+    "first": _RULES.format(fault=_FIRST, quota=_QUOTA) + _INVARIANTS,
+}
+# The state case's paths: (backend, rule set); the target is on the first pair, the second is reported.
+STATE_PATHS = {
+    "memory": ("memory", "answer"),
+    "redis": ("redis", "answer"),
+    "memory-first": ("memory", "first"),
+    "redis-first": ("redis", "first"),
+}
 
 
-def state_config(backend: str, redis_url: str, *, rules: bool = True) -> str:
+def state_config(backend: str, redis_url: str, *, rules: str | None = "answer") -> str:
+    """A config on `backend` with a rule set of RULE_SETS (None: no rules, no invariants)."""
     state = f'state: {{backend: redis, url: "{redis_url}"}}\n' if backend == "redis" else ""
-    return "version: 1\nseed: 1\n" + state + (_STATE_RULES if rules else "")
+    return "version: 1\nseed: 1\n" + state + (RULE_SETS[rules] if rules else "")
 
 
 def _start(name: str, upstream: Proc, workdir: Path, config: str, extra: list[str] | None = None) -> Proc:
@@ -123,14 +145,17 @@ def run_fleet_bench(
         shared = {"upstream": upstream.popen.pid, "redis-server": redis.popen.pid}
         url = redis.extra["url"]
         print("state backend: memory vs redis", flush=True)
-        paths = {b: _start(b, upstream, workdir, state_config(b, url)) for b in ("memory", "redis")}
+        paths = {
+            name: _start(name, upstream, workdir, state_config(backend, url, rules=rules))
+            for name, (backend, rules) in STATE_PATHS.items()
+        }
         procs += paths.values()
         data["state"] = _measure_case(paths, shared, duration_s, rounds, use_wrk, SESSIONS)
         for p in paths.values():
             p.stop()
         if workers:
             print("workers: --workers 1 vs --workers 2, no rules", flush=True)
-            plain = state_config("redis", url, rules=False)
+            plain = state_config("redis", url, rules=None)
             paths = {
                 "workers-1": _start("workers-1", upstream, workdir, plain),
                 "workers-2": _start("workers-2", upstream, workdir, plain, ["--workers", "2"]),

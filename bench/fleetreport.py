@@ -28,12 +28,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def _paired(data: dict[str, Any], c: str, key: str) -> tuple[float | None, list[float]]:
-    """What redis adds to `key` at `c`: the median of each round's difference (memory and redis ran one
+def _paired(
+    data: dict[str, Any], c: str, key: str, path: str = "redis", base: str = "memory"
+) -> tuple[float | None, list[float]]:
+    """What `path` adds to `key` at `c` over `base`: the median of each round's difference (the two ran one
     right after the other), and those differences."""
     state = data.get("state", {})
     try:
-        redis, memory = state["redis"][c]["rounds"][key], state["memory"][c]["rounds"][key]
+        redis, memory = state[path][c]["rounds"][key], state[base][c]["rounds"][key]
     except KeyError:
         return None, []
     diffs = [round(r - m, 3) for r, m in zip(redis, memory, strict=False)]
@@ -56,6 +58,11 @@ def targets(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             out[f"redis: rps_ratio_vs_memory_{c}"] = info(rps, unit="x")
         cpu = _ratio(_cpu(data, "state", "redis", "brownout"), _cpu(data, "state", "memory", "brownout"))
         out["redis: brownout_cpu_per_request_vs_memory_c8"] = info(cpu, unit="x")
+        # Rules that may act before the request goes: decided before the upstream call, one round trip on it.
+        for c in ("c1", "c8"):
+            added, diffs = _paired(data, c, "p50_ms", "redis-first", "memory-first")
+            if added is not None:
+                out[f"redis-first: p50_added_vs_memory-first_{c}_ms"] = info(added, f"per round {diffs} ms")
     if "workers" in data:
         for c in ("c1", "c8"):
             rps = _ratio(_fig(data, "workers", "workers-2", c, "rps"), _fig(data, "workers", "workers-1", c, "rps"))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench.fleet import CONNECTIONS, run_fleet_bench, state_config
+from bench.fleet import CONNECTIONS, RULE_SETS, STATE_PATHS, run_fleet_bench, state_config
 from bench.fleetload import LOAD, Run, children, median_runs, session_script
 from bench.fleetreport import NO_FLEET_RUN, P50_ADDED_MS, render_fleet, targets
 from bench.load import LoadResult, have_wrk
@@ -96,12 +96,29 @@ def test_a_supervisors_workers_are_its_children() -> None:
 
 
 def test_the_configs_differ_only_in_the_state_backend() -> None:
-    memory, redis = state_config("memory", "redis://x:1/0"), state_config("redis", "redis://x:1/0")
-    assert "state:" not in memory and 'state: {backend: redis, url: "redis://x:1/0"}' in redis
-    assert memory.replace("\n", "") in redis.replace('state: {backend: redis, url: "redis://x:1/0"}', "").replace(
-        "\n", ""
-    )
-    assert "rules:" not in state_config("redis", "redis://x:1/0", rules=False)
+    for rules in RULE_SETS:
+        memory, redis = (
+            state_config("memory", "redis://x:1/0", rules=rules),
+            state_config("redis", "redis://x:1/0", rules=rules),
+        )
+        assert "state:" not in memory and 'state: {backend: redis, url: "redis://x:1/0"}' in redis
+        assert memory.replace("\n", "") in redis.replace('state: {backend: redis, url: "redis://x:1/0"}', "").replace(
+            "\n", ""
+        )
+    assert "rules:" not in state_config("redis", "redis://x:1/0", rules=None)
+
+
+def test_the_target_pair_decides_in_flight_and_the_other_pair_first() -> None:
+    """The rule sets are what their paths say: the target pair's faults act only on the answer (a fleet decides
+    them while the request travels), the other pair's may act before the request goes."""
+    from brownout.faults.engine import FaultEngine
+    from brownout.proxy.configload import parse_config
+
+    for name, (_, rules) in STATE_PATHS.items():
+        engine = FaultEngine(parse_config(state_config("memory", "", rules=rules)).ruleset)
+        assert [r.name for r in engine.rules if r.counted][:2] == ["every-1000", "capped"]
+        assert {r.in_flight for r in engine.rules} == {rules == "answer"}, name
+        assert any(r.name == "quota" for r in engine.rules) is (rules == "first")
 
 
 def test_the_docs_block_says_there_is_no_run_until_one_is_committed() -> None:
@@ -129,7 +146,7 @@ def test_the_docs_block_says_there_is_no_run_until_one_is_committed() -> None:
 @pytest.mark.timeout(300)
 def test_both_cases_run_through_real_servers() -> None:
     data = run_fleet_bench(duration_s=1.0, rounds=1, use_wrk=have_wrk())
-    for case, paths in (("state", ("memory", "redis")), ("workers", ("workers-1", "workers-2"))):
+    for case, paths in (("state", tuple(STATE_PATHS)), ("workers", ("workers-1", "workers-2"))):
         assert list(data[case]) == list(paths)
         for path in paths:
             for c in CONNECTIONS:
