@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -53,14 +52,10 @@ def test_bad_config_file_raises_config_error(tmp_path: Path, confdir: Path) -> N
         pass
 
 
-def test_port_in_use_raises_instead_of_exiting(confdir: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        with pytest.raises(ProxyStartError, match="address already in use"):
-            with running_proxy(listen=f"127.0.0.1:{port}", confdir=confdir):
-                pass
+def test_port_in_use_raises_instead_of_exiting(confdir: Path, taken_port: int) -> None:
+    with pytest.raises(ProxyStartError, match="address already in use"):
+        with running_proxy(listen=f"127.0.0.1:{taken_port}", confdir=confdir):
+            pass
 
 
 @pytest.mark.parametrize(

@@ -215,20 +215,15 @@ def test_a_run_that_saw_nothing_says_so_at_the_stop(tmp_path: Path, confdir: Pat
     assert "exchanges: none" in err and "brownout: warning: no request reached brownout" in err
 
 
-def test_a_port_in_use_is_reported_once_naming_listen(tmp_path: Path, confdir: Path) -> None:
-    import socket
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        proc = subprocess.run(
-            [*brownout_cmd(), "run", "--listen", str(port), "--confdir", str(confdir), *FREE_ENDPOINTS],
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+def test_a_port_in_use_is_reported_once_naming_listen(tmp_path: Path, confdir: Path, taken_port: int) -> None:
+    port = taken_port
+    proc = subprocess.run(
+        [*brownout_cmd(), "run", "--listen", str(port), "--confdir", str(confdir), *FREE_ENDPOINTS],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     said = proc.stdout + proc.stderr
     assert proc.returncode == 1
     assert said.count("address already in use") == 1, said

@@ -145,7 +145,7 @@ def test_the_docs_block_says_there_is_no_run_until_one_is_committed() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_both_cases_run_through_real_servers() -> None:
-    data = run_fleet_bench(duration_s=1.0, rounds=1, use_wrk=have_wrk())
+    data = run_fleet_bench(duration_s=0.5, rounds=1, use_wrk=have_wrk())
     for case, paths in (("state", tuple(STATE_PATHS)), ("workers", ("workers-1", "workers-2"))):
         assert list(data[case]) == list(paths)
         for path in paths:
