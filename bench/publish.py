@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py --streams-case --output bench/results/published/run.json
     .venv/bin/python bench/fleet.py --output bench/results/published/fleet.json    # the fleet's block
     .venv/bin/python bench/run.py --llm-only --llm-reference --output bench/results/published/llm-reference-1.json
+    .venv/bin/python bench/realtime.py --output bench/results/published/realtime-1.json   # and -2, -3: one after the other
     .venv/bin/python bench/publish.py            # rewrites the results blocks of docs/benchmark.md
     .venv/bin/python bench/publish.py --check    # exit 1 when the page and the committed run disagree
 
@@ -24,6 +25,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
 
 from bench.fleetreport import render_fleet
 from bench.llm import PATHS, render_llm_rows
+from bench.realtimereport import render_realtime
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "bench" / "results" / "published" / "run.json"
@@ -34,7 +36,9 @@ STREAMS_BEGIN, STREAMS_END = "<!-- STREAMS:BEGIN (bench/publish.py) -->", "<!-- 
 LLM_BEGIN, LLM_END = "<!-- LLM:BEGIN (bench/publish.py) -->", "<!-- LLM:END -->"
 FLEET_BEGIN, FLEET_END = "<!-- FLEET:BEGIN (bench/publish.py) -->", "<!-- FLEET:END -->"
 LLMREF_BEGIN, LLMREF_END = "<!-- LLMREF:BEGIN (bench/publish.py) -->", "<!-- LLMREF:END -->"
+REALTIME_BEGIN, REALTIME_END = "<!-- REALTIME:BEGIN (bench/publish.py) -->", "<!-- REALTIME:END -->"
 LLM_REFERENCE_RUNS = "llm-reference-*.json"  # in bench/results/published/, numbered in run order
+REALTIME_RUNS = "realtime-*.json"  # bench/realtime.py's, numbered in run order
 NO_LLM_RUN = "No committed run has the LLM-shaped cases yet."
 
 
@@ -101,10 +105,20 @@ def render_llm(data: dict[str, Any]) -> str:
     )
 
 
+def numbered_runs(pattern: str, folder: Path = PUBLISHED.parent) -> list[dict[str, Any]]:
+    """The committed runs whose files match `pattern` (NAME-N.json), in the order of their numbers."""
+    files = sorted(folder.glob(pattern), key=lambda f: int(f.stem.rsplit("-", 1)[1]))
+    return [json.loads(f.read_text()) for f in files]
+
+
 def reference_runs(folder: Path = PUBLISHED.parent) -> list[dict[str, Any]]:
     """The committed runs of `bench/run.py --llm-only --llm-reference`, in the order of their numbers."""
-    files = sorted(folder.glob(LLM_REFERENCE_RUNS), key=lambda f: int(f.stem.rsplit("-", 1)[1]))
-    return [json.loads(f.read_text()) for f in files]
+    return numbered_runs(LLM_REFERENCE_RUNS, folder)
+
+
+def realtime_runs(folder: Path = PUBLISHED.parent) -> list[dict[str, Any]]:
+    """The committed runs of `bench/realtime.py`, in the order of their numbers."""
+    return numbered_runs(REALTIME_RUNS, folder)
 
 
 def render_llm_reference(runs: list[dict[str, Any]]) -> str:
@@ -169,6 +183,7 @@ def rendered(page: str, data: dict[str, Any], fleet: dict[str, Any] | None = Non
     page = _replace(page, LLM_BEGIN, LLM_END, render_llm(data))
     page = _replace(page, FLEET_BEGIN, FLEET_END, render_fleet(fleet if fleet is not None else fleet_run()))
     page = _replace(page, LLMREF_BEGIN, LLMREF_END, render_llm_reference(reference_runs()))
+    page = _replace(page, REALTIME_BEGIN, REALTIME_END, render_realtime(realtime_runs()))
     return _replace(page, STREAMS_BEGIN, STREAMS_END, render_streams(data))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from bench import publish
 from bench.fleetreport import NO_FLEET_RUN, render_fleet
 from bench.llm import CASES, LLM_PATHS, REFERENCE_PATHS
+from bench.realtimereport import NO_REALTIME_RUN, render_realtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +46,22 @@ def test_a_committed_fleet_run_is_on_the_page_with_its_provenance() -> None:
         return
     _check_provenance(fleet, "bench/fleet.py")
     assert render_fleet(fleet) in page
+
+
+def test_the_committed_realtime_runs_are_on_the_page_with_their_provenance() -> None:
+    runs = publish.realtime_runs()
+    page = publish.PAGE.read_text()
+    assert render_realtime([]) == NO_REALTIME_RUN
+    assert len(runs) >= 2, "the realtime figures are published from runs one after the other"
+    for run in runs:
+        _check_provenance(run, "bench/realtime.py")
+    assert f"{publish.REALTIME_BEGIN}\n{render_realtime(runs)}\n{publish.REALTIME_END}" in page
+    # Every path of every run, and each target's value in each run, in run order.
+    for name in runs[0]["targets"]:
+        values = " / ".join(f"{run['targets'][name]['value']:g}" for run in runs)
+        assert f"| {name} | {values}" in page.replace(",", ""), name
+    for path in runs[0]["concurrent"]["results"]:
+        assert f"| {path} | " in page
 
 
 def test_rendering_shows_every_path_and_target_verdict() -> None:
