@@ -6,12 +6,14 @@ so the page shows how far the figures move from run to run as well as the figure
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["NO_REALTIME_RUN", "render_realtime"]
 
 NO_REALTIME_RUN = "No committed run of bench/realtime.py yet."
 _PLACES = ("first", "middle", "last")
+_PLACE_LABELS = ("first 3", "middle", "last 2")
 
 
 def _cells(values: list[Any]) -> str:
@@ -28,51 +30,57 @@ def _header(run: dict[str, Any]) -> str:
     )
 
 
+Column = tuple[str, Callable[[dict[str, Any]], Any]]  # a header, and its value in one path's results
+
+
+def _table(runs: list[dict[str, Any]], case: str, intro: str, columns: list[Column]) -> list[str]:
+    """One row per path of `case`, each cell the column's value in every run."""
+    lines = [intro, "", "| path | " + " | ".join(h for h, _ in columns) + " |", "|---|" + "---:|" * len(columns)]
+    for name in runs[0][case]["results"]:
+        at = [run[case]["results"][name] for run in runs]
+        lines.append(f"| {name} | " + " | ".join(_cells([get(r) for r in at]) for _, get in columns) + " |")
+    return lines
+
+
 def _delay(runs: list[dict[str, Any]]) -> list[str]:
-    first = runs[0]["added_delay"]
-    cfg = first["config"]
-    lines = [
+    cfg = runs[0]["added_delay"]["config"]
+    intro = (
         f"Added delay per server event, one session at a time ({cfg['rounds']} interleaved rounds, each "
         f"{cfg['delay_generations']} generations of {cfg['delay_events']} deltas {cfg['delay_interval_ms']:g} ms "
-        "apart; an event's lateness is the client's read time minus the upstream's send stamp):",
-        "",
-        "| path | deltas | p50 ms | p99 ms | p99 added vs mitmdump ms |",
-        "|---|---:|---:|---:|---:|",
+        "apart; an event's lateness is the client's read time minus the upstream's send stamp):"
+    )
+    columns: list[Column] = [
+        ("deltas", lambda r: r["events"]),
+        ("p50 ms", lambda r: r["p50_ms"]),
+        ("p99 ms", lambda r: r["p99_ms"]),
+        ("p99 added vs mitmdump ms", lambda r: r.get("added_p99_ms_vs_mitmdump")),
     ]
-    for name in first["results"]:
-        at = [run["added_delay"]["results"][name] for run in runs]
-        lines.append(
-            f"| {name} | {_cells([r['events'] for r in at])} | {_cells([r['p50_ms'] for r in at])} | "
-            f"{_cells([r['p99_ms'] for r in at])} | {_cells([r.get('added_p99_ms_vs_mitmdump') for r in at])} |"
-        )
-    return lines
+    return _table(runs, "added_delay", intro, columns)
 
 
 def _concurrent(runs: list[dict[str, Any]]) -> list[str]:
-    first = runs[0]["concurrent"]
-    cfg = first["config"]
-    lines = [
+    cfg = runs[0]["concurrent"]["config"]
+    intro = (
         f"{cfg['sessions']} concurrent sessions, each a generation of {cfg['events']} deltas "
         f"{cfg['interval_ms']:g} ms apart (the maximum lateness is also given by a delta's place in its "
-        "generation: its first 3 deltas, the middle ones, its last 2):",
-        "",
-        "| path | sessions complete | deltas delivered | lateness p50 ms | p99 ms | max ms "
-        "| max, first 3 | max, middle | max, last 2 | peak RSS MB | proxy CPU s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "generation: its first 3 deltas, the middle ones, its last 2):"
+    )
+    places = [(f"max, {label}", _place(place)) for place, label in zip(_PLACES, _PLACE_LABELS, strict=True)]
+    columns: list[Column] = [
+        ("sessions complete", lambda r: r["sessions_complete"]),
+        ("deltas delivered", lambda r: r["events_delivered"]),
+        ("lateness p50 ms", lambda r: r["lateness"]["p50_ms"]),
+        ("p99 ms", lambda r: r["lateness"]["p99_ms"]),
+        ("max ms", lambda r: r["lateness"]["max_ms"]),
+        *places,
+        ("peak RSS MB", lambda r: (r.get("proxy") or {}).get("peak_rss_mb")),
+        ("proxy CPU s", lambda r: (r.get("proxy") or {}).get("cpu_s")),
     ]
-    for name in first["results"]:
-        at = [run["concurrent"]["results"][name] for run in runs]
-        late = [r["lateness"] for r in at]
-        proxy = [r.get("proxy") or {} for r in at]
-        places = [_cells([r["lateness_by_position"][p]["max_ms"] for r in at]) for p in _PLACES]
-        lines.append(
-            f"| {name} | {_cells([r['sessions_complete'] for r in at])} | "
-            f"{_cells([r['events_delivered'] for r in at])} | {_cells([x['p50_ms'] for x in late])} | "
-            f"{_cells([x['p99_ms'] for x in late])} | {_cells([x['max_ms'] for x in late])} | "
-            f"{' | '.join(places)} | {_cells([p.get('peak_rss_mb') for p in proxy])} | "
-            f"{_cells([p.get('cpu_s') for p in proxy])} |"
-        )
-    return lines
+    return _table(runs, "concurrent", intro, columns)
+
+
+def _place(place: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda r: r["lateness_by_position"][place]["max_ms"]
 
 
 def _verdicts(runs: list[dict[str, Any]]) -> list[str]:
