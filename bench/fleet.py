@@ -8,15 +8,16 @@ The bench starts its own mock upstream and redis-server (Debian's package, which
 installs; `--redis-server PATH` for another), every server in its own process, on loopback.
 
 1. State backend: brownout with `state: {backend: memory}` and the same config with
-   `state: {backend: redis}`: rules bound by shared counters (every, max_injections), a
-   probability-only rule, and the session invariants; `GET /ping` at 1 and 8 connections, each
-   request in one of 16 sessions. Two rule sets, each on both backends: faults that act only on the
-   answer (`memory`, `redis`: a fleet decides them while the request travels upstream) and faults that
-   may act before the request goes, with a request quota (`memory-first`, `redis-first`: decided before
-   the upstream call). Reported: req/s, p50 and p99 of each, what Redis adds to an exchange (target:
-   p50 at most +0.5 ms at 1 connection, on the first pair; the second pair's is reported beside it),
-   and CPU seconds per 1,000 requests of each process. At 8 connections the proxy is saturated, so its p50 is mostly queueing (about 8 times the
-   CPU time of an exchange): what Redis adds there is reported, as a throughput cost, with no target.
+   `state: {backend: redis}`: rules bound by shared counters (every, max_injections), a probability-only rule, and the
+   session invariants; `GET /ping` at 1 and 8 connections, each request in one of 16 sessions. Two
+   rule sets, each on both backends: faults that act only on the answer (`memory`, `redis`: a fleet
+   decides them while the request travels upstream) and faults that may act before the request goes,
+   with a request quota (`memory-first`, `redis-first`: decided before the upstream call). Reported:
+   req/s, p50 and p99 of each, what Redis adds to an exchange (target: p50 at most +0.5 ms at 1
+   connection, on the first pair; the second pair's is reported beside it), and CPU seconds per
+   1,000 requests of each process. At 8 connections the proxy is saturated, so its p50 is mostly
+   queueing (about 8 times the CPU time of an exchange): what Redis adds there is reported, as a
+   throughput cost, with no target.
 2. Workers: `brownout run --workers 2` against one process (`--workers 1`), the same config with no
    rules and no invariants (state on the same Redis): req/s at 1 and 8 connections, the ratio, and CPU
    seconds per 1,000 requests of every process (supervisor, each worker, upstream, Redis, load).

@@ -35,10 +35,10 @@ def _paired(
     right after the other), and those differences."""
     state = data.get("state", {})
     try:
-        redis, memory = state[path][c]["rounds"][key], state[base][c]["rounds"][key]
+        added, under = state[path][c]["rounds"][key], state[base][c]["rounds"][key]
     except KeyError:
         return None, []
-    diffs = [round(r - m, 3) for r, m in zip(redis, memory, strict=False)]
+    diffs = [round(a - b, 3) for a, b in zip(added, under, strict=False)]
     return (statistics.median(diffs) if diffs else None), diffs
 
 

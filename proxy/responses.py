@@ -218,4 +218,3 @@ async def _decided(state: FlowState) -> None:
     once it has, see the addon's `_close`)."""
     if state.deciding is not None:
         await asyncio.shield(state.deciding)
-        state.deciding = None
