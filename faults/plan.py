@@ -284,10 +284,18 @@ class Plan:
 
         The proxy parses the body after the faults edit it (the record says what the agent got), so
         a rule waiting for a tool the response calls looks at a parse of its own."""
-        ex, wire = self.exchange, self.wire
-        if ex is None or wire is None:
+        probe, wire = self.probe(), self.wire
+        if probe is None or wire is None:
             return None
-        probe = Exchange(
+        self.guard.call("wire", wire.parse_response, probe, body, context=f"{wire.provider} response")
+        return probe
+
+    def probe(self) -> Exchange | None:
+        """A scratch exchange like this one's, for a parse of upstream's answer that is not the record."""
+        ex = self.exchange
+        if ex is None or self.wire is None:
+            return None
+        return Exchange(
             id=ex.id,
             session=ex.session,
             provider=ex.provider,
@@ -295,8 +303,6 @@ class Plan:
             content_type=ex.content_type,
             capture_max_bytes=ex.capture_max_bytes,
         )
-        self.guard.call("wire", wire.parse_response, probe, body, context=f"{wire.provider} response")
-        return probe
 
     def stream_editor(self) -> StreamEditor | None:
         """A chain of the faults' stream editors, or None when nothing edits the stream."""

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brownout.core.wire.base import StreamEvent
+from brownout.core.exchange import Exchange
+from brownout.core.wire.base import StreamEvent, StreamParser
 from brownout.core.wire.framing import SSEFramer, framer_for
 from brownout.faults.base import NotApplicable, StreamEditor, StreamTiming
 
@@ -64,6 +65,7 @@ class ChainEditor(StreamEditor):
         self.editors = editors
         self._ended: str | None = None
         self._seen_calls = 0
+        self._probe: tuple[Exchange, StreamParser] | None = None  # parses upstream's events while rules wait
 
     def _reframe(self, data: bytes) -> list[StreamEvent]:
         ex = self.plan.exchange
@@ -97,13 +99,32 @@ class ChainEditor(StreamEditor):
             events = out
         return [ev.raw for ev in events]
 
-    def _pick_up_tools(self) -> None:
+    def _pick_up_tools(self, event: StreamEvent) -> None:
+        """The tool calls upstream's events make so far, parsed event by event before any is edited: the
+        proxy parses the record only once a chunk is edited, and one chunk may hold a call and its
+        arguments."""
         plan = self.plan
-        ex = plan.exchange
-        if not plan.deferred or ex is None or len(ex.tool_calls) == self._seen_calls:
+        if not plan.deferred:
             return
-        self._seen_calls = len(ex.tool_calls)
-        for f in plan.resolve_pending():
+        if self._probe is None:
+            probe, wire = plan.probe(), plan.wire
+            if probe is None or wire is None:
+                return
+            parser = plan.guard.call("wire", wire.stream_parser, probe, context=f"{wire.provider} stream")
+            if parser is None:
+                return
+            self._probe = (probe, parser)
+        probe, parser = self._probe
+        try:
+            parser.feed(event)
+        except Exception as e:  # noqa: BLE001 - a broken parser stops deciding tools, never the stream
+            plan.guard.failed("wire", e, f"{plan.wire.provider if plan.wire else ''} stream event (tool rules)")
+            plan.deferred = []
+            return
+        if len(probe.tool_calls) == self._seen_calls:
+            return
+        self._seen_calls = len(probe.tool_calls)
+        for f in plan.resolve_pending(probe):
             ed = plan.guard.call(f"fault:{f.type}", skippable, f.fault.stream_editor, f.ctx, context="stream_editor")
             if isinstance(ed, Skipped):
                 plan.skip(f, ed.reason)
@@ -114,7 +135,7 @@ class ChainEditor(StreamEditor):
     def on_event(self, event: StreamEvent) -> list[bytes] | str:
         if self._ended is not None:
             return self._ended
-        self._pick_up_tools()
+        self._pick_up_tools(event)
         return self._push([event], 0)
 
     def on_end(self) -> list[bytes]:

@@ -41,6 +41,8 @@ from mitmproxy.addons import (
 )
 from mitmproxy.master import Master
 
+from brownout.proxy import bodyreads
+
 __all__ = ["PROXY_CORE", "BrownoutMaster", "HookCache"]
 
 # mitmproxy's default addons that brownout keeps, in mitmproxy's own order.
@@ -118,6 +120,7 @@ class BrownoutMaster(Master):
     """mitmproxy's proxy core with brownout's hook dispatch; `with_termlog` logs to the terminal."""
 
     def __init__(self, opts: options.Options, *, with_termlog: bool = False) -> None:
+        bodyreads.install()  # brownout's connections join the chunks of one read (proxy/bodyreads.py)
         super().__init__(opts, with_termlog=False)
         self.options.changed.disconnect(self.addons._configure_all)
         self.addons = HookCache(self)

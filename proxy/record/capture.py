@@ -124,7 +124,11 @@ class Capture:
         self._seen += n
         if n == 0 and self._upstream_end is not None:
             return self._upstream_end
-        i = bisect_left(self._upstream_bytes, self._seen)
+        return self._left_upstream(self._seen)
+
+    def _left_upstream(self, offset: int) -> float:
+        """When upstream delivered the body's byte at `offset` (counted from 1), or now without its clock."""
+        i = bisect_left(self._upstream_bytes, offset)
         return self._upstream_at[i] if i < len(self._upstream_at) else time.time()
 
     def feed(self, data: bytes) -> None:
@@ -136,6 +140,7 @@ class Capture:
         if self.rec.truncated:  # nothing more is kept: neither decoded nor framed
             self._decode = self._framer = None
             return
+        before = self._seen
         t = self._arrived(len(data)) - self.t0
         if not data:
             if self._framer is not None and (tail := self._framer.pending()):
@@ -159,8 +164,14 @@ class Capture:
         if self._framer is None:
             self._add(events, t, data)
             return
+        # Undecoded, each event is timed by its own last byte: one chunk may hold events upstream sent
+        # apart (the relay holds them, and the proxy passes what one read brings as one chunk).
+        end = None if self._decode is not None or not self._upstream_at else before - self._framer.pending_size
         for i in range(0, len(data), _FRAME_SLICE):  # a bounded list of events at a time
             for ev in self._framer.feed(data[i : i + _FRAME_SLICE]):
+                if end is not None:
+                    end += len(ev.raw)
+                    t = self._left_upstream(end) - self.t0
                 self._add(events, t, ev.raw)
             if self.rec.truncated or self._framer.pending_size > self.max_body - self._size:
                 # Kept cut; an event longer than what is left to keep is never buffered whole.

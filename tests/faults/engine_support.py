@@ -15,6 +15,7 @@ from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.registry import build_registry
 from brownout.core.wire.base import RequestInfo, StreamEvent, StreamParser, WireFormat
+from brownout.core.wire.framing import SSEFramer
 from brownout.faults.base import CLOSE, Fault, FaultContext, FaultParams, StreamEditor, StreamTiming
 from brownout.faults.config import Rules
 from brownout.faults.engine import FaultEngine, RuleSet
@@ -179,3 +180,13 @@ def run(coro: Any) -> Any:
 
 
 WIRE = Wire()
+
+
+def openai_events(*tools: str) -> list[StreamEvent]:
+    """A streamed chat completion: some text, then a call of each tool, its name and arguments in two events."""
+    chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"content": "Let me check."}}]}]
+    for i, name in enumerate(tools):
+        call = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}
+        args = {"index": i, "function": {"arguments": '{"to": "a@b.c"}'}}
+        chunks += [{"choices": [{"index": 0, "delta": {"tool_calls": [c]}}]} for c in (call, args)]
+    return SSEFramer().feed(b"".join(b"data: %s\n\n" % json.dumps(c).encode() for c in chunks))

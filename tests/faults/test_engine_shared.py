@@ -8,14 +8,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from brownout.core.exchange import ToolCall
 from brownout.core.state import RedisLink, StateConfig
 from brownout.core.state.schedule_redis import RedisSchedules
-from brownout.core.wire.framing import SSEFramer
 from brownout.core.wire.openai import OpenAIFormat
 from brownout.faults.engine import FaultEngine
 from brownout.faults.plan import Plan
-from tests.faults.engine_support import WIRE, Clock, engine, ex
+from tests.faults.engine_support import WIRE, Clock, engine, ex, openai_events
 from tests.redismonitor import Monitor
 from tests.redisserver import RedisServer, redis_server
 
@@ -285,13 +283,12 @@ def test_a_counted_tool_rule_mid_stream_is_skipped_and_says_why(redis_server: Re
     async def main() -> None:
         async with shared(redis_server, TOOL_RULE) as e:
             exchange = ex(stream=True, content_type="text/event-stream")
-            plan = e.plan(exchange, WIRE)
+            plan = e.plan(exchange, OpenAIFormat())
             editor = plan.stream_editor()
             assert editor is not None
-            first, second = SSEFramer().feed(b"data: a\n\ndata: b\n\n")
-            editor.on_event(first)
-            exchange.tool_calls.append(ToolCall(name="send_email"))
-            assert editor.on_event(second) == [second.raw]
+            text, call, _ = openai_events("send_email")
+            editor.on_event(text)
+            assert editor.on_event(call) == [call.raw]
             [d] = e.decisions.recent()
             assert d.outcome == "skipped_state_unavailable" and "mid-stream" in d.reason
 

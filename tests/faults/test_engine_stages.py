@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from brownout.core.exchange import Exchange, ToolCall
-from brownout.core.wire.framing import SSEFramer
+from brownout.core.exchange import Exchange
 from brownout.core.wire.openai import OpenAIFormat
 from brownout.faults.base import Respond
 from brownout.faults.decisions import DecisionLog
@@ -20,6 +19,7 @@ from tests.faults.engine_support import (
     Clock,
     engine,
     ex,
+    openai_events,
     run,
 )
 
@@ -58,18 +58,30 @@ def test_response_stage_rule_without_the_tool_never_fires(off_loop: bool) -> Non
 
 
 def test_response_stage_tool_rule_joins_a_stream_when_the_call_appears() -> None:
+    """Decided from upstream's events as the editor meets them: a chunk may hold the call and its
+    arguments, and the proxy parses the record only after the whole chunk is edited."""
     e = engine({"name": "t", "match": {"tool": "send_*"}, "fault": {"type": "tag", "text": "!"}})
     exchange = ex(stream=True, content_type="text/event-stream")
-    plan = e.plan(exchange, WIRE)
+    plan = e.plan(exchange, OpenAIFormat())
     assert not plan.wants_body()
     editor = plan.stream_editor()
     assert editor is not None
-    first, second, third = SSEFramer().feed(b"data: a\n\ndata: b\n\ndata: c\n\n")
-    assert editor.on_event(first) == [first.raw]
-    exchange.tool_calls.append(ToolCall(name="send_email"))  # the parser saw the call in `second`
-    assert editor.on_event(second) == [b"data: b!\n\n"]
-    assert editor.on_event(third) == [b"data: c!\n\n"]
-    assert len(exchange.faults) == 1
+    text, call, args = openai_events("send_email")
+    assert editor.on_event(text) == [text.raw]
+    tagged = [[ev.raw.removesuffix(b"\n\n") + b"!\n\n"] for ev in (call, args)]
+    assert [editor.on_event(call), editor.on_event(args)] == tagged
+    assert exchange.tool_calls == [] and len(exchange.faults) == 1  # the record is the proxy's to parse
+
+
+def test_a_stream_calling_another_tool_leaves_the_rule_waiting() -> None:
+    e = engine({"name": "t", "match": {"tool": "send_*"}, "fault": {"type": "tag", "text": "!"}})
+    exchange = ex(stream=True, content_type="text/event-stream")
+    plan = e.plan(exchange, OpenAIFormat())
+    editor = plan.stream_editor()
+    assert editor is not None
+    events = openai_events("lookup")
+    assert [editor.on_event(ev) for ev in events] == [[ev.raw] for ev in events]
+    assert exchange.faults == [] and len(plan.deferred) == 1
 
 
 def test_tool_known_at_request_time_fires_before_upstream() -> None:

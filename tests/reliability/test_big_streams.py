@@ -87,7 +87,7 @@ def test_compressed_and_edited_streams_cost_about_what_a_plain_one_does(brownout
     # Decoding is cheap next to parsing, and the compressed copy is parsed at no more than half the
     # loop's pace (other flows get the rest): about twice the plain stream's time. With the framer
     # re-scanning its buffer per event it took about five times as long.
-    assert gzip_s < 3 * base_s + 0.5, f"gzip stream took {gzip_s:.1f} s, a plain one {base_s:.1f} s"
+    assert gzip_s < 3 * base_s + 1.0, f"gzip stream took {gzip_s:.1f} s, a plain one {base_s:.1f} s"
     assert growth < 150 * MB, f"gzip stream: RSS grew {growth / MB:.0f} MB"
     assert ex.stream_events == EVENTS + 1 and ex.stream_complete is True and ex.uninspected is None
     assert internal_errors(proxy) == {}
