@@ -17,6 +17,7 @@ from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http._http1 import Http1Client
 
 from brownout.proxy import bodyreads
+from tests.reliability.badinput import internal_errors
 from tests.reliability.rawupstream import RawRequest, RawUpstream, chunked
 
 EVENTS = [b'data: {"choices": [{"delta": {"content": "token %d"}}]}\n\n' % i for i in range(20)]
@@ -96,3 +97,27 @@ def test_only_a_brownout_masters_connections_join_reads(brownout_proxy):
     ours = Http1Client(Context(client, proxy.master.options))
     plain = Http1Client(Context(client, options.Options()))
     assert bodyreads.joins_reads(ours) and not bodyreads.joins_reads(plain)
+
+
+@pytest.mark.timeout(30)
+def test_trailers_fail_the_answer_as_a_protocol_error_and_the_proxy_goes_on(brownout_proxy, caplog):
+    """mitmproxy 12.2 raises NotImplementedError on HTTP/1 trailers; here the answer ends cut, cleanly."""
+
+    async def handle(req: RawRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        if req.path == "/ok":
+            writer.write(HEAD + chunked(*EVENTS[:2]))
+        else:
+            writer.write(HEAD + chunked(*EVENTS[:2], end=False) + b"0\r\nx-checksum: 1\r\n\r\n")
+        await writer.drain()
+        return False
+
+    with RawUpstream(handle).running() as up:
+        proxy = brownout_proxy("version: 1\n", mode=f"reverse:{up.url}")
+        sock, buf = ask(proxy.port)
+        with sock:
+            assert read_chunks(sock, EVENTS[1], buf) and not sock.recv(65536)  # the events, then a close
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as again:
+            again.sendall(b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n")
+            assert again.recv(65536).startswith(b"HTTP/1.1 200")
+    assert internal_errors(proxy) == {}
+    assert not [r for r in caplog.records if "crashed" in r.getMessage()]  # mitmproxy's own layer raised
