@@ -34,6 +34,7 @@ from brownout.core.span_attributes import (
     realtime_session_events,
     span_name,
 )
+from brownout.core.span_emit import OpenedSpan, SpanEmitter
 from brownout.core.span_join import agent_fields, agent_parent
 
 __all__ = ["ERROR_SEVERITIES", "ExchangeSpan", "SpanBuilder", "SpanEvent", "ViolationLike", "session_trace_context"]
@@ -79,9 +80,11 @@ class ExchangeSpan:
 
     Invariants read the copy, not the SDK span: a span sampled out by the agent's
     `traceparent` flags is non-recording and keeps no attributes, yet must still be checked.
+    The span itself is either `opened` (brownout ends it in one step: core/span_emit.py) or
+    `span`, the SDK's live one (a provider whose processors act on start).
     """
 
-    span: trace.Span
+    span: trace.Span | None
     name: str
     attributes: dict[str, Any]
     events: list[SpanEvent]
@@ -93,13 +96,21 @@ class ExchangeSpan:
     failed: bool  # the exchange itself failed: 5xx, connection error, provider error
     ended: bool = field(default=False)
     status_message: str | None = field(default=None)  # the ERROR status's description, when not error.type
+    opened: OpenedSpan | None = field(default=None)
 
     def add_event(self, name: str, attributes: dict[str, Any]) -> None:
         """An event at the exchange's end, e.g. an invariant saying what it could not check."""
         event = SpanEvent(name, attributes, self.end_ns)
-        if not self.ended:
+        if not self.ended and self.span is not None:
             self.span.add_event(event.name, event.attributes, event.timestamp_ns)
         self.events.append(event)
+
+    @property
+    def recording(self) -> bool:
+        """The span will be handed to the processors (False: sampled out; only this readable copy exists)."""
+        if self.opened is not None:
+            return self.opened.recording
+        return self.span is not None and self.span.is_recording()
 
     @property
     def trace_id_hex(self) -> str:
@@ -140,6 +151,7 @@ class SpanBuilder:
     ) -> None:
         # The scope's schema_url says which GenAI conventions the spans follow (see core/semconv.py).
         self._tracer = tracer_provider.get_tracer("brownout", schema_url=semconv.schema_url)
+        self._emitter = SpanEmitter.of(self._tracer, "brownout", semconv.schema_url)
         self.semconv = semconv
         self.capture_content = capture_content
         self._clock = clock
@@ -168,9 +180,17 @@ class SpanBuilder:
         ) | agent_fields(exchange)
         name = span_name(exchange)
         parent = self.parent_context(exchange)
-        span = self._tracer.start_span(
-            name, context=parent, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns
-        )
+        emitter = self._emitter if self._emitter is not None and self._emitter.usable() else None
+        span: trace.Span | None = None
+        opened: OpenedSpan | None = None
+        if emitter is not None:
+            opened = emitter.open(name, parent, SpanKind.CLIENT, attributes)
+            ctx, parent_ctx = opened.context, opened.parent
+        else:
+            span = self._tracer.start_span(
+                name, context=parent, kind=SpanKind.CLIENT, attributes=attributes, start_time=start_ns
+            )
+            ctx, parent_ctx = span.get_span_context(), trace.get_current_span(parent).get_span_context()
         events: list[SpanEvent] = []
         # A fault that fired but could not act is a `brownout.fault.skipped` event, its reason
         # in brownout.fault.param.skipped: visible, never mistaken for an injected one.
@@ -178,16 +198,13 @@ class SpanBuilder:
         recorded += [("brownout.fault.skipped", f) for f in exchange.faults_skipped]
         for event_name, fault in recorded:
             at_ns = int(fault.at * 1e9) if fault.at else start_ns
-            event = SpanEvent(event_name, fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns))
-            span.add_event(event.name, event.attributes, event.timestamp_ns)
-            events.append(event)
+            events.append(SpanEvent(event_name, fault_event_attributes(fault), min(max(at_ns, start_ns), end_ns)))
         session_events = realtime_session_events(exchange, self.semconv) if exchange.realtime else ()
         for event_name, at_s, event_attrs in session_events:
-            event = SpanEvent(event_name, event_attrs, min(max(int(at_s * 1e9), start_ns), end_ns))
-            span.add_event(event.name, event.attributes, event.timestamp_ns)
-            events.append(event)
-        ctx = span.get_span_context()
-        parent_ctx = trace.get_current_span(parent).get_span_context()
+            events.append(SpanEvent(event_name, event_attrs, min(max(int(at_s * 1e9), start_ns), end_ns)))
+        if span is not None:
+            for event in events:
+                span.add_event(event.name, event.attributes, event.timestamp_ns)
         return ExchangeSpan(
             span=span,
             name=name,
@@ -195,11 +212,12 @@ class SpanBuilder:
             events=events,
             trace_id=ctx.trace_id,
             span_id=ctx.span_id,
-            parent_span_id=parent_ctx.span_id if parent_ctx.is_valid else None,
+            parent_span_id=parent_ctx.span_id if parent_ctx is not None and parent_ctx.is_valid else None,
             start_ns=start_ns,
             end_ns=end_ns,
             failed=_failed(exchange),
             status_message=_status_message(exchange),
+            opened=opened,
         )
 
     def finish(self, exchange_span: ExchangeSpan, violations: Iterable[ViolationLike] = ()) -> None:
@@ -209,7 +227,6 @@ class SpanBuilder:
         later exchange ended) is not this span's: it becomes a child span of the exchange it is about."""
         if exchange_span.ended:
             return
-        span = exchange_span.span
         worst: ViolationLike | None = None
         late: list[ViolationLike] = []
         for violation in violations:
@@ -217,20 +234,36 @@ class SpanBuilder:
                 late.append(violation)
                 continue
             attrs = _violation_attributes(violation)
-            event = SpanEvent("brownout.violation", attrs, exchange_span.end_ns)
-            span.add_event(event.name, attrs, event.timestamp_ns)
-            exchange_span.events.append(event)
+            exchange_span.add_event("brownout.violation", attrs)
             if worst is None and violation.severity in ERROR_SEVERITIES:
                 worst = violation
+        status: Status | None = None
         if worst is not None:
-            span.set_status(Status(StatusCode.ERROR, f"invariant {worst.invariant}: {worst.message}"))
+            status = Status(StatusCode.ERROR, f"invariant {worst.invariant}: {worst.message}")
         elif exchange_span.failed:
             message = exchange_span.status_message or str(exchange_span.attributes.get("error.type", "error"))
-            span.set_status(Status(StatusCode.ERROR, message))
-        span.end(end_time=exchange_span.end_ns)
+            status = Status(StatusCode.ERROR, message)
+        self._end(exchange_span, status)
         exchange_span.ended = True
         for violation in late:
             self.late_violation(violation)
+
+    def _end(self, exchange_span: ExchangeSpan, status: Status | None) -> None:
+        if exchange_span.opened is not None and self._emitter is not None:
+            events = [(e.name, e.attributes, e.timestamp_ns) for e in exchange_span.events]
+            self._emitter.end(
+                exchange_span.opened,
+                name=exchange_span.name,
+                kind=SpanKind.CLIENT,
+                events=events,
+                status=status,
+                start_ns=exchange_span.start_ns,
+                end_ns=exchange_span.end_ns,
+            )
+        elif exchange_span.span is not None:
+            if status is not None:
+                exchange_span.span.set_status(status)
+            exchange_span.span.end(end_time=exchange_span.end_ns)
 
     def late_violation(self, violation: ViolationLike) -> None:
         """A `brownout.violation {invariant}` span, child of the (already ended) span the violation is about:

@@ -358,4 +358,4 @@ def test_unsampled_traceparent_still_gives_a_readable_view(otel) -> None:
     started = SpanBuilder(tp).start(chat(traceparent=traceparent))
     assert started.trace_id_hex == "0af7651916cd43dd8448eb211c80319c"
     assert started.attributes["gen_ai.operation.name"] == "chat"
-    assert not started.span.is_recording()
+    assert not started.recording
