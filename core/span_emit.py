@@ -83,6 +83,7 @@ class SpanEmitter:
         self._limits = SpanLimits()  # what the SDK's provider uses when given none (brownout never gives one)
         self._seen: tuple[Any, ...] | None = None
         self._usable = False
+        self._enabled = getattr(tracer, "_is_enabled", None)  # the SDK's per-tracer switch, where it has one
 
     @classmethod
     def of(cls, tracer: object, name: str, schema_url: str | None) -> SpanEmitter | None:
@@ -100,8 +101,7 @@ class SpanEmitter:
         if processors is not self._seen:
             self._seen = processors
             self._usable = all(_quiet(p) for p in processors)
-        enabled = getattr(self._tracer, "_is_enabled", None)  # the SDK's per-tracer switch, where it has one
-        return self._usable and (enabled is None or bool(enabled()))
+        return self._usable and (self._enabled is None or bool(self._enabled()))
 
     def open(self, name: str, parent: Context, kind: SpanKind, attributes: dict[str, Any]) -> OpenedSpan:
         """The decision `Tracer.start_span` would make: sampler, trace and span ids, flags, trace state."""
@@ -161,7 +161,7 @@ class SpanEmitter:
                 opened.attributes, limits.max_span_attributes, limits.max_span_attribute_length
             ),
             events=span_events,
-            links=BoundedList(limits.max_links),
+            links=(),
             kind=kind,
             status=status or _UNSET,
             start_time=start_ns,

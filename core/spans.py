@@ -97,6 +97,8 @@ class ExchangeSpan:
     ended: bool = field(default=False)
     status_message: str | None = field(default=None)  # the ERROR status's description, when not error.type
     opened: OpenedSpan | None = field(default=None)
+    _trace_hex: str | None = field(default=None, repr=False, compare=False)
+    _span_hex: str | None = field(default=None, repr=False, compare=False)
 
     def add_event(self, name: str, attributes: dict[str, Any]) -> None:
         """An event at the exchange's end, e.g. an invariant saying what it could not check."""
@@ -114,11 +116,15 @@ class ExchangeSpan:
 
     @property
     def trace_id_hex(self) -> str:
-        return f"{self.trace_id:032x}"
+        if self._trace_hex is None:  # every invariant and log line asks: formatted once
+            self._trace_hex = f"{self.trace_id:032x}"
+        return self._trace_hex
 
     @property
     def span_id_hex(self) -> str:
-        return f"{self.span_id:016x}"
+        if self._span_hex is None:
+            self._span_hex = f"{self.span_id:016x}"
+        return self._span_hex
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the session id: every exchange of a session asks

@@ -22,8 +22,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from opentelemetry import trace
-
 from brownout.core.exchange import Exchange
 from brownout.core.spans import ExchangeSpan
 from brownout.core.state.sessions import Committed, SessionRecord, SessionStates, Status
@@ -207,7 +205,7 @@ class FleetChecks:
 def _scratch(span: ExchangeSpan) -> ExchangeSpan:
     """A copy of the span for one judgement: the events checks add go on it, not on the span they may be
     judged again for (only the judgement that counts leaves them)."""
-    return dataclasses.replace(span, span=trace.INVALID_SPAN, events=list(span.events))
+    return dataclasses.replace(span, span=None, opened=None, events=list(span.events))
 
 
 def _keep_events(span: ExchangeSpan, scratch: ExchangeSpan) -> None:
