@@ -173,4 +173,5 @@ def test_with_the_store_away_a_replica_drops_the_phase_by_its_own_clock(
     redis_server.stop()  # nothing can read or renew the lease any more
     started = time.monotonic()
     wait_for(lambda: r.chat()[0] == 200, within_s=3)
-    assert time.monotonic() - started < 1.5
+    # The lease (1 s), then the next request: a replica that waited for the store would never drop it.
+    assert time.monotonic() - started < 2.0
