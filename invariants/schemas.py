@@ -5,23 +5,39 @@ thousands of times. Checking a schema against its metaschema costs far more than
 call's arguments with it; the cache makes that cost once per distinct schema text, shared by every
 session. The key is the schema's canonical JSON (sorted keys): equal content, one validator; a
 changed schema, a new one. Never an object's id, which a later, different schema can reuse.
+
+Each schema is compiled twice: by jsonschema-rs, which answers "valid?" in a fraction of the time,
+and by python-jsonschema, which says what is wrong and stays the judge of every call the fast one
+does not pass. A call the fast validator passes is valid (`bench/schemas.py` measures both side by
+side); a schema it cannot compile is checked by python-jsonschema alone.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
+import jsonschema_rs
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
-__all__ = ["SCHEMAS_MAX", "ValidatorCache", "first_error"]
+__all__ = ["SCHEMAS_MAX", "Compiled", "ValidatorCache", "first_error"]
 
 logger = logging.getLogger(__name__)
 
 SCHEMAS_MAX = 1024  # distinct schemas kept compiled; the first compiled go first
 _MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """One schema's validators: `fast` (jsonschema-rs, None when it cannot compile the schema) passes valid
+    values; `full` (python-jsonschema) judges the rest and says what is wrong."""
+
+    full: Any
+    fast: Any | None
 
 
 class ValidatorCache:
@@ -37,7 +53,7 @@ class ValidatorCache:
     def __len__(self) -> int:
         return len(self._validators)
 
-    def get(self, schema: dict[str, Any]) -> Any:
+    def get(self, schema: dict[str, Any]) -> Compiled | None:
         """The validator for `schema`, compiled on first sight of its content; None when the schema is invalid."""
         try:
             key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
@@ -52,20 +68,36 @@ class ValidatorCache:
         return validator
 
 
-def _compile(schema: dict[str, Any]) -> Any:
+def _compile(schema: dict[str, Any]) -> Compiled | None:
     cls = validators.validator_for(schema)
     try:
         cls.check_schema(schema)
     except schema_errors.SchemaError:
         logger.debug("a declared tool schema is not valid JSON Schema; skipping schema validation")
         return None
-    return cls(schema)
+    try:
+        # offline: a declared schema never makes brownout fetch a URL (jsonschema-rs would, by default);
+        # no format assertions, as python-jsonschema without a format checker.
+        fast = jsonschema_rs.validator_for(schema, offline=True, validate_formats=False)
+    except Exception:  # noqa: BLE001 - a schema jsonschema-rs cannot take (a regex dialect, a remote $ref)
+        logger.debug("jsonschema-rs cannot compile a declared tool schema; python-jsonschema alone checks it")
+        fast = None
+    return Compiled(cls(schema), fast)
 
 
-def first_error(validator: Any, value: Any) -> tuple[str, str, str] | None:
+def first_error(validator: Compiled, value: Any) -> tuple[str, str, str] | None:
     """The most relevant error of `value` against the validator: (keyword, JSON path, message), or None."""
-    error = schema_errors.best_match(validator.iter_errors(value))
+    if validator.fast is not None and _passes(validator.fast, value):
+        return None
+    error = schema_errors.best_match(validator.full.iter_errors(value))
     if error is None:
         return None
     path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return str(error.validator), path, error.message
+
+
+def _passes(fast: Any, value: Any) -> bool:
+    try:
+        return bool(fast.is_valid(value))
+    except Exception:  # noqa: BLE001 - a value it cannot take (an int past 64 bits): the full validator judges
+        return False
