@@ -19,7 +19,7 @@ demo: setup bytecode
 # A failed test runs once more (many of them time real processes, sockets and timers on a shared two-core
 # machine); the summary names every rerun (R), so a flaky test is seen, and one that fails twice fails the run.
 test: setup system-deps node-deps lint bytecode
-	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --reruns 1 --reruns-delay 1 -rfER
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --reruns 1 --reruns-delay 1 -rfER --durations=20
 
 # ruff (lint, format) and mypy, as configured in pyproject.toml. mypy cannot follow setuptools'
 # package-dir mapping, so it checks the brownout.* namespace through a tree of links to the folders.
