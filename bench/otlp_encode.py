@@ -9,7 +9,6 @@ capture on), encoded as one ExportTraceServiceRequest the way the exporter threa
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -20,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.cpu import interleaved
 from brownout.core.spans import SpanBuilder
 from brownout.exporters.otlp_wire import encode_request
 from tests.exporters.expsamples import exchange
@@ -34,17 +34,11 @@ def main(batch: int = 512, repeats: int = 10) -> None:
         builder.build(exchange(), check=lambda span, ex: [])
     spans = list(memory.get_finished_spans())
     encoders = {
-        "official": lambda: encode_spans(spans).SerializeToString(),
-        "direct": lambda: encode_request(spans),
+        "official": lambda: [encode_spans(spans).SerializeToString() for _ in range(repeats)],
+        "direct": lambda: [encode_request(spans) for _ in range(repeats)],
     }
     print(f"{len(spans)} spans of {len(spans[0].attributes)} attributes, CPU us per span:")
-    for _ in range(3):  # interleaved rounds
-        cost = {}
-        for name, encode in encoders.items():
-            start = time.process_time()
-            for _ in range(repeats):
-                encode()
-            cost[name] = (time.process_time() - start) / (repeats * len(spans)) * 1e6
+    for cost in interleaved(encoders, repeats * len(spans)):
         print(f"  official {cost['official']:5.1f}   direct {cost['direct']:5.1f}   "
               f"ratio {cost['official'] / cost['direct']:3.1f}x")  # fmt: skip
 

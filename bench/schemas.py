@@ -10,11 +10,11 @@ goes to python-jsonschema for its message, so it costs a little more than before
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.cpu import interleaved
 from bench.llm import _PARAMS
 from brownout.invariants.schemas import Compiled, ValidatorCache, first_error
 
@@ -34,23 +34,16 @@ def main(calls: int = 5000) -> None:
         valid = VALID[name]
         assert first_error(c, valid) is None, (name, first_error(c, valid))
         cases.append((c, valid, {**valid, "unexpected": 1}))
-    paths = {"python-jsonschema": lambda c: Compiled(c.full, None), "jsonschema-rs first": lambda c: c}
+    picks = {"python-jsonschema": lambda c: Compiled(c.full, None), "jsonschema-rs first": lambda c: c}
     print(f"{calls} calls per schema, CPU us per call:")
-    for _ in range(3):  # interleaved rounds
-        line = []
-        for kind in (1, 2):
-            cost = {}
-            for path, pick in paths.items():
-                start = time.process_time()
-                for case in cases:
-                    validator = pick(case[0])
-                    for _ in range(calls):
-                        first_error(validator, case[kind])
-                cost[path] = (time.process_time() - start) / (calls * len(cases)) * 1e6
-            label = "valid" if kind == 1 else "invalid"
+    for kind, label in ((1, "valid"), (2, "invalid")):
+        paths = {
+            name: (lambda pick=pick, kind=kind: [first_error(pick(c[0]), c[kind]) for c in cases for _ in range(calls)])
+            for name, pick in picks.items()
+        }
+        for cost in interleaved(paths, calls * len(cases)):
             fast, slow = cost["jsonschema-rs first"], cost["python-jsonschema"]
-            line.append(f"{label}: python {slow:5.1f}  rs first {fast:5.1f}  ratio {slow / fast:4.1f}x")
-        print("   " + "   ".join(line))
+            print(f"  {label:7s}  python {slow:5.1f}  rs first {fast:5.1f}  ratio {slow / fast:4.1f}x")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ acts on start; one step is what it takes otherwise (core/span_emit.py).
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from opentelemetry.sdk.resources import Resource
@@ -19,6 +18,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.cpu import interleaved
 from brownout.core.exchange import FaultRecord
 from brownout.core.spans import SpanBuilder
 from brownout.invariants.records import Violation
@@ -46,13 +46,8 @@ def main(spans: int = 2000) -> None:
     found = [Violation("no_pii", "error", "email in request body", ex.session, 0.0, span_id=None)]
     builders = {"live": _builder(DiscardsActsOnStart()), "one step": _builder(Discards())}
     print(f"{spans} exchange spans, CPU us per span:")
-    for _ in range(3):  # interleaved rounds
-        cost = {}
-        for name, builder in builders.items():
-            start = time.process_time()
-            for _ in range(spans):
-                builder.build(ex, found)
-            cost[name] = (time.process_time() - start) / spans * 1e6
+    paths = {name: (lambda b=b: [b.build(ex, found) for _ in range(spans)]) for name, b in builders.items()}
+    for cost in interleaved(paths, spans):
         print(
             f"  live {cost['live']:5.1f}   one step {cost['one step']:5.1f}   ratio {cost['live'] / cost['one step']:3.1f}x"
         )
