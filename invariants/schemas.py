@@ -10,6 +10,11 @@ Each schema is compiled twice: by jsonschema-rs, which answers "valid?" in a fra
 and by python-jsonschema, which says what is wrong and stays the judge of every call the fast one
 does not pass. A call the fast validator passes is valid (`bench/schemas.py` measures both side by
 side); a schema it cannot compile is checked by python-jsonschema alone.
+
+Neither ever fetches a document a schema's `$ref` names: a declared schema comes from traffic, so a
+fetch would let any agent or MCP server make brownout open connections (to a cloud metadata address,
+say) and hold up the event loop while it waits. References inside the schema resolve as usual; a call
+whose check needs another document is not judged by the schema.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 import jsonschema_rs
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 __all__ = ["SCHEMAS_MAX", "Compiled", "ValidatorCache", "first_error"]
 
@@ -29,6 +36,14 @@ logger = logging.getLogger(__name__)
 
 SCHEMAS_MAX = 1024  # distinct schemas kept compiled; the first compiled go first
 _MISSING = object()
+
+
+def _refuse(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # an attrs class mypy reads without its __init__
+
+
+# Immutable: each validator crawls into its own copy. (An attrs class mypy reads without its __init__.)
+_OFFLINE: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +97,18 @@ def _compile(schema: dict[str, Any]) -> Compiled | None:
     except Exception:  # noqa: BLE001 - a schema jsonschema-rs cannot take (a regex dialect, a remote $ref)
         logger.debug("jsonschema-rs cannot compile a declared tool schema; python-jsonschema alone checks it")
         fast = None
-    return Compiled(cls(schema), fast)
+    return Compiled(cls(schema, registry=_OFFLINE), fast)
 
 
 def first_error(validator: Compiled, value: Any) -> tuple[str, str, str] | None:
     """The most relevant error of `value` against the validator: (keyword, JSON path, message), or None."""
     if validator.fast is not None and _passes(validator.fast, value):
         return None
-    error = schema_errors.best_match(validator.full.iter_errors(value))
+    try:
+        error = schema_errors.best_match(validator.full.iter_errors(value))
+    except Unresolvable:
+        logger.debug("a declared tool schema refers to a document brownout does not fetch; call not judged")
+        return None
     if error is None:
         return None
     path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
