@@ -30,7 +30,7 @@ from jsonschema import validators
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-__all__ = ["SCHEMAS_MAX", "Compiled", "ValidatorCache", "first_error"]
+__all__ = ["SCHEMAS_MAX", "Compiled", "ValidatorCache", "first_error", "offline_validator", "outside_refs"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,32 @@ def _refuse(uri: str) -> Any:
 
 # Immutable: each validator crawls into its own copy. (An attrs class mypy reads without its __init__.)
 _OFFLINE: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+
+def offline_validator(schema: dict[str, Any]) -> Any:
+    """python-jsonschema's validator for a schema already checked against its metaschema, never fetching."""
+    return validators.validator_for(schema)(schema, registry=_OFFLINE)
+
+
+def outside_refs(schema: Any) -> list[str]:
+    """The `$ref`s (and `$dynamicRef`s) that name a document other than the schema itself: neither a
+    fragment (`#/$defs/x`) nor an `$id` the schema gives one of its parts."""
+    refs: list[str] = []
+    ids: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    refs.append(value)
+                elif key == "$id" and isinstance(value, str):
+                    ids.add(value.partition("#")[0])
+                else:
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return [ref for ref in refs if ref.partition("#")[0] not in ids | {""}]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +123,7 @@ def _compile(schema: dict[str, Any]) -> Compiled | None:
     except Exception:  # noqa: BLE001 - a schema jsonschema-rs cannot take (a regex dialect, a remote $ref)
         logger.debug("jsonschema-rs cannot compile a declared tool schema; python-jsonschema alone checks it")
         fast = None
-    return Compiled(cls(schema, registry=_OFFLINE), fast)
+    return Compiled(offline_validator(schema), fast)
 
 
 def first_error(validator: Compiled, value: Any) -> tuple[str, str, str] | None:

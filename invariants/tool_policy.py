@@ -26,6 +26,7 @@ from brownout.core.config import Model
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
+from brownout.invariants.schemas import offline_validator, outside_refs
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
 from brownout.invariants.summary_codec import dump_summary, load_summary
@@ -60,6 +61,12 @@ class ArgumentRule(Model):
                 validators.validator_for(value).check_schema(value)
             except schema_errors.SchemaError as e:
                 raise ValueError(f"not a valid JSON Schema: {e.message}") from None
+            if outside := outside_refs(value):
+                # Fetched during a check, it would hold up the event loop (and any URL could be named).
+                raise ValueError(
+                    f"$ref {outside[0]!r} names another document, which brownout does not fetch: "
+                    "put that schema under $defs and refer to it as '#/$defs/...'"
+                )
         return value
 
     @field_validator("regex")
@@ -146,7 +153,7 @@ class ToolPolicy(Invariant[ToolPolicyConfig]):
                 _glob(rule.tool),
                 {k: [_glob(g) for g in ([v] if isinstance(v, str) else v)] for k, v in rule.match.items()},
                 {k: re.compile(rx) for k, rx in rule.regex.items()},
-                None if rule.schema_ is None else validators.validator_for(rule.schema_)(rule.schema_),
+                None if rule.schema_ is None else offline_validator(rule.schema_),
             )
             for i, rule in enumerate(config.arguments)
         ]

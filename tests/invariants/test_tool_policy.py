@@ -112,6 +112,23 @@ def test_a_cut_stream_holds_no_calls() -> None:
     assert h.run(cut) == []
 
 
+def test_a_schema_may_refer_to_its_own_parts() -> None:
+    schema = {
+        "$defs": {"amount": {"type": "integer", "maximum": 100}},
+        "properties": {
+            "a": {"$ref": "#/$defs/amount"},
+            "b": {"$ref": "urn:brownout:limit"},
+            "c": {"$id": "urn:brownout:limit", "type": "string"},
+        },
+    }
+    h = policy(arguments=[{"tool": "pay", "schema": schema}])
+    assert h.run(llm(0, calls=[("pay", '{"a": 5, "b": "x"}')])) == []
+    (v,) = h.run(llm(1, calls=[("pay", '{"a": 500}')]))
+    assert v.message.endswith("schema: `maximum` failed at $.a")
+    (v,) = h.run(llm(2, calls=[("pay", '{"b": 1}')]))
+    assert v.message.endswith("schema: `type` failed at $.b")
+
+
 @pytest.mark.parametrize(
     ("entry", "error"),
     [
@@ -119,6 +136,10 @@ def test_a_cut_stream_holds_no_calls() -> None:
         ({"arguments": [{"tool": "x"}]}, "needs schema, match and/or regex"),
         ({"arguments": [{"tool": "x", "regex": {"to": "("}}]}, "regex.to: invalid regex"),
         ({"arguments": [{"tool": "x", "schema": {"type": "nope"}}]}, "not a valid JSON Schema"),
+        (
+            {"arguments": [{"tool": "x", "schema": {"properties": {"a": {"$ref": "http://10.0.0.1/s.json"}}}}]},
+            "(?s)arguments.0.schema.*'http://10.0.0.1/s.json' names another document",
+        ),
         ({"max_calls": {"x": -1}}, "must be >= 0"),
         ({"deny": ["x"], "calls": "all"}, "calls"),
     ],
