@@ -27,7 +27,7 @@ from pydantic import Field
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
 from brownout.invariants.records import Violation
-from brownout.invariants.schemas import ValidatorCache, first_error
+from brownout.invariants.schemas import ValidatorCache, first_problem
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
 from brownout.invariants.summary_codec import dump_summary, load_summary
@@ -225,11 +225,8 @@ class McpTools(Invariant[McpToolsConfig]):
             value = json.loads(call.arguments or "{}")
         except ValueError:
             return "arguments are not valid JSON"
-        error = first_error(validator, value)
-        if error is None:
+        problem = first_problem(validator, value)
+        if problem is None:
             return None
-        keyword, path, message = error
-        if keyword in ("required", "additionalProperties", "dependentRequired"):
-            # These messages name schema properties, never argument values.
-            return f"arguments do not fit the current inputSchema: {message} at {path}"
-        return f"arguments do not fit the current inputSchema: `{keyword}` failed at {path}"
+        what, path = problem
+        return f"arguments do not fit the current inputSchema: {what} at {path}"

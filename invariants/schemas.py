@@ -30,12 +30,22 @@ from jsonschema import validators
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-__all__ = ["SCHEMAS_MAX", "Compiled", "ValidatorCache", "first_error", "offline_validator", "outside_refs"]
+__all__ = [
+    "SCHEMAS_MAX",
+    "Compiled",
+    "ValidatorCache",
+    "compile_schema",
+    "first_error",
+    "first_problem",
+    "outside_refs",
+]
 
 logger = logging.getLogger(__name__)
 
 SCHEMAS_MAX = 1024  # distinct schemas kept compiled; the first compiled go first
 _MISSING = object()
+# Keywords whose messages name schema properties, never argument values (the others may quote a value).
+_NAMES_ONLY = frozenset({"required", "additionalProperties", "dependentRequired"})
 
 
 def _refuse(uri: str) -> Any:
@@ -46,16 +56,11 @@ def _refuse(uri: str) -> Any:
 _OFFLINE: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 
-def offline_validator(schema: dict[str, Any]) -> Any:
-    """python-jsonschema's validator for a schema already checked against its metaschema, never fetching."""
-    return validators.validator_for(schema)(schema, registry=_OFFLINE)
-
-
 def outside_refs(schema: Any) -> list[str]:
     """The `$ref`s (and `$dynamicRef`s) that name a document other than the schema itself: neither a
     fragment (`#/$defs/x`) nor an `$id` the schema gives one of its parts."""
     refs: list[str] = []
-    ids: set[str] = set()
+    ids: set[str] = {""}  # a bare fragment is the schema itself
     stack = [schema]
     while stack:
         node = stack.pop()
@@ -69,7 +74,7 @@ def outside_refs(schema: Any) -> list[str]:
                     stack.append(value)
         elif isinstance(node, list):
             stack.extend(node)
-    return [ref for ref in refs if ref.partition("#")[0] not in ids | {""}]
+    return [ref for ref in refs if ref.partition("#")[0] not in ids]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,11 @@ class ValidatorCache:
         return validator
 
 
+def compile_schema(schema: dict[str, Any]) -> Compiled | None:
+    """Both validators of one schema (uncached), or None when it is not valid JSON Schema."""
+    return _compile(schema)
+
+
 def _compile(schema: dict[str, Any]) -> Compiled | None:
     cls = validators.validator_for(schema)
     try:
@@ -123,7 +133,7 @@ def _compile(schema: dict[str, Any]) -> Compiled | None:
     except Exception:  # noqa: BLE001 - a schema jsonschema-rs cannot take (a regex dialect, a remote $ref)
         logger.debug("jsonschema-rs cannot compile a declared tool schema; python-jsonschema alone checks it")
         fast = None
-    return Compiled(offline_validator(schema), fast)
+    return Compiled(cls(schema, registry=_OFFLINE), fast)
 
 
 def first_error(validator: Compiled, value: Any) -> tuple[str, str, str] | None:
@@ -139,6 +149,16 @@ def first_error(validator: Compiled, value: Any) -> tuple[str, str, str] | None:
         return None
     path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return str(error.validator), path, error.message
+
+
+def first_problem(validator: Compiled, value: Any) -> tuple[str, str] | None:
+    """The most relevant error as (what failed, JSON path), in words that never quote an argument value:
+    the message for keywords that only name properties, else "`keyword` failed"."""
+    error = first_error(validator, value)
+    if error is None:
+        return None
+    keyword, path, message = error
+    return (message if keyword in _NAMES_ONLY else f"`{keyword}` failed"), path
 
 
 def _passes(fast: Any, value: Any) -> bool:

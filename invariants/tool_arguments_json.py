@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
-from brownout.invariants.schemas import ValidatorCache, first_error
+from brownout.invariants.schemas import ValidatorCache, first_problem
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
 
@@ -78,11 +78,8 @@ class ToolArgumentsJson(Invariant[ToolArgumentsJsonConfig]):
         validator = self._validators.get(schema) if isinstance(schema, dict) else None
         if validator is None:
             return None
-        error = first_error(validator, value)
-        if error is None:
+        problem = first_problem(validator, value)
+        if problem is None:
             return None
-        keyword, path, message = error
-        if keyword in ("required", "additionalProperties", "dependentRequired"):
-            # These messages name schema properties, not argument values.
-            return f"arguments do not match the declared schema: {message} at {path}"
-        return f"arguments do not match the declared schema: `{keyword}` failed at {path}"
+        what, path = problem
+        return f"arguments do not match the declared schema: {what} at {path}"

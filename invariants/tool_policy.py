@@ -26,7 +26,7 @@ from brownout.core.config import Model
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
-from brownout.invariants.schemas import offline_validator, outside_refs
+from brownout.invariants.schemas import Compiled, compile_schema, first_problem, outside_refs
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary, ToolCallView
 from brownout.invariants.summary_codec import dump_summary, load_summary
@@ -133,7 +133,7 @@ class _Arguments:
     tool: re.Pattern[str]
     globs: dict[str, list[re.Pattern[str]]]
     regexes: dict[str, re.Pattern[str]]
-    validator: Any
+    validator: Compiled | None  # None: no schema (one that is not JSON Schema fails at config load)
 
 
 class ToolPolicy(Invariant[ToolPolicyConfig]):
@@ -153,7 +153,7 @@ class ToolPolicy(Invariant[ToolPolicyConfig]):
                 _glob(rule.tool),
                 {k: [_glob(g) for g in ([v] if isinstance(v, str) else v)] for k, v in rule.match.items()},
                 {k: re.compile(rx) for k, rx in rule.regex.items()},
-                None if rule.schema_ is None else offline_validator(rule.schema_),
+                None if rule.schema_ is None else compile_schema(rule.schema_),
             )
             for i, rule in enumerate(config.arguments)
         ]
@@ -272,11 +272,7 @@ def _argument_problems(rule: _Arguments, args: dict[str, Any]) -> list[str]:
     for name, rx in rule.regexes.items():
         if name in args and not all(rx.fullmatch(v) for v in _values(args[name])):
             problems.append(f"argument {name!r} does not match regex.{name}")
-    if rule.validator is not None:
-        error = schema_errors.best_match(rule.validator.iter_errors(args))
-        if error is not None:
-            path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-            # Validator and path only: most schema messages quote the offending value.
-            safe = error.validator in ("required", "additionalProperties", "dependentRequired")
-            problems.append(f"schema: {error.message if safe else f'`{error.validator}` failed'} at {path}")
+    if rule.validator is not None and (problem := first_problem(rule.validator, args)) is not None:
+        what, path = problem
+        problems.append(f"schema: {what} at {path}")
     return problems
