@@ -7,12 +7,18 @@ blanks API keys wherever brownout keeps traffic), so both recognise exactly the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Detector", "Finding", "find_all", "word_bounded"]
+from ahocorasick_rs import AhoCorasick, MatchKind
+
+__all__ = ["JOIN", "Detector", "Finding", "LiteralIndex", "find_all", "find_each", "word_bounded"]
 
 _LOCAL_MAX = 64  # the longest email local part `left` may extend over
+# No built-in pattern matches a double quote (their classes are key alphabets, digits and
+# separators; a private-key block stops at one), so texts joined by it scan as one.
+JOIN = '"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +57,43 @@ class Finding:
     end: int
 
 
-def find_all(text: str, detectors: Iterable[Detector], allowlist: Iterable[re.Pattern[str]] = ()) -> Iterator[Finding]:
-    """Non-overlapping findings in detector order; allowlisted or checksum-failing matches are skipped."""
+class LiteralIndex:
+    """Which of a list of detectors have one of their literals in a text, from one pass over it.
+
+    An Aho-Corasick automaton of every literal: a body is read once, where testing each literal with
+    `in` reads it once per literal (22 passes over each request body for the built-in detectors).
+    Overlapping matches count, so a literal inside another ("sk-" in "sk-ant-") is seen too."""
+
+    def __init__(self, detectors: Sequence[Detector]) -> None:
+        self.detectors = tuple(detectors)
+        owners = [(literal, i) for i, d in enumerate(self.detectors) for literal in d.literals]
+        self._owner = [i for _, i in owners]
+        self._automaton = (
+            AhoCorasick([literal for literal, _ in owners], matchkind=MatchKind.Standard) if owners else None
+        )
+
+    def held(self, text: str) -> set[int]:
+        """The indexes of the detectors with a literal in `text`."""
+        if self._automaton is None:
+            return set()
+        owner = self._owner
+        return {owner[m[0]] for m in self._automaton.find_matches_as_indexes(text, overlapping=True)}
+
+
+def find_all(
+    text: str,
+    detectors: Iterable[Detector],
+    allowlist: Iterable[re.Pattern[str]] = (),
+    index: LiteralIndex | None = None,
+) -> Iterator[Finding]:
+    """Non-overlapping findings in detector order; allowlisted or checksum-failing matches are skipped.
+    `index`, built for exactly these detectors, tests their literals in one pass."""
     allow = tuple(allowlist)
     taken: list[tuple[int, int]] = []
     regions: dict[object, list[tuple[int, int]]] = {}
-    for detector in detectors:
-        if detector.literals and not _holds_any(text, detector.literals):
+    held = index.held(text) if index is not None else None
+    for i, detector in enumerate(detectors):
+        if detector.literals and not (i in held if held is not None else _holds_any(text, detector.literals)):
             continue
         for match in _matches(detector, text, regions):
             start, end = match.span()
@@ -72,6 +108,31 @@ def find_all(text: str, detectors: Iterable[Detector], allowlist: Iterable[re.Pa
                 continue
             taken.append((start, end))
             yield Finding(detector.kind, start, end)
+
+
+def find_each(
+    texts: Sequence[str],
+    detectors: Sequence[Detector],
+    allowlist: Iterable[re.Pattern[str]] = (),
+    index: LiteralIndex | None = None,
+) -> list[tuple[int, Finding]]:
+    """`find_all` of each text, as (text index, finding with offsets into that text), in the same order,
+    from one scan of the texts joined by JOIN: the per-scan cost (a literal test and a regex call per
+    detector) is paid once, not once per message. Only for detectors whose patterns never match JOIN:
+    no match, word boundary or email local part then crosses from one text into the next."""
+    if len(texts) == 1:
+        return [(0, finding) for finding in find_all(texts[0], detectors, allowlist, index)]
+    starts: list[int] = []
+    at = 0
+    for text in texts:
+        starts.append(at)
+        at += len(text) + len(JOIN)
+    found: list[tuple[int, Finding]] = []
+    for finding in find_all(JOIN.join(texts), detectors, allowlist, index):
+        i = bisect_right(starts, finding.start) - 1
+        found.append((i, Finding(finding.kind, finding.start - starts[i], finding.end - starts[i])))
+    found.sort(key=lambda hit: hit[0])  # stable: text by text, and within one in find_all's order
+    return found
 
 
 def _holds_any(text: str, literals: tuple[str, ...]) -> bool:

@@ -10,7 +10,15 @@ from pydantic import Field, field_validator
 
 from brownout.core.spans import ExchangeSpan
 from brownout.invariants.base import Invariant, InvariantConfigBase, Severity
-from brownout.invariants.pii_patterns import CATEGORIES, Detector, Finding, default_detectors, find_all
+from brownout.invariants.pii_patterns import (
+    CATEGORIES,
+    Detector,
+    Finding,
+    LiteralIndex,
+    default_detectors,
+    find_all,
+    find_each,
+)
 from brownout.invariants.records import Violation
 from brownout.invariants.session import Session
 from brownout.invariants.summary import ExchangeSummary
@@ -65,6 +73,9 @@ class NoPii(Invariant[NoPiiConfig]):
         self._detectors: list[Detector] = [d for d in default_detectors() if d.category in config.kinds]
         self._detectors += [Detector(n, "custom", re.compile(rx)) for n, rx in config.extra_patterns.items()]
         self._allow = [re.compile(rx) for rx in config.allowlist]
+        # A user's pattern may match the quote that joins texts for one scan: those scan text by text.
+        self._one_scan = not config.extra_patterns
+        self._index = LiteralIndex(self._detectors)
 
     def check_span(self, span: ExchangeSpan, exchange: ExchangeSummary, session: Session) -> list[Violation]:
         direction = self.config.direction
@@ -105,14 +116,21 @@ class NoPii(Invariant[NoPiiConfig]):
         texts += [(f"response tool_calls[{i}].arguments", c.arguments) for i, c in enumerate(exchange.requested_calls)]
         return texts
 
+    def _find(self, texts: list[tuple[str, str]]) -> list[tuple[str, Finding]]:
+        """Every finding in the texts, text by text, with where it is."""
+        texts = [(where, text) for where, text in texts if text]
+        if self._one_scan:
+            found = find_each([text for _, text in texts], self._detectors, self._allow, self._index)
+            return [(texts[i][0], finding) for i, finding in found]
+        detectors, allow, index = self._detectors, self._allow, self._index
+        return [(where, f) for where, text in texts for f in find_all(text, detectors, allow, index)]
+
     def _report(
         self, direction: str, texts: list[tuple[str, str]], session: Session, exchange: ExchangeSummary
     ) -> list[Violation]:
         by_kind: dict[str, list[tuple[str, Finding]]] = {}
-        for where, text in texts:
-            if text:
-                for finding in find_all(text, self._detectors, self._allow):
-                    by_kind.setdefault(finding.kind, []).append((where, finding))
+        for where, finding in self._find(texts):
+            by_kind.setdefault(finding.kind, []).append((where, finding))
         found: list[Violation] = []
         for kind, hits in by_kind.items():
             where, first = hits[0]

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import re
 
-from brownout.core.detectors import Detector, Finding, find_all
+from brownout.core.detectors import Detector, Finding, LiteralIndex, find_all, find_each
 from brownout.core.secrets import key_detectors
 
 __all__ = [
     "CATEGORIES",
     "Detector",
     "Finding",
+    "LiteralIndex",
     "default_detectors",
     "find_all",
+    "find_each",
     "iban_valid",
     "luhn_valid",
     "numeric_regions",
