@@ -46,6 +46,8 @@ class Detector:
     # A substring test runs in C at memchr speed; a pattern that cannot start at a literal (a token
     # after a run of digits) would otherwise try at every position of every body.
     literals: tuple[str, ...] = ()
+    # False only for a text that cannot hold a match, and cheaper to ask than the regex's scan.
+    gate: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,8 @@ def find_all(
     held = index.held(text) if index is not None else None
     for i, detector in enumerate(detectors):
         if detector.literals and not (i in held if held is not None else _holds_any(text, detector.literals)):
+            continue
+        if detector.gate is not None and not detector.gate(text):
             continue
         for match in _matches(detector, text, regions):
             start, end = match.span()

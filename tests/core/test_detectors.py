@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from brownout.core.detectors import JOIN, Detector, LiteralIndex, find_all, find_each
 from brownout.core.secrets import KEY_FORMATS, key_detectors
-from brownout.invariants.pii_patterns import _NUMERIC, default_detectors, numeric_regions
+from brownout.invariants.pii_patterns import _NUMERIC, default_detectors, may_hold_iban, numeric_regions
 
 
 def test_a_detector_with_literals_runs_only_on_texts_holding_one() -> None:
@@ -98,6 +98,15 @@ def test_no_built_in_pattern_matches_the_joining_quote(data: st.DataObject) -> N
     for detector in default_detectors():
         sample = data.draw(st.from_regex(detector.pattern, fullmatch=True), label=detector.kind)
         assert JOIN not in sample, (detector.kind, sample)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS.map(" ".join))
+def test_the_iban_gate_is_false_only_where_the_regex_finds_nothing(text: str) -> None:
+    if OLD_IBAN.search(text):
+        assert may_hold_iban(text)
+    assert may_hold_iban("pay DE89370400440532013000") and not may_hold_iban("pay de89 3704 or D E89")
+    assert may_hold_iban("caf\u00e9 no iban")  # text that is not ASCII is always scanned
 
 
 def _digits(run: str) -> int:
