@@ -94,7 +94,7 @@ rules:
     fault: {{type: inject, text: {json.dumps(INJECTED)}}}
   - name: slow-tool
     match: {{session: latency-slow, path: "/tools/weather*"}}
-    fault: {{type: latency, delay_ms: 400}}
+    fault: {{type: latency, delay_ms: 1500}}
 invariants:
   - {{type: no_loop, max_repeats: 3, window: 20}}
   - {{type: retry_discipline, max_retries: 3, severity: error}}
@@ -104,7 +104,8 @@ invariants:
   - {{type: call_budget, max_calls: 3, severity: warning}}
   - {{type: stream_complete, severity: error}}
   - {{type: injection_followed}}
-  - {{type: latency_budget, total_ms: 250, operations: [execute_tool]}}
+  # 1 s: a tool call on a loaded two-core CI machine has taken over 250 ms without any fault.
+  - {{type: latency_budget, total_ms: 1000, operations: [execute_tool]}}
   - {{type: custom, name: retired_models, callable: "tests.e2e.invariant_scenarios:no_retired_models"}}
   - {{type: custom, name: broken_check, callable: "tests.e2e.invariant_scenarios:broken_check"}}
 """

@@ -5,6 +5,7 @@ by the official SDKs; the scenario and its checks are in tests/e2e/invariant_sce
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -205,12 +206,12 @@ def test_latency_budget_flags_a_slow_tool(bo: Brownout) -> None:
         tools.get(f"{bo.upstream.url}/tools/weather", params={"city": "Paris"}).raise_for_status()
     (v,) = bo.violations.wait(session, "latency_budget")
     bo.check(v, session=session, invariant="latency_budget", severity="warning", rule="slow-tool", fault="latency")
-    assert v.details["total_ms"] >= 400 and v.details["budget_ms"] == 250
+    assert v.details["total_ms"] >= 1500 and v.details["budget_ms"] == 1000
     assert v.tool == "weather"
 
 
 def test_latency_budget_passes_a_fast_tool(bo: Brownout, client: Any) -> None:
-    session = "latency-fast"
+    session = f"latency-fast-{uuid.uuid4().hex[:8]}"  # its own on a rerun: the module's proxy keeps violations
     with bo.tools(session) as tools:
         tools.get(f"{bo.upstream.url}/tools/weather", params={"city": "Paris"}).raise_for_status()
     bo.none(session, "latency_budget", exchanges=1)
