@@ -119,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.case}: instructions per exchange, runs of {args.n} and {5 * args.n} exchanges under cachegrind")
         base: float | None = None
         with ThreadPoolExecutor(2) as pool:
-            for name, cfg in variants(args.ablate).items():
+            for i, (name, cfg) in enumerate(variants(args.ablate).items()):
                 config = ""
                 if cfg is not None:
-                    config = str(Path(tmp) / f"{len(name)}-{abs(hash(name))}.yaml")
+                    config = str(Path(tmp) / f"config-{i}.yaml")
                     Path(config).write_text(yaml.safe_dump(cfg))
                 count = per_exchange(config, args.n, shape_file, pool)
                 base = count if base is None else base

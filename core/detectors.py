@@ -67,8 +67,7 @@ class LiteralIndex:
     Overlapping matches count, so a literal inside another ("sk-" in "sk-ant-") is seen too."""
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
-        self.detectors = tuple(detectors)
-        owners = [(literal, i) for i, d in enumerate(self.detectors) for literal in d.literals]
+        owners = [(literal, i) for i, d in enumerate(detectors) for literal in d.literals]
         self._owner = [i for _, i in owners]
         self._automaton = (
             AhoCorasick([literal for literal, _ in owners], matchkind=MatchKind.Standard) if owners else None

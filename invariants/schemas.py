@@ -104,11 +104,11 @@ class ValidatorCache:
         try:
             key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
         except (TypeError, ValueError):  # not JSON data (no wire schema is): compile it, keep nothing
-            return _compile(schema)
+            return compile_schema(schema)
         validator = self._validators.get(key, _MISSING)
         if validator is not _MISSING:
             return validator
-        validator = self._validators[key] = _compile(schema)
+        validator = self._validators[key] = compile_schema(schema)
         if len(self._validators) > self.max_entries:
             del self._validators[next(iter(self._validators))]
         return validator
@@ -116,10 +116,6 @@ class ValidatorCache:
 
 def compile_schema(schema: dict[str, Any]) -> Compiled | None:
     """Both validators of one schema (uncached), or None when it is not valid JSON Schema."""
-    return _compile(schema)
-
-
-def _compile(schema: dict[str, Any]) -> Compiled | None:
     cls = validators.validator_for(schema)
     try:
         cls.check_schema(schema)

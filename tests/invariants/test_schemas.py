@@ -19,13 +19,13 @@ QUERY: dict[str, Any] = {"type": "object", "properties": {"q": {"type": "string"
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Every schema the cache compiles (checks against its metaschema), in order."""
     seen: list[dict[str, Any]] = []
-    real = schemas._compile
+    real = schemas.compile_schema
 
     def counting(schema: dict[str, Any]) -> Any:
         seen.append(schema)
         return real(schema)
 
-    monkeypatch.setattr(schemas, "_compile", counting)
+    monkeypatch.setattr(schemas, "compile_schema", counting)
     return seen
 
 
