@@ -15,11 +15,10 @@ import statistics
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bench.load import LoadResult, Request, parse_wrk, run_load, wrk_command
-from bench.procstat import cpu_seconds
+from bench.procstat import children, cpu_seconds
 
 __all__ = ["LOAD", "Run", "children", "measure", "median_runs", "session_script"]
 
@@ -36,17 +35,6 @@ def session_script(sessions: int) -> str:
         f'  return wrk.format(nil, nil, {{["{SESSION_HEADER}"] = "bench-" .. (n % {sessions})}})\n'
         "end\n"
     )
-
-
-def children(pid: int) -> list[int]:
-    """The pids of a process's children (Linux), e.g. a supervisor's workers."""
-    out: list[int] = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            out += [int(c) for c in (task / "children").read_text().split()]
-    except OSError:
-        return out  # not Linux, or gone
-    return sorted(set(out))
 
 
 @dataclass

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.load import LoadResult, Request, run_load
-from bench.procstat import cpu_seconds
+from bench.procstat import tree_cpu_seconds
 from bench.report import P99_ADDED_MS, RPS_FLOOR, info, target
 
 __all__ = [
@@ -47,10 +47,13 @@ __all__ = [
     "render_llm_rows",
 ]
 
-LLM_PATHS = ("direct", "mitmdump", "brownout-all-on")  # the all-on target is against plain mitmdump
+# The all-on targets are against plain mitmdump: all-on with its analysis on the proxy's loop, and in a
+# second process (bench/all-on-process.yaml).
+BROWNOUTS = ("brownout-all-on", "brownout-all-on-process")
+BROWNOUT = BROWNOUTS[0]
+LLM_PATHS = ("direct", "mitmdump", *BROWNOUTS)
 REFERENCE_PATHS = ("mitmdump-stream", "brownout")  # where the gap comes from (informational)
-BROWNOUT = "brownout-all-on"
-PATHS = (*LLM_PATHS[:2], *REFERENCE_PATHS, BROWNOUT)  # every path of bench/run.py, in its order
+PATHS = (*LLM_PATHS[:2], *REFERENCE_PATHS, *BROWNOUTS)  # every path of bench/run.py, in its order
 
 _SYSTEM = (
     "You are a travel assistant for a company's employees. Answer briefly and cite the tool you used. "
@@ -244,7 +247,7 @@ def _median(runs: list[LoadResult], cpu_s: list[float | None]) -> dict[str, Any]
 
 
 def _cpu(pid: int | None) -> float | None:
-    return None if pid is None else cpu_seconds(pid)
+    return None if pid is None else tree_cpu_seconds(pid)  # with its analysis process, when it has one
 
 
 def measure_llm(
@@ -285,25 +288,14 @@ def measure_llm(
 
 
 def llm_targets(llm: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per case: brownout-all-on's throughput against plain mitmdump at 1 and 8 connections, and its p99
+    """Per case: each all-on path's throughput against plain mitmdump at 1 and 8 connections, and its p99
     at 1 connection over mitmdump's; a case whose answers came back broken through a path is missed."""
     out: dict[str, dict[str, Any]] = {}
     for case, results in llm.get("cases", {}).items():
-        b, m = results.get(BROWNOUT), results.get("mitmdump")
-        for c in ("c1", "c8"):
-            rb = b[c]["rps"] if b else None
-            rm = m[c]["rps"] if m else None
-            ratio = rb / rm if rb is not None and rm else None
-            detail = f"{rb:,.0f} vs {rm:,.0f} req/s" if rb is not None and rm is not None else ""
-            out[f"{BROWNOUT}: {case}: rps_ratio_vs_mitmdump_{c}"] = target(
-                ratio, ">=", RPS_FLOOR[BROWNOUT], "x", detail, group="llm"
-            )
-        b99, m99 = (b["c1"]["p99_ms"] if b else None), (m["c1"]["p99_ms"] if m else None)
-        added = b99 - m99 if b99 is not None and m99 is not None else None
-        detail = f"p99 {b99:.3f} vs {m99:.3f} ms" if added is not None else ""
-        out[f"{BROWNOUT}: {case}: p99_added_vs_mitmdump_c1_ms"] = target(
-            added, "<=", P99_ADDED_MS, " ms", detail, group="llm"
-        )
+        m = results.get("mitmdump")
+        for name in BROWNOUTS:
+            if name == BROWNOUT or name in llm.get("paths", ()):  # all-on missing is a miss
+                out.update(_all_on_targets(case, name, results.get(name), m))
         # Throughput of broken answers would prove nothing: each path must answer the case whole.
         checked = llm.get("checked", {}).get(case, {})
         broken = sorted(name for name, ok in checked.items() if not ok)
@@ -314,11 +306,29 @@ def llm_targets(llm: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _all_on_targets(case: str, name: str, b: dict[str, Any] | None, m: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, dict[str, Any]] = {}
+    for c in ("c1", "c8"):
+        rb = b[c]["rps"] if b else None
+        rm = m[c]["rps"] if m else None
+        ratio = rb / rm if rb is not None and rm else None
+        detail = f"{rb:,.0f} vs {rm:,.0f} req/s" if rb is not None and rm is not None else ""
+        out[f"{name}: {case}: rps_ratio_vs_mitmdump_{c}"] = target(
+            ratio, ">=", RPS_FLOOR[name], "x", detail, group="llm"
+        )
+    b99, m99 = (b["c1"]["p99_ms"] if b else None), (m["c1"]["p99_ms"] if m else None)
+    added = b99 - m99 if b99 is not None and m99 is not None else None
+    detail = f"p99 {b99:.3f} vs {m99:.3f} ms" if added is not None else ""
+    out[f"{name}: {case}: p99_added_vs_mitmdump_c1_ms"] = target(added, "<=", P99_ADDED_MS, " ms", detail, group="llm")
+    return out
+
+
 def _split(case: str, results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Informational, with the reference paths: streaming's own cost to mitmproxy, and brownout's (with no
     rules and with everything on) over unbuffered mitmdump, in req/s and in proxy CPU per request."""
     out: dict[str, dict[str, Any]] = {}
-    pairs = [("mitmdump-stream", "mitmdump"), ("brownout", "mitmdump-stream"), (BROWNOUT, "mitmdump-stream")]
+    pairs = [("mitmdump-stream", "mitmdump"), ("brownout", "mitmdump-stream")]
+    pairs += [(name, "mitmdump-stream") for name in BROWNOUTS]
     for path, base in pairs:
         a, b = results.get(path), results.get(base)
         if a is None or b is None:

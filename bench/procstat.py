@@ -14,7 +14,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProcUsage", "ProcWatch", "cpu_seconds", "cpu_ticks", "open_fds", "peak_rss_kb", "rss_mb", "status_kb"]
+__all__ = [
+    "ProcUsage",
+    "ProcWatch",
+    "children",
+    "cpu_seconds",
+    "cpu_ticks",
+    "descendants",
+    "open_fds",
+    "peak_rss_kb",
+    "rss_mb",
+    "status_kb",
+    "tree_cpu_seconds",
+]
 
 
 def status_kb(text: str, key: str) -> int | None:
@@ -74,6 +86,36 @@ def cpu_seconds(pid: int) -> float | None:
     """The process's CPU time so far (user + system), in seconds."""
     text = _read(pid, "stat")
     return None if text is None else cpu_ticks(text) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (Linux), e.g. a supervisor's workers."""
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        return out  # not Linux, or gone
+    return sorted(set(out))
+
+
+def descendants(pid: int) -> list[int]:
+    """Its children, theirs, and so on."""
+    out: list[int] = []
+    todo = children(pid)
+    while todo:
+        child = todo.pop()
+        out.append(child)
+        todo += children(child)
+    return sorted(out)
+
+
+def tree_cpu_seconds(pid: int) -> float | None:
+    """CPU time so far of the process and of every live descendant (brownout's analysis process)."""
+    own = cpu_seconds(pid)
+    if own is None:
+        return None
+    return own + sum(cpu_seconds(child) or 0.0 for child in descendants(pid))
 
 
 def open_fds(pid: int) -> int | None:

@@ -144,6 +144,7 @@ def run_bench(
             variants["brownout"] = brownout_config
         if all_on or llm_only:
             variants["brownout-all-on"] = str(ROOT / "bench" / "all-on.yaml")
+            variants["brownout-all-on-process"] = str(ROOT / "bench" / "all-on-process.yaml")
         for name, config in variants.items():
             brownout = start_brownout(upstream.port, workdir / name, config)
             if isinstance(brownout, str):

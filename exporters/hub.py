@@ -118,6 +118,8 @@ class Exporters:
         self.exchange_log = self._writer(j.exchanges_path)
         self.extra: list[tuple[str, Any]] = []  # (name, exporter) from the plugins' factories
         self.span_consumers = 0  # plugin span processors; OTLP counts separately (self.otlp)
+        # Spans another process exported for this hub's proxy (proxy.analysis: process), for GET /status.
+        self.otlp_elsewhere: Callable[[], int] | None = None
         for factory in extra:
             self._add_extra(factory)
 
@@ -380,7 +382,7 @@ class Exporters:
             else {
                 "endpoint": self.otlp.settings.endpoint,
                 "protocol": self.otlp.settings.protocol,
-                "exported": self.otlp.exporter.exported,
+                "exported": self.otlp.exporter.exported + (self.otlp_elsewhere() if self.otlp_elsewhere else 0),
             },
             "export_dropped": dropped,
             "violations_kept": len(self._ring),

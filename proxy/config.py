@@ -87,6 +87,19 @@ class ProxySettings(Model):
     )
     announce_faults: bool = Field(False, description="Add an `x-brownout-fault` header to responses a fault touched.")
     session_idle_s: float = Field(300.0, gt=0, description="A session with no traffic for this long is closed.")
+    analysis: Literal["inline", "process"] = Field(
+        "inline",
+        description="Where each finished exchange's span, invariants and OTLP export run: 'inline' on the proxy's "
+        "event loop, or 'process' in a second Python process, on another CPU core, so the proxy's loop is left to "
+        "traffic. Violations reach /metrics, logs and the control API a few milliseconds later. Not with "
+        "state.backend redis or agent_spans.",
+    )
+    analysis_max_queued: int = Field(
+        10_000,
+        ge=1,
+        description="With analysis 'process': finished exchanges waiting for the analysis process; one more is "
+        "exported unjudged and counted in brownout_checks_dropped_total.",
+    )
     upstream_error: Literal["drop", "502"] = Field(
         "drop",
         description="When upstream gives no response (refused, DNS or TLS failure, closed early): 'drop' fails "
@@ -226,6 +239,16 @@ class BrownoutConfig(Model):
         if context is not None and isinstance(config, BrownoutConfig):
             config._catalogue = context["catalogue"]
         return config
+
+    @model_validator(mode="after")
+    def _analysis_alone(self) -> BrownoutConfig:
+        # The fleet's shared sessions and the join of the agent's spans live on the proxy's loop.
+        if self.proxy.analysis == "process":
+            if self.state.backend == "redis":
+                raise ValueError("proxy.analysis 'process' cannot be used with state.backend 'redis'")
+            if self.agent_spans is not None:
+                raise ValueError("proxy.analysis 'process' cannot be used with agent_spans")
+        return self
 
     @property
     def catalogue(self) -> Catalogue:

@@ -40,7 +40,7 @@ def start_control(addon: Any) -> ControlServer | None:
         violations=lambda since: addon.pipeline.exporters.recent_violations(since),
         exchanges=lambda since, limit: addon.pipeline.exporters.recent_exchanges(since, limit),
         extra_status=lambda: {
-            "sessions_active": addon.pipeline.invariants.sessions_active,
+            "sessions_active": addon.pipeline.sessions_active,
             "internal_errors": addon.guard.snapshot(),
             "in_flight": addon.in_flight,
             "client_connections": addon.limits.snapshot(),

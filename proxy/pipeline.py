@@ -6,7 +6,8 @@ invariants on it -> add violation events and end it (BatchSpanProcessor ships it
 
 With a shared session store (`state.backend: redis`) the invariant checks take a round trip: from
 the checks on, an exchange's steps run as an async job (proxy/fleet_sessions.py), in order per
-session, after the response as before.
+session, after the response as before. With `proxy.analysis: process` the price, span and checks run
+in a child process (proxy/analysis.py); the steps from the metrics on run here when its answer comes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from brownout.invariants.records import Violation
 from brownout.invariants.runner import InvariantRunner
 from brownout.proxy.agent_config import AgentSpansConfig
 from brownout.proxy.agent_join import AgentJoin
+from brownout.proxy.analysis import AnalysisProcess
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.fleet_sessions import FleetSessions
 
@@ -55,6 +57,7 @@ class Pipeline:
         self._last_sweep = time.monotonic()
         self.pricer = Pricer()
         self.fleet: FleetSessions | None = None  # built at start with state.backend redis
+        self.analysis: AnalysisProcess | None = None  # started at start with proxy.analysis process
         self._sweeping: asyncio.Task[None] | None = None
         self._build(config)
 
@@ -91,6 +94,20 @@ class Pipeline:
             return
         self.invariants.reload(config.invariants, config.catalogue.invariants)
         self.spans.capture_content = config.proxy.capture_content
+        if self.analysis is not None:
+            self.analysis.reload(config)
+
+    @property
+    def judging(self) -> int:
+        """Finished exchanges the analysis process has not answered yet (0 inline); read from any thread."""
+        analysis = self.analysis
+        return analysis.backlog if analysis is not None and analysis.alive else 0
+
+    @property
+    def sessions_active(self) -> int:
+        """Sessions open now: the analysis process's count while it judges, else this process's."""
+        analysis = self.analysis
+        return analysis.sessions_active if analysis is not None and analysis.alive else self.invariants.sessions_active
 
     @property
     def needs_spans(self) -> bool:
@@ -108,7 +125,29 @@ class Pipeline:
             return
         if self.join is not None and self.guard.call("spans", self.join.admit, exchange, default=False):
             return  # waits for the agent span it belongs to; the join releases it into _complete
+        analysis = self.analysis
+        if analysis is not None and analysis.alive:
+            # Counted and logged here and now; its span and violations come from the analysis process.
+            if exchange.cost is None:
+                exchange.cost = self.guard.call("cost", self.pricer.price, exchange, context=f"exchange {exchange.id}")
+            if not analysis.submit(exchange):
+                self.exporters.on_checks_dropped()
+            self._finish(exchange, None, [])
+            return
         self._complete(exchange)
+
+    def _analysis_lost(self, unready: list[Exchange], unjudged: int) -> None:
+        """The analysis process is gone: judge from now on here. What it never started on is judged here
+        (its metrics and logs were written when it finished); what it had unjudged is counted."""
+        self.analysis = None
+        if unjudged:
+            self.exporters.on_checks_dropped(unjudged)
+        for exchange in unready:
+            span = self.guard.call("spans", self.spans.start, exchange, context=f"exchange {exchange.id}")
+            if span is not None:
+                found: list[Violation] = self.guard.call("invariants", self.invariants.check, span, exchange) or []
+                self.guard.call("spans", self.spans.finish, span, found, context=f"exchange {exchange.id}")
+                self._export(found)
 
     def _telemetry(self, exchange: Exchange) -> None:
         """An OTLP export crossing the proxy: the agent's telemetry, not its work. Its spans go to the join;
@@ -153,7 +192,7 @@ class Pipeline:
         for listener in self.listeners:
             self.guard.call("listener", listener, exchange, context=f"exchange {exchange.id}")
         self._announce(violations)
-        if time.monotonic() - self._last_sweep >= SWEEP_EVERY_S:
+        if self.analysis is None and time.monotonic() - self._last_sweep >= SWEEP_EVERY_S:
             self.sweep()
 
     def _check_shared(self, fleet: FleetSessions, span: ExchangeSpan, exchange: Exchange) -> None:
@@ -205,12 +244,36 @@ class Pipeline:
         self._started = True
         if link is not None:
             self.fleet = FleetSessions(self.invariants, link, idle_s=self._config.proxy.session_idle_s)
+        elif self._config.proxy.analysis == "process":
+            self._start_analysis()
         # Off the loop: loading the price table takes a moment that traffic should not wait for.
         threading.Thread(target=self._warm_prices, name="brownout-prices", daemon=True).start()
-        self.exporters.watch(sessions=lambda: self.invariants.sessions_active, rules=rules)
+        self.exporters.watch(sessions=lambda: self.sessions_active, rules=rules)
         self.exporters.start()
         if self.join is not None:
             self.join.start()
+
+    def _start_analysis(self) -> None:
+        if not self.needs_spans:
+            return  # nothing to judge or export
+        if self.join is not None or self.exporters.span_consumers:
+            # An invariant that needs the agent's spans, or a plugin reading brownout's, needs them here.
+            log.warning("proxy.analysis 'process' needs every span consumer in that process; judging inline")
+            return
+        analysis = AnalysisProcess(
+            self._config,
+            guard=self.guard,
+            found=self._export,
+            lost=self._analysis_lost,
+            dropped=lambda n: self.exporters.metrics.export_dropped("otlp", n),
+        )
+        try:
+            analysis.start()
+        except Exception as exc:  # noqa: BLE001 - no child (fork refused, no interpreter): inline, as before
+            self.guard.failed("analysis", exc, "starting the analysis process; judging inline", trace=False)
+            return
+        self.analysis = analysis
+        self.exporters.otlp_elsewhere = lambda: analysis.otlp_exported
 
     async def start_receiver(self) -> None:
         """On the loop, after start: the OTLP receiver, when `agent_spans.receiver` is set."""
@@ -230,6 +293,9 @@ class Pipeline:
         if self.join is not None:
             await self.join.stop_receiver()
             self.guard.call("spans", self.join.stop, context="agent spans at shutdown")
+        if self.analysis is not None:
+            await self.analysis.close(timeout_s)
+            self.analysis = None
         fleet = self.fleet
         if fleet is None:
             return

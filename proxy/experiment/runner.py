@@ -27,6 +27,7 @@ __all__ = ["ExperimentRunner", "load_tasks"]
 logger = logging.getLogger(__name__)
 
 DRAIN_S = 0.3  # let the proxy finish the last exchanges of a phase before attributing them
+SETTLE_S = 10.0  # at most this long for an analysis process (proxy.analysis) to judge what it still has
 POLL_S = 0.1
 
 
@@ -114,6 +115,7 @@ class ExperimentRunner:
                     result.interrupted = True
                 finally:
                     time.sleep(DRAIN_S)
+                    _settle(handle.addon.pipeline)
                     handle.call(self.collector.detach, handle.addon)
         except KeyboardInterrupt:
             self._halt(None, "interrupted (Ctrl-C)", result)
@@ -282,3 +284,10 @@ class ExperimentRunner:
         stray = [s for s in self.collector.leftover_sessions() if s not in run_sessions]
         if stray:
             logger.debug("exchanges from sessions outside the runs: %s", ", ".join(stray[:10]))
+
+
+def _settle(pipeline: Any) -> None:
+    """Wait (bounded) until the analysis process has judged every exchange it was handed."""
+    deadline = time.monotonic() + SETTLE_S
+    while pipeline.judging and time.monotonic() < deadline:
+        time.sleep(POLL_S / 10)

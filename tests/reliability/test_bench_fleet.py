@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from bench.fleet import CONNECTIONS, RULE_SETS, STATE_PATHS, run_fleet_bench, state_config
-from bench.fleetload import LOAD, Run, children, median_runs, session_script
+from bench.fleetload import LOAD, Run, median_runs, session_script
 from bench.fleetreport import NO_FLEET_RUN, P50_ADDED_MS, render_fleet, targets
 from bench.load import LoadResult, have_wrk
+from bench.procstat import children, cpu_seconds, descendants, tree_cpu_seconds
 from bench.publish import FLEET_BEGIN, FLEET_END, PAGE, PUBLISHED, rendered
 from bench.report import missed
 
@@ -88,6 +89,26 @@ def test_a_supervisors_workers_are_its_children() -> None:
         while len(children(parent.pid)) < 2:
             assert time.monotonic() < deadline, "no children seen"
             time.sleep(0.05)
+    finally:
+        for pid in children(parent.pid):
+            subprocess.run(["kill", str(pid)], check=False)
+        parent.kill()
+        parent.wait(5)
+
+
+def test_a_process_trees_cpu_counts_its_busy_child() -> None:
+    """bench/llm.py's proxy CPU per request includes brownout's analysis process."""
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'while True: pass']); time.sleep(30)"
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        while not children(parent.pid):
+            assert time.monotonic() < deadline, "no child seen"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        own, tree = cpu_seconds(parent.pid), tree_cpu_seconds(parent.pid)
+        assert own is not None and tree is not None and tree - own > 0.5  # the child spun for about a second
+        assert descendants(parent.pid) == children(parent.pid)
     finally:
         for pid in children(parent.pid):
             subprocess.run(["kill", str(pid)], check=False)

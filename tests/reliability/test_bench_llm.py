@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from rich.console import Console
 
 from bench import run as bench_run
@@ -26,17 +27,21 @@ from bench.run import build_parser
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
-    """The bench's own subprocesses: the mock upstream, plain mitmdump, brownout with everything on."""
+    """The bench's own subprocesses: the mock upstream, plain mitmdump, brownout with everything on (its
+    analysis inline, and in a second process)."""
     work = tmp_path_factory.mktemp("bench")
     procs: list[Proc] = []
     try:
         upstream = start_upstream(work)
         procs.append(upstream)
         procs.append(start_mitmdump(upstream.port, work))
-        brownout = start_brownout(upstream.port, work / "all-on", str(ROOT / "bench" / "all-on.yaml"))
-        assert isinstance(brownout, Proc), brownout
-        procs.append(brownout)
-        yield {"direct": upstream.port, "mitmdump": procs[1].port, "brownout-all-on": brownout.port}
+        ports = {"direct": upstream.port, "mitmdump": procs[1].port}
+        for name, config in (("brownout-all-on", "all-on.yaml"), ("brownout-all-on-process", "all-on-process.yaml")):
+            brownout = start_brownout(upstream.port, work / name, str(ROOT / "bench" / config))
+            assert isinstance(brownout, Proc), brownout
+            procs.append(brownout)
+            ports[name] = brownout.port
+        yield ports
     finally:
         for proc in reversed(procs):
             proc.stop()
@@ -53,7 +58,7 @@ def test_each_case_runs_through_every_path_and_is_judged(servers: dict[str, int]
                 run = llm["cases"][case.name][path][c]
                 assert run["requests"] > 0 and run["errors"] == 0, (case.name, path, c, run)
     targets = llm_targets(llm)
-    assert len(targets) == 4 * len(CASES)
+    assert len(targets) == 7 * len(CASES)  # each all-on path: 2 throughput ratios and p99; answers whole
     assert all(t["value"] is not None and t["group"] == "llm" for t in targets.values())  # all measured
     assert all(targets[f"{case.name}: broken_answers_and_load_errors"]["met"] for case in CASES)
 
@@ -61,7 +66,7 @@ def test_each_case_runs_through_every_path_and_is_judged(servers: dict[str, int]
 @pytest.mark.slow
 def test_a_path_that_breaks_the_answer_is_caught(servers: dict[str, int]) -> None:
     case = CASES[1]  # a stream
-    assert answer_ok(servers["brownout-all-on"], case)
+    assert answer_ok(servers["brownout-all-on"], case) and answer_ok(servers["brownout-all-on-process"], case)
     broken = type(case)(case.name, "/no/such/route", case.body, case.complete)  # the mock answers 404
     assert not answer_ok(servers["direct"], broken)
     stream_cut = type(case)(case.name, case.path, {**case.body, "stream": False}, case.complete)  # no [DONE]
@@ -91,18 +96,19 @@ def _run(rps: dict[str, float], p99: dict[str, float], checked: dict[str, bool] 
 def test_the_all_on_targets_hold_per_case_against_plain_mitmdump(
     all_on_rps: float, all_on_p99: float, failing: set[str]
 ) -> None:
-    run = _run(
-        {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": all_on_rps},
-        {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": all_on_p99},
-    )
-    missed_names = {line.split(": ")[2] for line in missed(llm_targets(run))}
-    assert missed_names == failing
+    for name in ("brownout-all-on", "brownout-all-on-process"):  # the other one is fine
+        rps = {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 1000.0, "brownout-all-on-process": 1000.0}
+        p99 = {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": 3.0, "brownout-all-on-process": 3.0}
+        run = _run({**rps, name: all_on_rps}, {**p99, name: all_on_p99})
+        missed_lines = missed(llm_targets(run))
+        assert {line.split(": ")[2] for line in missed_lines} == failing
+        assert all(line.startswith(f"{name}: ") for line in missed_lines)
 
 
 def test_a_broken_answer_or_a_load_error_misses_the_case() -> None:
-    fine = {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 1000.0}
-    p99 = {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": 3.0}
-    run = _run(fine, p99, checked={"direct": True, "mitmdump": True, "brownout-all-on": False})
+    fine = {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 1000.0, "brownout-all-on-process": 1000.0}
+    p99 = dict.fromkeys(fine, 3.0)
+    run = _run(fine, p99, checked={**dict.fromkeys(fine, True), "brownout-all-on-process": False})
     assert missed(llm_targets(run)) == ["openai-tools: broken_answers_and_load_errors: 1 (target <= 0)"]
     run = _run(fine, p99)
     run["cases"]["openai-tools"]["mitmdump"]["c8"]["errors"] = 3
@@ -112,8 +118,8 @@ def test_a_broken_answer_or_a_load_error_misses_the_case() -> None:
 def test_the_llm_section_renders_every_case_path_and_target_apart_from_the_ping_table() -> None:
     published = json.loads((ROOT / "bench" / "results" / "published" / "run.json").read_text())
     llm = _run(
-        {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 850.0},
-        {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": 4.0},
+        {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 850.0, "brownout-all-on-process": 950.0},
+        {"direct": 0.5, "mitmdump": 3.0, "brownout-all-on": 4.0, "brownout-all-on-process": 4.0},
     )
     # The published run's own LLM targets give way to these (only openai-tools).
     ping_targets = {k: t for k, t in published["targets"].items() if t.get("group") != "llm"}
@@ -122,6 +128,7 @@ def test_the_llm_section_renders_every_case_path_and_target_apart_from_the_ping_
     for path in LLM_PATHS:
         assert f"| openai-tools | {path} |" in text
     assert "| brownout-all-on: openai-tools: rps_ratio_vs_mitmdump_c1 | 0.85x | >= 0.9x | missed |" in text
+    assert "| brownout-all-on-process: openai-tools: rps_ratio_vs_mitmdump_c1 | 0.95x | >= 0.9x | met |" in text
     assert "openai-tools" not in render_results(data)  # the /ping table keeps its own targets
     out = io.StringIO()
     print_report({**data, "notes": []}, Console(file=out, width=250))
@@ -196,7 +203,7 @@ def _with_reference(rps: dict[str, float], cpu: dict[str, float]) -> dict[str, A
         load = {"rps": rps[name], "p50_ms": 1.0, "p99_ms": 3.0, "errors": 0, "requests": 100}
         return {"c1": dict(load), "c8": {**load, "cpu_ms_per_request": cpu[name]}}
 
-    names = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on")
+    names = ("direct", "mitmdump", "mitmdump-stream", "brownout", "brownout-all-on", "brownout-all-on-process")
     return {
         "paths": list(names),
         "cases": {"openai-tools-stream": {name: path(name) for name in names}},
@@ -206,8 +213,10 @@ def _with_reference(rps: dict[str, float], cpu: dict[str, float]) -> dict[str, A
 
 def test_the_reference_paths_split_the_gap_into_streaming_and_brownout_without_a_verdict() -> None:
     run = _with_reference(
-        {"direct": 9000.0, "mitmdump": 400.0, "mitmdump-stream": 300.0, "brownout": 285.0, "brownout-all-on": 240.0},
-        {"direct": 0.1, "mitmdump": 2.25, "mitmdump-stream": 3.0, "brownout": 3.25, "brownout-all-on": 3.5},
+        {"direct": 9000.0, "mitmdump": 400.0, "mitmdump-stream": 300.0, "brownout": 285.0, "brownout-all-on": 240.0}
+        | {"brownout-all-on-process": 390.0},
+        {"direct": 0.1, "mitmdump": 2.25, "mitmdump-stream": 3.0, "brownout": 3.25, "brownout-all-on": 3.5}
+        | {"brownout-all-on-process": 4.0},
     )
     targets = llm_targets(run)
     case = "openai-tools-stream"
@@ -217,7 +226,8 @@ def test_the_reference_paths_split_the_gap_into_streaming_and_brownout_without_a
     assert targets[f"brownout-all-on: {case}: rps_ratio_vs_mitmdump_stream_c1"]["value"] == 0.8
     assert targets[f"brownout-all-on: {case}: cpu_ms_per_request_added_vs_mitmdump_stream_c8"]["value"] == 0.5
     split = {k: t for k, t in targets.items() if "vs_mitmdump_stream" in k or k.startswith("mitmdump-stream")}
-    assert len(split) == 9 and all(t["met"] is None and t["group"] == "llm" for t in split.values())
+    assert targets[f"brownout-all-on-process: {case}: cpu_ms_per_request_added_vs_mitmdump_stream_c8"]["value"] == 1.0
+    assert len(split) == 12 and all(t["met"] is None and t["group"] == "llm" for t in split.values())
     # Only the targets judge: all-on at 0.6x plain mitmdump misses, the informational rows do not.
     assert sorted(m.split(": ")[2] for m in missed(targets)) == ["rps_ratio_vs_mitmdump_c1", "rps_ratio_vs_mitmdump_c8"]
     rows = render_llm_rows(run)
@@ -226,6 +236,14 @@ def test_the_reference_paths_split_the_gap_into_streaming_and_brownout_without_a
 
 
 def test_without_the_reference_paths_there_is_no_split_and_no_cpu_column() -> None:
-    run = _run({"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 950.0}, dict.fromkeys(LLM_PATHS, 3.0))
+    rps = {"direct": 9000.0, "mitmdump": 1000.0, "brownout-all-on": 950.0, "brownout-all-on-process": 990.0}
+    run = _run(rps, dict.fromkeys(LLM_PATHS, 3.0))
     assert not [k for k in llm_targets(run) if "mitmdump_stream" in k]
     assert "CPU" not in render_llm_rows(run)[0]
+
+
+def test_the_process_config_is_all_on_with_its_analysis_in_a_second_process() -> None:
+    inline = yaml.safe_load((ROOT / "bench" / "all-on.yaml").read_text())
+    process = yaml.safe_load((ROOT / "bench" / "all-on-process.yaml").read_text())
+    assert process.pop("proxy") == {"analysis": "process"} and "proxy" not in inline
+    assert process == inline
