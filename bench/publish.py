@@ -138,7 +138,22 @@ def render_llm_reference(runs: list[dict[str, Any]]) -> str:
             c1 = " / ".join(_num(r["c1"]["rps"], 0) for r in at)
             c8 = " / ".join(_num(r["c8"]["rps"], 0) for r in at)
             lines.append(f"| {case} | {name} | {cpu} | {c1} | {c8} |")
+    lines += ["", *_all_on_verdicts(runs)]
     return "\n".join(lines)
+
+
+def _all_on_verdicts(runs: list[dict[str, Any]]) -> list[str]:
+    """The all-on paths' LLM targets in each reference run: its measure and verdict, run 1 / run 2 / ..."""
+    runs_named = " / ".join(f"run {i}" for i in range(1, len(runs) + 1))
+    lines = [f"| all-on target | measured, {runs_named} | target | verdicts |", "|---|---:|---|---|"]
+    for name, t in runs[0]["targets"].items():
+        if t.get("kind") != "target" or t.get("group") != "llm" or not name.startswith("brownout-all-on"):
+            continue
+        at = [run["targets"].get(name) or {"value": None, "met": None} for run in runs]
+        values = " / ".join("-" if r["value"] is None else f"{r['value']:g}{t.get('unit', '')}" for r in at)
+        verdicts = " / ".join("met" if r["met"] else ("missed" if r["met"] is False else "not measured") for r in at)
+        lines.append(f"| {name} | {values} | {t['target']} | {verdicts} |")
+    return lines
 
 
 def render_streams(data: dict[str, Any]) -> str:

@@ -103,6 +103,16 @@ class Pipeline:
         analysis = self.analysis
         return analysis.backlog if analysis is not None and analysis.alive else 0
 
+    def wait_judged(self, timeout_s: float = 10.0) -> bool:
+        """From another thread than the proxy's: wait (bounded) until every finished exchange has been
+        judged and its violations announced; True when they have. At once inline."""
+        deadline = time.monotonic() + timeout_s
+        while self.judging:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     @property
     def sessions_active(self) -> int:
         """Sessions open now: the analysis process's count while it judges, else this process's."""

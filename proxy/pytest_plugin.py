@@ -101,7 +101,11 @@ class BrownoutFixture:
     def violations(
         self, *, severity: str | None = None, min_severity: str | None = None, invariant: str | None = None
     ) -> list[Any]:
-        """Invariant violations: exactly `severity`, or at least `min_severity`, optionally one invariant."""
+        """Invariant violations: exactly `severity`, or at least `min_severity`, optionally one invariant.
+        With `proxy.analysis: process` it first waits (up to 10 s) for the exchanges still being judged."""
+        pipeline = getattr(self.handle.addon, "pipeline", None)
+        if pipeline is not None:
+            pipeline.wait_judged()
         floor = SEVERITY_ORDER.index(min_severity) if min_severity else 0
         with self._lock:
             found = list(self._violations)

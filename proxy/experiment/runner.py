@@ -115,7 +115,7 @@ class ExperimentRunner:
                     result.interrupted = True
                 finally:
                     time.sleep(DRAIN_S)
-                    _settle(handle.addon.pipeline)
+                    handle.addon.pipeline.wait_judged(SETTLE_S)  # proxy.analysis: process
                     handle.call(self.collector.detach, handle.addon)
         except KeyboardInterrupt:
             self._halt(None, "interrupted (Ctrl-C)", result)
@@ -284,10 +284,3 @@ class ExperimentRunner:
         stray = [s for s in self.collector.leftover_sessions() if s not in run_sessions]
         if stray:
             logger.debug("exchanges from sessions outside the runs: %s", ", ".join(stray[:10]))
-
-
-def _settle(pipeline: Any) -> None:
-    """Wait (bounded) until the analysis process has judged every exchange it was handed."""
-    deadline = time.monotonic() + SETTLE_S
-    while pipeline.judging and time.monotonic() < deadline:
-        time.sleep(POLL_S / 10)

@@ -43,6 +43,15 @@ def test_no_faults(brownout):
 def test_without_marker(brownout):
     brownout.apply({"rules": [{"name": "x", "match": {"path": "/tools/*"}, "fault": {"type": "http_error", "status": 500}}]})
     assert call("/tools/weather", brownout.session) == 500
+
+BUDGET = {"type": "call_budget", "max_calls": 1, "count": "all"}
+
+@pytest.mark.brownout(config={"proxy": {"analysis": "process"}, "invariants": [BUDGET]})
+def test_violations_judged_in_a_second_process(brownout):
+    assert call("/tools/weather?city=Paris", brownout.session) == 200
+    assert call("/tools/weather?city=Lyon", brownout.session) == 200
+    (v,) = brownout.violations(invariant="call_budget")  # waits for the analysis process
+    assert v.details["calls"] == 2
 """
 
 CHAOS = """
@@ -61,7 +70,7 @@ def test_plugin_in_sample_module(
     pytester.makepyfile(test_sample=SAMPLE)
     pytester.makefile(".yaml", chaos=CHAOS)
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
 
 
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:

@@ -20,7 +20,7 @@ from bench import run as bench_run
 from bench.llm import CASES, LLM_PATHS, REFERENCE_PATHS, answer_ok, llm_targets, measure_llm, render_llm_rows
 from bench.load import Request, _read_response, wrk_command, wrk_script
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
-from bench.publish import render_llm, render_results
+from bench.publish import render_llm, render_llm_reference, render_results
 from bench.report import missed, print_report
 from bench.run import build_parser
 
@@ -247,3 +247,20 @@ def test_the_process_config_is_all_on_with_its_analysis_in_a_second_process() ->
     process = yaml.safe_load((ROOT / "bench" / "all-on-process.yaml").read_text())
     assert process.pop("proxy") == {"analysis": "process"} and "proxy" not in inline
     assert process == inline
+
+
+def test_the_reference_runs_publish_each_all_on_paths_verdicts_side_by_side() -> None:
+    rps = {"direct": 9000.0, "mitmdump": 400.0, "mitmdump-stream": 300.0, "brownout": 400.0, "brownout-all-on": 300.0}
+    cpu = dict.fromkeys(rps | {"brownout-all-on-process": 0.0}, 2.0)
+    meta = json.loads((ROOT / "bench" / "results" / "published" / "llm-reference-1.json").read_text())["meta"]
+    runs = []
+    for process_rps in (380.0, 340.0):  # 0.95x, then 0.85x
+        llm = _with_reference(rps | {"brownout-all-on-process": process_rps}, cpu)
+        runs.append({"meta": meta, "llm": llm, "targets": llm_targets(llm)})
+    text = render_llm_reference(runs)
+    case = "openai-tools-stream"
+    assert (
+        f"| brownout-all-on-process: {case}: rps_ratio_vs_mitmdump_c1 | 0.95x / 0.85x | >= 0.9x | met / missed |"
+        in text
+    )
+    assert f"| brownout-all-on: {case}: rps_ratio_vs_mitmdump_c8 | 0.75x / 0.75x | >= 0.9x | missed / missed |" in text
