@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from brownout.invariants.records import Violation
 from brownout.proxy.configload import ConfigError, parse_config
+from tests.e2e.conftest import Violations
 from tests.exporters.test_otlp import Received, http_receiver  # noqa: F401 - fixture
 
 MODEL = "gpt-4o-mini"
@@ -50,28 +49,6 @@ exporters:
 """
 
 
-class Seen:
-    """Violations the proxy announced to its listeners (called on the proxy's loop)."""
-
-    def __init__(self) -> None:
-        self.items: list[Violation] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, violation: Violation) -> None:
-        with self._lock:
-            self.items.append(violation)
-
-    def wait(self, session: str, invariant: str, timeout_s: float = 10.0) -> Violation:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                found = [v for v in self.items if v.session_id == session and v.invariant == invariant]
-            if found:
-                return found[0]
-            time.sleep(0.02)
-        raise AssertionError(f"no {invariant} violation for {session}: {self.items}")
-
-
 def _until(check: Callable[[], Any], what: str, timeout_s: float = 10.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -100,9 +77,9 @@ def _ask(proxy: Any, upstream: Any, openai_client: Any, session: str) -> str:
     return str(msg.choices[0].message.tool_calls[0].function.arguments)
 
 
-def _proxy(brownout_proxy: Any, upstream: Any, config: str) -> tuple[Any, Seen]:
+def _proxy(brownout_proxy: Any, upstream: Any, config: str) -> tuple[Any, Violations]:
     proxy = brownout_proxy(config, upstream=upstream)
-    seen = Seen()
+    seen = Violations()
     proxy.addon.pipeline.violation_listeners.append(seen)
     return proxy, seen
 
@@ -118,15 +95,15 @@ def test_the_child_judges_and_exports_and_the_proxy_reports(
     arguments = _ask(proxy, upstream, openai_client, "bad-1")
     with pytest.raises(json.JSONDecodeError):
         json.loads(arguments)  # the fault reached the agent's SDK
-    v = seen.wait("bad-1", "tool_arguments_json")
+    v = seen.wait("bad-1", "tool_arguments_json", timeout_s=10)[0]
     assert v.severity == "error" and v.rule == "bad-args" and v.fault == "malformed_json" and v.trace_id
 
     # Sessions live in the child: the third call of a session breaks its call budget, a fresh session's does not.
     for _ in range(3):
         json.loads(_ask(proxy, upstream, openai_client, "good-1"))
-    budget = seen.wait("good-1", "call_budget")
+    budget = seen.wait("good-1", "call_budget", timeout_s=10)[0]
     assert budget.details["calls"] == 3
-    assert [v.invariant for v in seen.items if v.session_id == "good-1"] == ["call_budget"]
+    assert [v.invariant for v in seen.all() if v.session_id == "good-1"] == ["call_budget"]
 
     # What the proxy serves: the violation ring, /metrics, the open sessions the child counts.
     kept = proxy.addon.pipeline.exporters.recent_violations()
@@ -162,7 +139,7 @@ def test_a_dead_child_leaves_traffic_alone_and_judging_goes_on_inline(
     assert _metric(proxy, "brownout_invariant_checks_dropped_total") == 0  # it had judged all it got
 
     _ask(proxy, upstream, openai_client, "bad-2")
-    assert seen.wait("bad-2", "tool_arguments_json").severity == "error"
+    assert seen.wait("bad-2", "tool_arguments_json", timeout_s=10)[0].severity == "error"
 
 
 @pytest.mark.contained_errors
@@ -180,12 +157,12 @@ def test_a_full_queue_counts_what_it_passes_unjudged(
         # All three are counted and logged at once; one waits to be judged, two never will be.
         _until(lambda: _metric(proxy, "brownout_requests_total") == 3, "three counted")
         assert _metric(proxy, "brownout_invariant_checks_dropped_total") == 2
-        assert proxy.addon.pipeline.judging == 1 and not seen.items
+        assert proxy.addon.pipeline.judging == 1 and not seen.all()
     finally:
         os.kill(analysis.proc.pid, signal.SIGCONT)
-    assert seen.wait("bad-3", "tool_arguments_json").severity == "error"  # the one that waited
+    assert seen.wait("bad-3", "tool_arguments_json", timeout_s=10)[0].severity == "error"  # the one that waited
     _until(lambda: proxy.addon.pipeline.judging == 0, "the waiting one judged")
-    assert len([v for v in seen.items if v.session_id == "bad-3"]) == 1
+    assert len([v for v in seen.all() if v.session_id == "bad-3"]) == 1
 
 
 def test_a_reload_reaches_the_child(
@@ -197,7 +174,7 @@ def test_a_reload_reaches_the_child(
     proxy.call(proxy.addon.pipeline.reload, stricter)
     for _ in range(2):
         _ask(proxy, upstream, openai_client, "good-4")
-    assert seen.wait("good-4", "call_budget").details == {"calls": 2, "max_calls": 1}
+    assert seen.wait("good-4", "call_budget", timeout_s=10)[0].details == {"calls": 2, "max_calls": 1}
 
 
 def test_idle_sessions_close_in_the_child(
@@ -281,7 +258,7 @@ def test_what_a_child_that_never_started_was_handed_is_judged_inline(
     assert pipeline.analysis is not None and not pipeline.analysis.ready
     _ask(proxy, upstream, openai_client, "bad-6")  # handed to the child that will never answer
     _until(lambda: pipeline.analysis is None, "the child to be gone")
-    assert seen.wait("bad-6", "tool_arguments_json").severity == "error"
+    assert seen.wait("bad-6", "tool_arguments_json", timeout_s=10)[0].severity == "error"
     _ask(proxy, upstream, openai_client, "bad-7")  # inline from now on
-    assert seen.wait("bad-7", "tool_arguments_json").severity == "error"
+    assert seen.wait("bad-7", "tool_arguments_json", timeout_s=10)[0].severity == "error"
     assert _metric(proxy, "brownout_invariant_checks_dropped_total") == 0
