@@ -5,12 +5,13 @@
     .venv/bin/python bench/run.py --check     # exit 1 when a target is missed (--strict is the same)
     .venv/bin/python bench/run.py --streams-case   # also 1,000 concurrent SSE streams (bench/streams.py)
     .venv/bin/python bench/run.py --no-llm     # without the LLM-shaped cases (bench/llm.py)
-    .venv/bin/python bench/run.py --llm-only   # only the LLM-shaped cases, through their three paths
+    .venv/bin/python bench/run.py --llm-only   # only the LLM-shaped cases, through their four paths
     .venv/bin/python bench/run.py --llm-only --llm-reference   # and through mitmdump-stream and brownout too
 
 Paths: direct; plain mitmdump (buffers SSE); mitmdump with stream_large_bodies=1 (the same engine
 unbuffered); brownout with no rules; brownout with every invariant and exporter on
-(bench/all-on.yaml). Rounds interleave the paths and the median round counts, so a disturbance on
+(bench/all-on.yaml), and the same with its analysis in a second process (bench/all-on-process.yaml).
+Rounds interleave the paths and the median round counts, so a disturbance on
 a shared machine hits every path alike.
 
 Load comes from `wrk` (install it with `apt-get install -y wrk` on Debian/Ubuntu, `brew install wrk`
@@ -22,7 +23,7 @@ Every server runs in its own process (mock upstream, mitmdump, brownout) so none
 with the load generator. Throughput and latency use GET /ping (1 KB JSON); streaming uses GET /sse
 (10 events 100 ms apart): plain mitmdump buffers the stream, brownout must not. Then the traffic
 brownout exists for (bench/llm.py): OpenAI chat completions with tool calls, whole and streamed, and
-Anthropic messages streamed with a tool call, through direct, plain mitmdump and brownout-all-on,
+Anthropic messages streamed with a tool call, through direct, plain mitmdump and both all-on paths,
 with the same targets for all-on (--no-llm skips them; --llm-reference adds unbuffered mitmdump and
 brownout with no rules, to split the gap between streaming's own cost and brownout's).
 With --streams-case, the same servers then carry 1,000 concurrent SSE streams of 60 events each,
@@ -198,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-all-on",
         action="store_true",
-        help="skip the second brownout with every invariant and exporter on (bench/all-on.yaml)",
+        help="skip the brownouts with every invariant and exporter on (bench/all-on.yaml, all-on-process.yaml)",
     )
     parser.add_argument(
         "--check", "--strict", dest="check", action="store_true", help="exit 1 when a target is missed, naming it"
@@ -209,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--llm-only",
         action="store_true",
-        help="only the LLM-shaped cases through direct, plain mitmdump and brownout-all-on (no GET /ping, no SSE)",
+        help="only the LLM-shaped cases through direct, plain mitmdump and both all-on paths (no GET /ping, no SSE)",
     )
     parser.add_argument(
         "--llm-reference",

@@ -91,14 +91,14 @@ class ProxySettings(Model):
         "inline",
         description="Where each finished exchange's span, invariants and OTLP export run: 'inline' on the proxy's "
         "event loop, or 'process' in a second Python process, on another CPU core, so the proxy's loop is left to "
-        "traffic. Violations reach /metrics, logs and the control API a few milliseconds later. Not with "
+        "traffic. Violations reach /metrics, logs and the control API a few to tens of milliseconds later. Not with "
         "state.backend redis or agent_spans.",
     )
     analysis_max_queued: int = Field(
         10_000,
         ge=1,
         description="With analysis 'process': finished exchanges waiting for the analysis process; one more is "
-        "exported unjudged and counted in brownout_checks_dropped_total.",
+        "counted and logged but not judged, and counted in brownout_invariant_checks_dropped_total.",
     )
     upstream_error: Literal["drop", "502"] = Field(
         "drop",

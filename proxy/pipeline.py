@@ -6,8 +6,9 @@ invariants on it -> add violation events and end it (BatchSpanProcessor ships it
 
 With a shared session store (`state.backend: redis`) the invariant checks take a round trip: from
 the checks on, an exchange's steps run as an async job (proxy/fleet_sessions.py), in order per
-session, after the response as before. With `proxy.analysis: process` the price, span and checks run
-in a child process (proxy/analysis.py); the steps from the metrics on run here when its answer comes.
+session, after the response as before. With `proxy.analysis: process` an exchange is priced, counted,
+logged and handed to the listeners here at once, and its span and checks run in a child process
+(proxy/analysis.py), whose violations are exported and announced here when they come.
 """
 
 from __future__ import annotations
