@@ -24,11 +24,13 @@ import threading
 import time
 from typing import Any
 
+import pydantic
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
+from brownout.core.secrets import redact_keys
 from brownout.core.semconv import resolve_semconv
 from brownout.core.spans import SpanBuilder
 from brownout.exporters.otlp import OtlpTracing
@@ -55,7 +57,7 @@ class _ReportingGuard(Guard):
 
     def failed(self, component: str, exc: BaseException, context: str = "", **kwargs: Any) -> None:
         super().failed(component, exc, context, **kwargs)
-        self.outbox.append(("err", component, f"{type(exc).__name__}: {exc}", context))
+        self.outbox.append(("err", component, _why(exc), context))
 
 
 class Analysis:
@@ -151,7 +153,7 @@ def serve(sock: socket.socket) -> int:
                     try:
                         analysis = Analysis(BrownoutConfig.model_validate(message[1]))
                     except Exception as exc:  # noqa: BLE001 - any reason is the proxy's to hear
-                        sock.sendall(frame(("fail", f"{type(exc).__name__}: {exc}")))
+                        sock.sendall(frame(("fail", _why(exc))))
                         return 1
                     out.append(("ready",))
                     gc.collect()
@@ -180,6 +182,17 @@ def serve(sock: socket.socket) -> int:
             sock.sendall(b"".join(frame(m) for m in out))
         if stop:
             return 0
+
+
+def _why(exc: BaseException) -> str:
+    """What failed, for the proxy's log: a config error's fields and messages without the values it was
+    given (they can be credentials), and no API key of a known format."""
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
+        )
+    return redact_keys(f"{type(exc).__name__}: {exc}")
 
 
 def _yield_to_traffic() -> None:

@@ -6,12 +6,15 @@ import dataclasses
 import threading
 import typing
 
+import pydantic
 import pytest
 
 from brownout.core import exchange as model
 from brownout.core.exchange import Exchange
 from brownout.proxy import analysis_frames
 from brownout.proxy.analysis_frames import Frames, exchange_frame, frame, portable
+from brownout.proxy.analysis_worker import _why
+from brownout.proxy.config import BrownoutConfig
 
 
 def _full() -> Exchange:
@@ -77,3 +80,14 @@ def test_frames_read_in_any_pieces_come_out_whole_and_in_order() -> None:
 def test_a_broken_stream_is_an_error_not_a_guess() -> None:
     with pytest.raises(ValueError, match="broken"):
         Frames().feed(b"\0\0\0\x05Zhello")
+
+
+def test_what_the_child_reports_of_a_failure_carries_no_credential() -> None:
+    """The analysis process's failures reach the proxy's log: a config error names fields, not values."""
+    token = "sk-proj-" + "A1b2C3d4" * 6
+    with pytest.raises(pydantic.ValidationError) as err:
+        BrownoutConfig.model_validate({"control": {"token": ["hunter2-bearer"]}})
+    assert "hunter2-bearer" in str(err.value)  # pydantic's own message quotes the value
+    assert "control.token" in _why(err.value) and "hunter2" not in _why(err.value)
+    assert token not in _why(RuntimeError(f"upstream said no to {token}"))
+    assert _why(RuntimeError("plain")) == "RuntimeError: plain"
