@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from brownout.core.exchange import Exchange
 from brownout.core.guard import Guard
 from brownout.core.joined_trace import JoinedTrace
-from brownout.core.spans import ExchangeSpan
+from brownout.core.spans import ExchangeSpan, SpanBuilder
 from brownout.invariants import REGISTRY, create
 from brownout.invariants.base import Invariant, InvariantConfigBase
 from brownout.invariants.records import Violation
@@ -100,6 +100,17 @@ class InvariantRunner:
         for session in self.sessions:
             for name in [n for n in session.state if n not in keep]:
                 del session.state[name]
+
+    def check_exchange(self, spans: SpanBuilder, exchange: Exchange) -> list[Violation]:
+        """The exchange's span, checked and ended with its violations (so exported), each step contained:
+        what the analysis process does with every exchange, and the proxy with those it hands back."""
+        context = f"exchange {exchange.id}"
+        span = self.guard.call("spans", spans.start, exchange, context=context)
+        if span is None:
+            return []
+        violations: list[Violation] = self.guard.call("invariants", self.check, span, exchange) or []
+        self.guard.call("spans", spans.finish, span, violations, context=context)
+        return violations
 
     def check(self, span: ExchangeSpan, exchange: Exchange) -> list[Violation]:
         """Span-level then session-level checks for a finished exchange; returns its violations."""

@@ -96,12 +96,7 @@ class Analysis:
 
     def judge(self, exchange: Exchange) -> list[Violation]:
         """Its span (exported) and the invariants' verdict; the proxy priced it."""
-        context = f"exchange {exchange.id}"
-        violations: list[Violation] = []
-        span = self.guard.call("spans", self.spans.start, exchange, context=context)
-        if span is not None:
-            violations = self.guard.call("invariants", self.invariants.check, span, exchange, default=[]) or []
-            self.guard.call("spans", self.spans.finish, span, violations, context=context)
+        violations = self.invariants.check_exchange(self.spans, exchange)
         self.judged += 1
         return violations
 

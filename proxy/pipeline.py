@@ -99,10 +99,16 @@ class Pipeline:
             self.analysis.reload(config)
 
     @property
+    def _remote(self) -> AnalysisProcess | None:
+        """The analysis process while it judges; None inline (or once it is gone)."""
+        analysis = self.analysis
+        return analysis if analysis is not None and analysis.alive else None
+
+    @property
     def judging(self) -> int:
         """Finished exchanges the analysis process has not answered yet (0 inline); read from any thread."""
-        analysis = self.analysis
-        return analysis.backlog if analysis is not None and analysis.alive else 0
+        analysis = self._remote
+        return analysis.backlog if analysis is not None else 0
 
     def wait_judged(self, timeout_s: float = 10.0) -> bool:
         """From another thread than the proxy's: wait (bounded) until every finished exchange has been
@@ -117,8 +123,8 @@ class Pipeline:
     @property
     def sessions_active(self) -> int:
         """Sessions open now: the analysis process's count while it judges, else this process's."""
-        analysis = self.analysis
-        return analysis.sessions_active if analysis is not None and analysis.alive else self.invariants.sessions_active
+        analysis = self._remote
+        return analysis.sessions_active if analysis is not None else self.invariants.sessions_active
 
     @property
     def needs_spans(self) -> bool:
@@ -136,11 +142,10 @@ class Pipeline:
             return
         if self.join is not None and self.guard.call("spans", self.join.admit, exchange, default=False):
             return  # waits for the agent span it belongs to; the join releases it into _complete
-        analysis = self.analysis
-        if analysis is not None and analysis.alive:
+        analysis = self._remote
+        if analysis is not None:
             # Counted and logged here and now; its span and violations come from the analysis process.
-            if exchange.cost is None:
-                exchange.cost = self.guard.call("cost", self.pricer.price, exchange, context=f"exchange {exchange.id}")
+            self._price(exchange)
             if not analysis.submit(exchange):
                 self.exporters.on_checks_dropped()
             self._finish(exchange, None, [])
@@ -154,11 +159,7 @@ class Pipeline:
         if unjudged:
             self.exporters.on_checks_dropped(unjudged)
         for exchange in unready:
-            span = self.guard.call("spans", self.spans.start, exchange, context=f"exchange {exchange.id}")
-            if span is not None:
-                found: list[Violation] = self.guard.call("invariants", self.invariants.check, span, exchange) or []
-                self.guard.call("spans", self.spans.finish, span, found, context=f"exchange {exchange.id}")
-                self._export(found)
+            self._export(self.invariants.check_exchange(self.spans, exchange))
 
     def _telemetry(self, exchange: Exchange) -> None:
         """An OTLP export crossing the proxy: the agent's telemetry, not its work. Its spans go to the join;
@@ -178,9 +179,12 @@ class Pipeline:
             self.spans.late_violation(violation)
         self._export(found)
 
-    def _complete(self, exchange: Exchange) -> None:
+    def _price(self, exchange: Exchange) -> None:
         if exchange.cost is None:
             exchange.cost = self.guard.call("cost", self.pricer.price, exchange, context=f"exchange {exchange.id}")
+
+    def _complete(self, exchange: Exchange) -> None:
+        self._price(exchange)
         violations: list[Violation] = []
         if not self.needs_spans:
             self.invariants.check_without_span(exchange)  # keeps the session count current
