@@ -77,6 +77,7 @@ class Exporters:
         (the bounded values of the provider label)."""
         self.config = config or ExportersConfig()
         self.guard = guard or Guard()
+        self.before_flush: Callable[[], object] = lambda: None
         prom = self.config.prometheus
         # This instance's GenAI conventions, for /metrics here and for the pipeline's span builder.
         self.semconv = resolve_semconv(self.config.semconv, environ)
@@ -148,7 +149,9 @@ class Exporters:
         return exporter
 
     def flush_logs(self, timeout_s: float = 5.0) -> bool:
-        """Wait until every JSONL record handed over so far is written (or counted as dropped)."""
+        """Wait until every JSONL record handed over so far is written (or counted as dropped), after
+        `before_flush` (the proxy waits there, bounded, for the exchanges it has answered to be logged)."""
+        self.before_flush()
         writers = [w for w in (self.violation_log, self.decision_log, self.exchange_log) if w is not None]
         flushed = [w.flush(timeout_s) for w in writers]  # every one, even after one timed out
         return all(flushed)

@@ -68,6 +68,21 @@ def _version() -> str:
         return "unknown"
 
 
+class BeforeScrape:
+    """A collector with no metrics that calls `wait` at each scrape, before the others are read (the
+    proxy sets it to wait, bounded, for exchanges it has not counted yet)."""
+
+    def __init__(self) -> None:
+        self.wait: Callable[[], object] = lambda: None
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> list[Any]:
+        self.wait()
+        return []
+
+
 class Metrics(LabelBounds):
     """brownout's Prometheus metrics on one registry (a fresh CollectorRegistry in tests)."""
 
@@ -84,6 +99,8 @@ class Metrics(LabelBounds):
     ) -> None:
         """`semconv`: the GenAI conventions whose metric names and labels to expose."""
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.before_scrape = BeforeScrape()  # first on the registry: it runs before any metric is read
+        self.registry.register(self.before_scrape)
         # A gauge whose source raised at scrape time (the hub routes it through its guard).
         self.gauge_failed: Callable[[str, Exception], None] = lambda name, exc: self.internal_error(
             "exporter:prometheus"

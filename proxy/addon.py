@@ -83,7 +83,9 @@ class Brownout(Lifecycle, ResponseHooks):
         self.engine = FaultEngine(self.config.ruleset, guard=self.guard)
         # Decisions go to whichever exporters the pipeline has now (they are rebuilt before start).
         self.engine.decisions.add_sink(lambda d: self.pipeline.exporters.on_decision(d))
-        self.on_loop = LoopRunner()  # bound to mitmproxy's loop in running(); other threads go through it
+        # Bound to mitmproxy's loop in running(); other threads go through it, and see every exchange
+        # whose answer was sent (its bookkeeping may still wait for an idle moment: proxy/idlework.py).
+        self.on_loop = LoopRunner(before=self.pipeline.complete_deferred_now)
         self.options: Any = None  # this proxy's mitmproxy options, from load()
         self._reloading = threading.Lock()
         self.started = asyncio.Event()  # running() is done: endpoints bound, or start_error says why not
@@ -316,7 +318,7 @@ class Brownout(Lifecycle, ResponseHooks):
             self._complete(state, defer=defer, later=later)
 
     def _complete(self, state: FlowState, *, defer: bool, later: Later | None = None) -> None:
-        """`later` schedules the deferred part (by default, the loop's next turn)."""
+        """`later` schedules the deferred part (by default, the loop's next idle moment)."""
         if state.exchange.mcp_method == "initialize":
             self.mcp_versions.learn(state.exchange)
         if state.plan is not None:
@@ -328,10 +330,11 @@ class Brownout(Lifecycle, ResponseHooks):
         if later is not None:
             later(self.pipeline.complete, state.exchange)
             return
-        # After this hook returns mitmproxy writes the response: spans, invariants and metrics
-        # run right after that, on the same loop, so they never add to the agent's latency.
+        # After this hook returns mitmproxy writes the response. Spans, invariants and metrics run
+        # on the same loop when it next waits for I/O, after the client's next request has been read
+        # and forwarded (proxy/idlework.py): they never add to the agent's latency.
         try:
-            asyncio.get_running_loop().call_soon(self.pipeline.complete, state.exchange)
+            self.pipeline.complete_later(state.exchange)
         except RuntimeError:  # no running loop (driven synchronously, e.g. by a test harness)
             self.pipeline.complete(state.exchange)
 

@@ -19,9 +19,18 @@ T = TypeVar("T")
 class LoopRunner:
     """Runs callables on one event loop from any thread (directly when already on it)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        timeout_s: float = 30.0,
+        before: Callable[[], object] = lambda: None,
+    ) -> None:
+        """`before` runs on the loop ahead of each callable another thread sends (the proxy completes the
+        exchanges whose answers were sent, so the callable sees them)."""
         self.loop = loop
         self.timeout_s = timeout_s
+        self.before = before
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """fn(*args) on the loop; its exception is raised here. Without a running loop, called here."""
@@ -30,6 +39,7 @@ class LoopRunner:
             return fn(*args)
 
         async def run() -> T:
+            self.before()
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=self.timeout_s)

@@ -35,6 +35,7 @@ from brownout.proxy.agent_join import AgentJoin
 from brownout.proxy.analysis import AnalysisProcess
 from brownout.proxy.config import BrownoutConfig
 from brownout.proxy.fleet_sessions import FleetSessions
+from brownout.proxy.idlework import IdleWork
 
 if TYPE_CHECKING:  # the Redis client loads only with the redis backend
     from brownout.core.state.link import RedisLink
@@ -44,6 +45,7 @@ __all__ = ["Pipeline"]
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 1.0
+SCRAPE_WAIT_S = 1.0
 
 
 class Pipeline:
@@ -56,6 +58,8 @@ class Pipeline:
         self._started = False
         self.prices_loaded = threading.Event()  # the price table is in memory (or failed to load)
         self._last_sweep = time.monotonic()
+        self._deferred = 0  # finished exchanges waiting for an idle moment of the loop (complete_later)
+        self._loop_thread: int | None = None  # the thread of the loop that completes them
         self.pricer = Pricer()
         self.fleet: FleetSessions | None = None  # built at start with state.backend redis
         self.analysis: AnalysisProcess | None = None  # started at start with proxy.analysis process
@@ -68,6 +72,10 @@ class Pipeline:
         self.exporters = Exporters(
             config.exporters, guard=self.guard, extra=catalogue.exporters, providers=catalogue.wire.providers
         )
+        # A scrape of /metrics counts, and a flush of the logs writes, the exchanges whose answers were sent
+        # (their bookkeeping waits for an idle moment of the loop, at most idlework.MAX_S).
+        self.exporters.metrics.before_scrape.wait = lambda: self.wait_completed(SCRAPE_WAIT_S)
+        self.exporters.before_flush = lambda: self.wait_completed(SCRAPE_WAIT_S)
         self.spans = SpanBuilder(
             self.exporters.tracer_provider, capture_content=config.proxy.capture_content, semconv=self.exporters.semconv
         )
@@ -106,19 +114,22 @@ class Pipeline:
 
     @property
     def judging(self) -> int:
-        """Finished exchanges the analysis process has not answered yet (0 inline); read from any thread."""
+        """Finished exchanges not completed yet (waiting for an idle moment of the loop) or that the analysis
+        process has not answered yet; read from any thread."""
         analysis = self._remote
-        return analysis.backlog if analysis is not None else 0
+        return self._deferred + (analysis.backlog if analysis is not None else 0)
 
     def wait_judged(self, timeout_s: float = 10.0) -> bool:
         """From another thread than the proxy's: wait (bounded) until every finished exchange has been
-        judged and its violations announced; True when they have. At once inline."""
-        deadline = time.monotonic() + timeout_s
-        while self.judging:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.005)
-        return True
+        completed and judged and its violations announced; True when they have."""
+        return _wait(lambda: self.judging == 0, timeout_s)
+
+    def wait_completed(self, timeout_s: float = 10.0) -> bool:
+        """From another thread than the proxy's: wait (bounded) until every finished exchange has been
+        counted, logged and handed to the listeners (judged too, inline); True when they have."""
+        if threading.get_ident() == self._loop_thread:
+            return self._deferred == 0  # the loop cannot complete them while it waits here
+        return _wait(lambda: self._deferred == 0, timeout_s)
 
     @property
     def sessions_active(self) -> int:
@@ -135,6 +146,33 @@ class Pipeline:
             or self.exporters.span_consumers > 0
             or self.join is not None
         )
+
+    def complete_later(self, exchange: Exchange) -> None:
+        """On the loop: complete the exchange at the loop's next idle moment (proxy/idlework.py), so the
+        client's next request is read and forwarded first; on a loop without a selector, on its next turn."""
+        loop = asyncio.get_running_loop()
+        work = IdleWork.of(loop)
+        self._loop_thread = threading.get_ident()
+        self._deferred += 1
+        if work is None:
+            loop.call_soon(self._complete_deferred, exchange)
+        else:
+            work.add(self._complete_deferred, exchange)
+
+    def _complete_deferred(self, exchange: Exchange) -> None:
+        try:
+            self.complete(exchange)
+        finally:
+            self._deferred -= 1  # after: a thread that waits for the count sees the exchange complete
+
+    def complete_deferred_now(self) -> None:
+        """On the loop: complete at once every exchange this pipeline has waiting (at shutdown)."""
+        try:
+            work = IdleWork.of(asyncio.get_running_loop())
+        except RuntimeError:
+            return
+        if work is not None:
+            work.run_now(lambda item: item[1] == self._complete_deferred)
 
     def complete(self, exchange: Exchange) -> None:
         if exchange.provider == OTLP:
@@ -305,6 +343,7 @@ class Pipeline:
     async def stop(self, timeout_s: float = 3.0) -> None:
         """On the loop, before shutdown: calls waiting for their agent span go on, held traces are judged, and
         the shared-session checks still queued finish (bounded) or are counted."""
+        self.complete_deferred_now()
         if self.join is not None:
             await self.join.stop_receiver()
             self.guard.call("spans", self.join.stop, context="agent spans at shutdown")
@@ -322,8 +361,18 @@ class Pipeline:
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
         """Close every session, flush spans and logs with a bounded wait."""
+        self.complete_deferred_now()
         self.sweep(close_all=True)
         self.exporters.shutdown(timeout_s=timeout_s)
+
+
+def _wait(done: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def _task(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

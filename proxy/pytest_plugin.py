@@ -85,7 +85,11 @@ class BrownoutFixture:
         return self.handle.addon
 
     def exchanges(self) -> list[Any]:
-        """Finished exchanges (`brownout.core.exchange.Exchange`) in completion order."""
+        """Finished exchanges (`brownout.core.exchange.Exchange`) in completion order. It first waits (up to
+        10 s) for those whose answers were sent and whose bookkeeping waits for an idle moment of the proxy."""
+        pipeline = getattr(self.handle.addon, "pipeline", None)
+        if pipeline is not None:
+            pipeline.wait_completed()
         with self._lock:
             return list(self._exchanges)
 

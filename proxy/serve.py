@@ -79,7 +79,7 @@ async def drain(handle: ProxyHandle, *, timeout_s: float, force: asyncio.Event |
     deadline = loop.time() + timeout_s
     while handle.addon.in_flight and loop.time() < deadline and not (force is not None and force.is_set()):
         await asyncio.sleep(0.02)
-    await asyncio.sleep(0)  # finished exchanges hand themselves to the pipeline with call_soon
+    await asyncio.sleep(0)  # finished exchanges hand themselves to the pipeline (Pipeline.stop completes them)
     left = handle.addon.cut_in_flight()
     if left:
         waited = "a second signal" if force is not None and force.is_set() else f"{timeout_s:g} s"

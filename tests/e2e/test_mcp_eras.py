@@ -50,7 +50,9 @@ def test_each_request_knows_its_era_and_version(brownout_proxy: Callable[..., Pr
     asyncio.run(agent("old", "legacy"))
     asyncio.run(agent("new", "2026-07-28"))
     asyncio.run(agent("auto", "auto"))
-    _wait_for(exchanges, lambda xs: sum(x.operation == "session_end" for x in xs) == 1)
+    # Listeners hear of an exchange when the proxy's loop is next idle: wait for the last of each session.
+    last = lambda xs: any(x.session == "auto" and x.operation == "tools/call" for x in xs)
+    _wait_for(exchanges, lambda xs: sum(x.operation == "session_end" for x in xs) == 1 and last(xs))
     seen = [(x.session, x.method, x.operation, x.mcp_era, x.notes.get("mcp_protocol_version")) for x in exchanges]
     old = [("old", m, op, "handshake", "2025-11-25") for m, op in [("POST", "initialize"), ("POST", "tools/list")]]
     assert set(old) <= set(seen) and ("old", "DELETE", "session_end", "handshake", "2025-11-25") in seen

@@ -42,7 +42,7 @@ def proxies(tmp_path: Path, _ca_template: Path) -> Iterator[Any]:
 
 
 def _exchanges(handle: ProxyHandle) -> int:
-    def count() -> int:  # on the proxy's loop: after the completions it queued before answering
+    def count() -> int:  # on the proxy's loop, which completes first the exchanges it has answered
         counter = handle.addon.pipeline.exporters.metrics.requests
         return int(sum(s.value for m in counter.collect() for s in m.samples if s.name.endswith("_total")))
 
