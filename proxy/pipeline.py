@@ -166,7 +166,8 @@ class Pipeline:
             self._deferred -= 1  # after: a thread that waits for the count sees the exchange complete
 
     def complete_deferred_now(self) -> None:
-        """On the loop: complete at once every exchange this pipeline has waiting (at shutdown)."""
+        """On the loop: complete at once every exchange this pipeline has waiting (at shutdown, and before a
+        call another thread sends onto the loop)."""
         try:
             work = IdleWork.of(asyncio.get_running_loop())
         except RuntimeError:
