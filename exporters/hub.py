@@ -77,7 +77,9 @@ class Exporters:
         (the bounded values of the provider label)."""
         self.config = config or ExportersConfig()
         self.guard = guard or Guard()
-        self.before_flush: Callable[[], object] = lambda: None
+        # Called before anything reads what the hub has (a flush of the logs, the kept records, a scrape of
+        # /metrics): the proxy waits there, bounded, for the exchanges it has answered and not yet handed in.
+        self.settle: Callable[[], object] = lambda: None
         prom = self.config.prometheus
         # This instance's GenAI conventions, for /metrics here and for the pipeline's span builder.
         self.semconv = resolve_semconv(self.config.semconv, environ)
@@ -90,6 +92,7 @@ class Exporters:
             providers=wire.BUILTIN.providers if providers is None else providers,
             semconv=self.semconv,
         )
+        self.metrics.before_scrape.wait = lambda: self.settle()
         # Contained failures anywhere in brownout (not only here) feed the internal-errors counter.
         self.guard.listeners.append(self.metrics.internal_error)
         self.metrics.gauge_failed = lambda name, exc: self.guard.failed("exporter:prometheus", exc, f"gauge {name}")
@@ -149,9 +152,8 @@ class Exporters:
         return exporter
 
     def flush_logs(self, timeout_s: float = 5.0) -> bool:
-        """Wait until every JSONL record handed over so far is written (or counted as dropped), after
-        `before_flush` (the proxy waits there, bounded, for the exchanges it has answered to be logged)."""
-        self.before_flush()
+        """Wait until every JSONL record handed over so far is written (or counted as dropped)."""
+        self.settle()
         writers = [w for w in (self.violation_log, self.decision_log, self.exchange_log) if w is not None]
         flushed = [w.flush(timeout_s) for w in writers]  # every one, even after one timed out
         return all(flushed)
@@ -356,6 +358,7 @@ class Exporters:
 
     def recent_violations(self, since: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Kept violation records with timestamp > since, oldest first (thread-safe copy)."""
+        self.settle()
         with self._ring_lock:
             records = list(self._ring)
         if since is not None:
@@ -364,6 +367,7 @@ class Exporters:
 
     def recent_exchanges(self, since: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Kept exchange summaries that started after `since`, oldest first (thread-safe copy)."""
+        self.settle()
         with self._ring_lock:
             records = list(self._exchanges)
         if since is not None:

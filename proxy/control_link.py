@@ -12,8 +12,6 @@ from brownout.proxy.control_target import EngineControl
 
 __all__ = ["start_control"]
 
-COMPLETED_WAIT_S = 1.0
-
 log = logging.getLogger(__name__)
 
 
@@ -25,12 +23,6 @@ def _task_count(loop: asyncio.AbstractEventLoop) -> int | None:
         except RuntimeError:  # the loop's task set changed while we copied it: try again
             continue
     return None
-
-
-def _completed(addon: Any) -> Any:
-    """The proxy's exporters, once the exchanges whose answers were sent are in them (bounded wait)."""
-    addon.pipeline.wait_completed(COMPLETED_WAIT_S)
-    return addon.pipeline.exporters
 
 
 def start_control(addon: Any) -> ControlServer | None:
@@ -45,10 +37,8 @@ def start_control(addon: Any) -> ControlServer | None:
     target = EngineControl(
         addon.engine,
         reload=addon.reload,  # the file of this proxy, not of whichever one in the process started last
-        # Exchanges whose answers were sent are in the answer: their bookkeeping waits for an idle moment
-        # of the loop (proxy/idlework.py), at most a few tens of milliseconds.
-        violations=lambda since: _completed(addon).recent_violations(since),
-        exchanges=lambda since, limit: _completed(addon).recent_exchanges(since, limit),
+        violations=lambda since: addon.pipeline.exporters.recent_violations(since),
+        exchanges=lambda since, limit: addon.pipeline.exporters.recent_exchanges(since, limit),
         extra_status=lambda: {
             "sessions_active": addon.pipeline.sessions_active,
             "internal_errors": addon.guard.snapshot(),

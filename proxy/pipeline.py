@@ -45,7 +45,7 @@ __all__ = ["Pipeline"]
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 1.0
-SCRAPE_WAIT_S = 1.0
+SETTLE_WAIT_S = 1.0
 
 
 class Pipeline:
@@ -72,10 +72,9 @@ class Pipeline:
         self.exporters = Exporters(
             config.exporters, guard=self.guard, extra=catalogue.exporters, providers=catalogue.wire.providers
         )
-        # A scrape of /metrics counts, and a flush of the logs writes, the exchanges whose answers were sent
-        # (their bookkeeping waits for an idle moment of the loop, at most idlework.MAX_S).
-        self.exporters.metrics.before_scrape.wait = lambda: self.wait_completed(SCRAPE_WAIT_S)
-        self.exporters.before_flush = lambda: self.wait_completed(SCRAPE_WAIT_S)
+        # What reads the exporters (a scrape, a log flush, the control API) sees the exchanges whose answers
+        # were sent: their bookkeeping waits for an idle moment of the loop, at most idlework.MAX_S.
+        self.exporters.settle = lambda: self.wait_completed(SETTLE_WAIT_S)
         self.spans = SpanBuilder(
             self.exporters.tracer_provider, capture_content=config.proxy.capture_content, semconv=self.exporters.semconv
         )
