@@ -310,15 +310,21 @@ class Brownout(Lifecycle, ResponseHooks):
             self.relay.discard(state.relay_token)
         if state.exchange.operation in SUBSCRIPTION_STREAMS:
             self.mcp_streams.end(state.exchange)
-        if state.tap is not None:
+        if state.tap is not None and state.tap.parses_later and defer and later is None:
+            # Its copy is parsed when the exchange completes, at the loop's next idle moment (see _complete).
+            self._complete(state, defer=defer, prepare=state.tap.close)
+        elif state.tap is not None:
             # A compressed stream's copy may still be parsing (in slices, on this loop): the
             # exchange completes once it is done (at shutdown at once, with what was parsed).
             state.tap.close(lambda: self._complete(state, defer=defer, later=later), wait=defer)
         else:
             self._complete(state, defer=defer, later=later)
 
-    def _complete(self, state: FlowState, *, defer: bool, later: Later | None = None) -> None:
-        """`later` schedules the deferred part (by default, the loop's next idle moment)."""
+    def _complete(
+        self, state: FlowState, *, defer: bool, later: Later | None = None, prepare: Callable[[], None] | None = None
+    ) -> None:
+        """`later` schedules the deferred part (by default, the loop's next idle moment); `prepare` runs just
+        before it (nothing before it may read what `prepare` fills in)."""
         if state.exchange.mcp_method == "initialize":
             self.mcp_versions.learn(state.exchange)
         if state.plan is not None:
@@ -334,8 +340,10 @@ class Brownout(Lifecycle, ResponseHooks):
         # on the same loop when it next waits for I/O, after the client's next request has been read
         # and forwarded (proxy/idlework.py): they never add to the agent's latency.
         try:
-            self.pipeline.complete_later(state.exchange)
+            self.pipeline.complete_later(state.exchange, prepare)
         except RuntimeError:  # no running loop (driven synchronously, e.g. by a test harness)
+            if prepare is not None:
+                prepare()
             self.pipeline.complete(state.exchange)
 
 

@@ -8,6 +8,12 @@ other flows. Limits stop inspection (the body
 passes through untouched and the exchange records why): an event longer than the framer's
 `max_pending`, more than `decoded_max` decoded bytes, corrupt compressed bytes, or a compressed
 backlog past `BACKLOG_MAX` (parsing fell behind the wire).
+
+With `later`, a plain event stream is not parsed as it goes by: its chunks are kept (up to
+`LATER_MAX` bytes, then parsed at once to bound memory) and parsed when the inspector closes, which
+the proxy does at the loop's next idle moment after the answer (proxy/idlework.py). The proxy asks
+for it only when nothing reads the parsed answer before then (no fault plan, no recording, a wire
+format whose parser need not see events live): the parse then costs the client nothing.
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ from brownout.core.wire.base import StreamEvent, StreamParser, WireFormat
 from brownout.core.wire.decoding import DecodeError, Decoder
 from brownout.core.wire.framing import Framer
 
-__all__ = ["BACKLOG_MAX", "SLICE_BUDGET_S", "StreamInspector"]
+__all__ = ["BACKLOG_MAX", "LATER_MAX", "SLICE_BUDGET_S", "StreamInspector"]
 
 log = logging.getLogger(__name__)
 
 SLICE = 4 << 10  # decoded bytes framed and parsed at a time: about 1 ms even when events are tiny
 SLICE_BUDGET_S = 0.005  # then other flows get the loop: parsing cost depends on event sizes, not bytes
 BACKLOG_MAX = 8 << 20  # compressed bytes waiting to be parsed before inspection gives up
+LATER_MAX = 256 << 10  # bytes of a stream kept to parse at close (`later`); past it they are parsed at once
 
 
 class StreamInspector:
@@ -45,6 +52,7 @@ class StreamInspector:
         decoder: Decoder | None = None,
         decoded_max: int,
         copy_max: int = 0,
+        later: bool = False,
     ) -> None:
         self.ex = exchange
         self.wire = wire
@@ -63,6 +71,14 @@ class StreamInspector:
         self._then: Callable[[], None] | None = None
         self._done = False
         self.stopped = False  # a limit stopped inspection before the end of the body
+        # Chunks kept to frame and parse at close (see the module doc); None: parsed as they come.
+        self._later: list[bytes] | None = [] if later and framer is not None and decoder is None else None
+        self._later_size = 0
+
+    @property
+    def parses_later(self) -> bool:
+        """The stream's copy is parsed when the inspector closes, not as it goes by."""
+        return self._later is not None
 
     # --- input -------------------------------------------------------------------------
 
@@ -99,6 +115,11 @@ class StreamInspector:
             if item:
                 self._frame(item)
 
+    def parse_pending(self) -> None:
+        """Parse now what was kept for later (a reader needs the parsed answer before the exchange completes)."""
+        if self._later:
+            self._catch_up()
+
     def end(self, *, tail: bool = True) -> None:
         """The body is complete; with `tail`, an unterminated last event is parsed too."""
         self._tail_wanted = tail
@@ -111,6 +132,8 @@ class StreamInspector:
         self.framer = None
         self.decoder = None
         self._copy = None
+        if self._later is not None:
+            self._later = []
 
     def close(self, then: Callable[[], None] | None = None, *, wait: bool = True) -> None:
         """Materialise what was parsed, then call `then`: when queued decoding is done, or at once
@@ -122,6 +145,24 @@ class StreamInspector:
     # --- work ----------------------------------------------------------------------------
 
     def _frame(self, data: bytes) -> None:
+        if self._later is not None:
+            self._later.append(data)
+            self._later_size += len(data)
+            if self._later_size > LATER_MAX:
+                self._catch_up()
+            return
+        self._frame_now(data)
+
+    def _catch_up(self) -> None:
+        """Frame and parse the chunks kept for later, in order (some may be left unread if a limit stops it)."""
+        assert self._later is not None
+        kept, self._later, self._later_size = self._later, [], 0
+        for chunk in kept:
+            if self.framer is None:
+                return
+            self._frame_now(chunk)
+
+    def _frame_now(self, data: bytes) -> None:
         assert self.framer is not None
         events = self.framer.feed(data)
         if events:
@@ -191,6 +232,9 @@ class StreamInspector:
         if self._done:
             return
         self._done = True
+        if self._later is not None:
+            self._catch_up()
+            self._later = None
         if self._tail_wanted and self.framer is not None:
             self._parse(self.framer.flush())
         if self.parser is not None:

@@ -146,20 +146,23 @@ class Pipeline:
             or self.join is not None
         )
 
-    def complete_later(self, exchange: Exchange) -> None:
+    def complete_later(self, exchange: Exchange, prepare: Callable[[], None] | None = None) -> None:
         """On the loop: complete the exchange at the loop's next idle moment (proxy/idlework.py), so the
-        client's next request is read and forwarded first; on a loop without a selector, on its next turn."""
+        client's next request is read and forwarded first; on a loop without a selector, on its next turn.
+        `prepare` runs first, at that moment (parsing a streamed body's copy, see proxy/inspection.py)."""
         loop = asyncio.get_running_loop()
         work = IdleWork.of(loop)
         self._loop_thread = threading.get_ident()
         self._deferred += 1
         if work is None:
-            loop.call_soon(self._complete_deferred, exchange)
+            loop.call_soon(self._complete_deferred, exchange, prepare)
         else:
-            work.add(self._complete_deferred, exchange)
+            work.add(self._complete_deferred, exchange, prepare)
 
-    def _complete_deferred(self, exchange: Exchange) -> None:
+    def _complete_deferred(self, exchange: Exchange, prepare: Callable[[], None] | None = None) -> None:
         try:
+            if prepare is not None:
+                self.guard.call("wire", prepare, context=f"exchange {exchange.id} body")
             self.complete(exchange)
         finally:
             self._deferred -= 1  # after: a thread that waits for the count sees the exchange complete

@@ -89,6 +89,8 @@ class ResponseHooks:
             content_encoding=resp.headers.get("content-encoding", ""),
             decoded_max=self._buffer_max,
             keep_copy=self.config.proxy.capture_max_bytes,
+            # Nothing reads the parsed answer before the exchange completes at an idle moment: parse it then.
+            parse_later=plan is None and not state.wire.parses_live and not self.tape.records(state),
         )
         if state.tap.editor is not None:
             effects.reframe(flow)  # edits change the size: content-length no longer holds
@@ -181,6 +183,8 @@ class ResponseHooks:
         cut = state.tap is not None and state.tap.cut  # a clean truncation ended the read: no error
         # The stream's answer was complete (an LLM's terminal event, every JSON-RPC request of an MCP reply
         # answered): a client may hang up once it has it, before the server ends the stream. Nothing failed.
+        if state.tap is not None:  # its copy may be waiting to be parsed after the answer
+            self.guard.call("wire", state.tap.parse_pending, context=f"{ex.provider} stream")
         answered = ex.stream_complete is True
         # A client ends an MCP subscription stream (the GET stream, a subscriptions/listen) by closing it.
         unsubscribed = ex.operation in SUBSCRIPTION_STREAMS and ex.provider == "mcp" and not flow.client_conn.connected

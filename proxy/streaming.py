@@ -57,6 +57,7 @@ class StreamTap:
         content_encoding: str = "",
         decoded_max: int = 32 << 20,
         keep_copy: int = 0,
+        parse_later: bool = False,
     ) -> None:
         self.ex = exchange
         self.wire = wire
@@ -96,8 +97,17 @@ class StreamTap:
         out_framer = framer
         if framer is not None and (self.editor is not None or self.reset_after is not None):
             out_framer = type(framer)(framer.max_pending)
+        # Nothing edits the bytes: the copy may be parsed after the answer (proxy/inspection.py).
+        later = parse_later and self.editor is None and self.reset_after is None
         self.inspector = StreamInspector(
-            exchange, wire, guard, out_framer, decoder=copy_decoder, decoded_max=decoded_max, copy_max=keep_copy
+            exchange,
+            wire,
+            guard,
+            out_framer,
+            decoder=copy_decoder,
+            decoded_max=decoded_max,
+            copy_max=keep_copy,
+            later=later,
         )
         if self.editor is None:
             self.framer = None
@@ -301,6 +311,15 @@ class StreamTap:
     def _reset(self) -> None:
         self._reset_pending = True
         self.on_reset(False)  # soon, for a stream whose next bytes are slow to come
+
+    @property
+    def parses_later(self) -> bool:
+        """The body's copy is parsed at close, not as it streams (`parse_later`, proxy/inspection.py)."""
+        return self.inspector.parses_later
+
+    def parse_pending(self) -> None:
+        """Parse now what `parse_later` kept: the caller reads the parsed answer before the exchange completes."""
+        self.inspector.parse_pending()
 
     def close(self, then: Callable[[], None] | None = None, *, wait: bool = True) -> None:
         """The exchange finished: materialise what was parsed (a stream a fault ended or a reset cut

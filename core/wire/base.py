@@ -73,6 +73,9 @@ class WireFormat(ABC):
     provider: ClassVar[str]  # brownout's id: what `match.provider` names and exchanges record
     gen_ai_provider: ClassVar[str | None] = None  # gen_ai.provider.name on spans; None: not a GenAI provider
     calls_tools: ClassVar[bool] = False  # responses carry model tool calls (a `tool` match waits for them)
+    # Its stream parser must see each event as it arrives (it stamps them with the time, or the proxy reads
+    # what it parsed while the stream is open); else the proxy may parse a stream's copy after the answer.
+    parses_live: ClassVar[bool] = False
     # Requests are signed over their body (AWS SigV4): a fault that rewrote one would break the signature,
     # so brownout never does (rules that would are refused at load, and skipped if they fire anyway).
     signs_requests: ClassVar[bool] = False

@@ -83,6 +83,7 @@ class McpFormat(ProviderFormat):
 
     provider = "mcp"
     gen_ai_provider = "mcp"
+    parses_live = True  # notifications are stamped as they arrive; subscription streams are read while open
 
     def recognise(self, req: RequestInfo) -> str | None:
         in_session = any(h in req.headers for h in _TRANSPORT_HEADERS)

@@ -205,6 +205,10 @@ class Tape:
         if capture is not None:
             self.guard.call("record", capture.response_head, flow, context="response headers")
 
+    def records(self, state: FlowState) -> bool:
+        """This exchange is being recorded (its recording reads the parsed answer when it finishes)."""
+        return _CAPTURE in state.extra
+
     def wrap_stream(self, state: FlowState, tap: Callable[[bytes], Any], content_type: str) -> Callable[[bytes], Any]:
         capture: Capture | None = state.extra.get(_CAPTURE)
         if capture is None:
