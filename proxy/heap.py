@@ -7,16 +7,23 @@ that live on: collections set off while it is built, or soon after, walk them al
 milliseconds each, measured on a 10,000-rule config). In brownout's own process the collector is
 paused while a reloaded config is built and swapped in, and what then lives on is frozen with the
 start-up heap (see `proxy.serve.settle_heap`).
+
+In that process the young generations are also collected when the event loop is idle (`IdleCollections`,
+run by proxy/idlework.py) rather than wherever an allocation happens to cross the threshold, which under
+traffic is as often as not in the middle of relaying an answer.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["building", "let_go", "settle"]
+__all__ = ["BACKSTOP", "IdleCollections", "building", "let_go", "settle"]
+
+BACKSTOP = 4  # the collector's own threshold while collections wait for idle moments, times its usual one
 
 
 def settle() -> None:
@@ -49,3 +56,52 @@ def let_go(items: list[Any]) -> None:
     milliseconds; one at a time, each frees little, and other threads get their turn between them."""
     while items:
         items.pop()
+
+
+class IdleCollections:
+    """The cyclic collector's young-generation passes, moved to the event loop's idle moments.
+
+    Relaying one LLM exchange leaves a few thousand objects in reference cycles (mitmproxy's flows and
+    the exceptions its type checks raise and catch, brownout's parsed exchange), so CPython collects
+    every few requests, pausing every thread for about a millisecond (the youngest generation) or
+    several (the middle one). Set off by whatever allocation crosses the threshold, those pauses land
+    in the middle of requests. Here the
+    collector's threshold is raised to BACKSTOP times its usual value (it still runs on its own should the
+    loop never idle), and once the usual number of objects is waiting the loop collects at its next idle
+    moment (proxy/idlework.py: within `MAX_S` at the latest). The generation collected is the one CPython
+    would pick, so older generations are collected as often as before.
+
+    Only on the CPython versions with this collector (before 3.14, whose incremental collector already
+    bounds each pause), and only in a process that is brownout's own (`brownout run`)."""
+
+    def __init__(self) -> None:
+        self.threshold = gc.get_threshold()
+        self.started = False
+
+    @staticmethod
+    def supported() -> bool:
+        return sys.version_info < (3, 14) and sys.implementation.name == "cpython"
+
+    def start(self) -> None:
+        t0, t1, t2 = self.threshold
+        if t0 > 0:  # a collector switched off by threshold stays off
+            gc.set_threshold(t0 * BACKSTOP, t1, t2)
+            self.started = True
+
+    def stop(self) -> None:
+        if self.started:
+            gc.set_threshold(*self.threshold)
+            self.started = False
+
+    def due(self) -> bool:
+        """Enough objects wait for the youngest generation's pass (and the collector is on)."""
+        return self.started and gc.get_count()[0] > self.threshold[0] and gc.isenabled()
+
+    def collect(self) -> None:
+        """The pass CPython would make now: the oldest generation whose count is over its threshold."""
+        _, t1, t2 = self.threshold
+        _, passes0, passes1 = gc.get_count()  # gen0 passes since the last gen1 one; gen1 passes since gen2
+        generation = 0
+        if passes0 > t1:
+            generation = 2 if passes1 > t2 else 1
+        gc.collect(generation)

@@ -15,6 +15,9 @@ The moment the loop would block is seen by wrapping the `select` of the loop's s
 (`loop._selector`, asyncio's selector event loop, the default on Linux and macOS). A loop without one
 (another event loop implementation) gets `call_soon` instead, as before: the same order, run at once.
 One `IdleWork` serves every proxy on a loop; each keeps its own count of what it has queued.
+
+In a process that is brownout's own, the cyclic garbage collector's passes are queued the same way
+(`collect_when_idle`, proxy/heap.py): one is queued once enough objects wait for it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import time
 from asyncio import AbstractEventLoop, TimerHandle
 from collections.abc import Callable
 from typing import Any
+
+from brownout.proxy.heap import IdleCollections
 
 __all__ = ["IDLE_S", "MAX_S", "IdleWork"]
 
@@ -42,6 +47,8 @@ class IdleWork:
         self._items: collections.deque[Item] = collections.deque()
         self._moved = False  # an I/O event came in since the oldest queued item
         self._overdue: TimerHandle | None = None
+        self._collections: IdleCollections | None = None
+        self._collection_queued = False
 
     @classmethod
     def of(cls, loop: AbstractEventLoop) -> IdleWork | None:
@@ -66,6 +73,15 @@ class IdleWork:
         if self._overdue is None:
             self._overdue = self._loop.call_later(MAX_S, self._run_overdue)
 
+    def collect_when_idle(self, collections: IdleCollections | None) -> None:
+        """Queue the collector's passes as they fall due (None: stop); `collections` must be started."""
+        self._collections = collections
+
+    def _collect(self) -> None:
+        self._collection_queued = False
+        if self._collections is not None:
+            self._collections.collect()
+
     def run_now(self, owner: Callable[[Item], bool]) -> None:
         """Run at once, in order, the queued items `owner` claims (a proxy that stops takes its own)."""
         mine = [item for item in self._items if owner(item)]
@@ -80,6 +96,10 @@ class IdleWork:
 
     def select(self, timeout: float | None = None) -> list[Any]:
         """The selector's `select`, as the loop calls it each turn (timeout 0 while it has callbacks ready)."""
+        collections = self._collections
+        if collections is not None and not self._collection_queued and collections.due():
+            self._collection_queued = True
+            self.add(self._collect)
         if not self._items:
             return self._select(timeout)
         if timeout is not None and timeout <= 0:

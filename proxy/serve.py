@@ -12,6 +12,7 @@ from typing import Any
 from brownout.proxy import heap
 from brownout.proxy.connkill import close_clients
 from brownout.proxy.embed import ProxyHandle, running_proxy_async
+from brownout.proxy.idlework import IdleWork
 
 __all__ = ["drain", "serve_until_signal", "settle_heap"]
 
@@ -35,12 +36,14 @@ async def serve_until_signal(
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
+        idle_gc: heap.IdleCollections | None = None
         try:
             on_ready(handle)
             # The price table (tens of thousands of objects) loads on a thread at start: frozen with the rest.
             await asyncio.to_thread(handle.addon.pipeline.prices_loaded.wait, 10.0)
             settle_heap()
             handle.addon.heap_owned = True  # hot reloads keep the heap settled too
+            idle_gc = _collect_when_idle(loop)
             waits = [asyncio.create_task(stop.wait()), asyncio.create_task(handle.master.should_exit.wait())]
             _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for t in pending:
@@ -51,6 +54,22 @@ async def serve_until_signal(
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+            if idle_gc is not None:
+                idle_gc.stop()
+                work = IdleWork.of(loop)
+                if work is not None:
+                    work.collect_when_idle(None)
+
+
+def _collect_when_idle(loop: asyncio.AbstractEventLoop) -> heap.IdleCollections | None:
+    """The process is brownout's own: the collector's passes wait for the loop's idle moments (proxy/heap.py)."""
+    work = IdleWork.of(loop)
+    if work is None or not heap.IdleCollections.supported():
+        return None
+    idle_gc = heap.IdleCollections()
+    idle_gc.start()
+    work.collect_when_idle(idle_gc)
+    return idle_gc
 
 
 def settle_heap() -> None:
