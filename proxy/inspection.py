@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 SLICE = 4 << 10  # decoded bytes framed and parsed at a time: about 1 ms even when events are tiny
 SLICE_BUDGET_S = 0.005  # then other flows get the loop: parsing cost depends on event sizes, not bytes
 BACKLOG_MAX = 8 << 20  # compressed bytes waiting to be parsed before inspection gives up
-LATER_MAX = 256 << 10  # bytes of a stream kept to parse at close (`later`); past it they are parsed at once
+LATER_MAX = 64 << 10  # bytes of a stream kept to parse at close (`later`); past it they are parsed at once
 
 
 class StreamInspector:
