@@ -54,7 +54,13 @@ def test_calls_go_through_and_keys_carry_the_prefix(redis_server: RedisServer) -
 def test_a_dead_store_costs_one_budget_then_answers_at_once_and_comes_back(redis_server: RedisServer) -> None:
     async def main() -> None:
         link = link_for(redis_server, errors := [], ups := [], timeout_ms=50)
-        assert await link.call("ping", lambda r: r.ping(), False) is True
+        for _ in range(100):  # a first connection on a busy machine can outlast the 50 ms budget
+            if await link.call("ping", lambda r: r.ping(), False) is True:
+                break
+            await asyncio.sleep(0.05)
+        assert link.up is True
+        errors.clear()
+        del ups[:-1]  # from the live link on
         redis_server.stop()
         loop = asyncio.get_running_loop()
         t0 = loop.time()
