@@ -225,9 +225,17 @@ def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
 
 def join_request(spans: Iterable[EncodedSpan]) -> bytes:
     """An ExportTraceServiceRequest of spans encoded by `encode_span`, grouped as the official encoder does."""
+    # `Resource.__hash__` dumps its attributes to JSON on every call: hashing each span's resource cost the
+    # worker about 4 ms of GIL time per batch of 512. Each distinct (resource, scope) pair of objects is
+    # looked up once instead (a provider's spans share them); equal objects still share one group.
     grouped: dict[Resource, dict[InstrumentationScope | None, list[bytes]]] = {}
+    seen: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[bytes]]] = {}
     for span in spans:
-        grouped.setdefault(span.resource, {}).setdefault(span.scope, []).append(span.data)
+        group = seen.get((id(span.resource), id(span.scope)))
+        if group is None:  # the tuple keeps both objects alive, so their ids are not reused meanwhile
+            data = grouped.setdefault(span.resource, {}).setdefault(span.scope, [])
+            group = seen[(id(span.resource), id(span.scope))] = (span.resource, span.scope, data)
+        group[2].append(span.data)
     out = []
     for resource, scopes in grouped.items():
         body = [_len_field(1, _attributes(1, resource.attributes))]
