@@ -41,7 +41,7 @@ from mitmproxy.addons import (
 )
 from mitmproxy.master import Master
 
-from brownout.proxy import bodyreads
+from brownout.proxy import bodyreads, messagecheck
 
 __all__ = ["PROXY_CORE", "BrownoutMaster", "HookCache"]
 
@@ -121,6 +121,7 @@ class BrownoutMaster(Master):
 
     def __init__(self, opts: options.Options, *, with_termlog: bool = False) -> None:
         bodyreads.install()  # brownout's connections join the chunks of one read (proxy/bodyreads.py)
+        messagecheck.install()  # mitmproxy's message type check, without its reference cycles
         super().__init__(opts, with_termlog=False)
         self.options.changed.disconnect(self.addons._configure_all)
         self.addons = HookCache(self)
