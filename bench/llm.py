@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.load import LoadResult, Request, run_load
+from bench.load import LoadResult, Request, median_round, run_load
 from bench.procstat import tree_cpu_seconds
 from bench.report import P99_ADDED_MS, RPS_FLOOR, info, target
 
@@ -237,8 +237,7 @@ def answer_ok(port: int, case: LlmCase, timeout_s: float = 10.0) -> bool:
 
 
 def _median(runs: list[LoadResult], cpu_s: list[float | None]) -> dict[str, Any]:
-    best = sorted(runs, key=lambda r: r.rps)[len(runs) // 2].to_dict()
-    best["rps_rounds"] = [round(r.rps, 1) for r in runs]
+    best = median_round(runs)
     requests = sum(r.requests for r in runs)
     if requests and cpu_s and all(c is not None for c in cpu_s):
         # Over every round (not the median one's): the proxy's own CPU is steadier than its req/s.
@@ -259,7 +258,8 @@ def measure_llm(
     *,
     pids: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Each case through each path at 1 and 8 connections, rounds interleaving the paths; the median round.
+    """Each case through each path at 1 and 8 connections, rounds interleaving the paths; the median round
+    (bench/load.py's median_round).
     The paths are LLM_PATHS and whichever REFERENCE_PATHS `ports` has; with `pids`, each path's proxy CPU
     per request too."""
     paths = {name: ports[name] for name in PATHS if name in ports}

@@ -44,6 +44,23 @@ class LoadResult:
         return asdict(self)
 
 
+ROUNDS_LATENCY = "latency percentiles: the median over the rounds"  # in a run's meta: how it summarised
+
+
+def median_round(runs: list[LoadResult]) -> dict[str, Any]:
+    """The round with the median throughput, whose p50 and p99 are replaced by each one's median over the
+    rounds (every round's value kept beside it). One disturbed round (VM steal, a host stall) then decides
+    neither a throughput ratio nor a tail: the median-throughput round's own p99 can be that of a round in
+    which a stall held many requests without moving its req/s much."""
+    best = sorted(runs, key=lambda r: r.rps)[len(runs) // 2].to_dict()
+    best["rps_rounds"] = [round(r.rps, 1) for r in runs]
+    for key in ("p50_ms", "p99_ms"):
+        values = [getattr(r, key) for r in runs]
+        best[key] = round(statistics.median(values), 3)
+        best[f"{key}_rounds"] = [round(v, 3) for v in values]
+    return best
+
+
 @dataclass(frozen=True)
 class Request:
     """The request a load run repeats (the path is given apart)."""

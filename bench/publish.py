@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
 
 from bench.fleetreport import render_fleet
 from bench.llm import PATHS, render_llm_rows
+from bench.load import ROUNDS_LATENCY
 from bench.realtimereport import render_realtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +55,13 @@ def _machine(data: dict[str, Any]) -> str:
         f"Run `{meta['command']}` on {m['date']}, brownout commit `{m['brownout_commit'][:12]}`{dirty}: "
         f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}, Python {m['python']}, "
         f"mitmproxy {m['mitmproxy']}, load from {m['load_tool']}; {meta['rounds']} interleaved rounds of "
-        f"{meta['duration_s']:g} s per path, the median round."
+        f"{meta['duration_s']:g} s per path, the median round{_summary(meta)}."
     )
+
+
+def _summary(meta: dict[str, Any]) -> str:
+    # Runs before bench/load.py's median_round took the median-throughput round's percentiles as they were.
+    return "; p50 and p99 are each the median over the rounds" if meta.get("summary") == ROUNDS_LATENCY else ""
 
 
 def render_results(data: dict[str, Any]) -> str:

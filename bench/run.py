@@ -11,8 +11,8 @@
 Paths: direct; plain mitmdump (buffers SSE); mitmdump with stream_large_bodies=1 (the same engine
 unbuffered); brownout with no rules; brownout with every invariant and exporter on
 (bench/all-on.yaml), and the same with its analysis in a second process (bench/all-on-process.yaml).
-Rounds interleave the paths and the median round counts, so a disturbance on
-a shared machine hits every path alike.
+Rounds interleave the paths, so a disturbance on a shared machine hits every path alike; the round
+with the median req/s counts, and each latency percentile is its median over the rounds.
 
 Load comes from `wrk` (install it with `apt-get install -y wrk` on Debian/Ubuntu, `brew install wrk`
 on macOS). When wrk is missing the bench runs that apt-get itself if it is root (skip with
@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from bench.llm import LLM_PATHS, REFERENCE_PATHS, llm_targets, measure_llm
-from bench.load import have_wrk, run_load
+from bench.load import ROUNDS_LATENCY, have_wrk, median_round, run_load
 from bench.machine import describe, wrk_version
 from bench.procs import ROOT, Proc, start_brownout, start_mitmdump, start_upstream
 from bench.report import load_targets, print_report, save_results, streams_targets
@@ -77,13 +77,6 @@ def ensure_wrk(allow_install: bool) -> bool:
     return False
 
 
-def _median_load(runs: list[Any]) -> dict[str, Any]:
-    """The round with the median throughput: one disturbed round (VM steal, GC) cannot decide a ratio."""
-    best = sorted(runs, key=lambda r: r.rps)[len(runs) // 2].to_dict()
-    best["rps_rounds"] = [round(r.rps, 1) for r in runs]
-    return best
-
-
 def _measure_all(
     targets: dict[str, int], duration_s: float, rounds: int, ttft_runs: int, use_wrk: bool
 ) -> dict[str, Any]:
@@ -102,8 +95,8 @@ def _measure_all(
         print(f"  {name}: {ttft_runs} SSE streams", flush=True)
         out[name] = {
             "port": port,
-            "c1": _median_load(runs[name]["c1"]),
-            "c8": _median_load(runs[name]["c8"]),
+            "c1": median_round(runs[name]["c1"]),
+            "c8": median_round(runs[name]["c8"]),
             "sse": measure_ttft(port, runs=ttft_runs).to_dict(),
         }
     return out
@@ -179,6 +172,7 @@ def _meta(duration_s: float, use_wrk: bool, rounds: int, argv: list[str]) -> dic
         "command": " ".join(["bench/run.py", *argv]),
         "duration_s": duration_s,
         "rounds": rounds,
+        "summary": ROUNDS_LATENCY,
         "machine": describe(tool),
     }
 
