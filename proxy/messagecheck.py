@@ -7,7 +7,7 @@ call and raises it for each member of a union the value is not: `bytes | None` w
 and the frame (through its local `e`) to the exception: a reference cycle. Once a frame object outlives
 its call, CPython ties its caller's frame to it too, so each cycle keeps the frames of the whole layer
 stack above it alive, with their locals (events, generators, messages), until the cyclic collector
-runs. About 13 such cycles per exchange made most of brownout's cyclic garbage, and with it most of
+runs. These cycles, a few per message, made most of brownout's cyclic garbage, and with it most of
 the collector's passes, each a pause for the requests in flight.
 
 `install()` gives `MessageData` a check that accepts exactly what the original accepts without
