@@ -2,13 +2,13 @@
 
 With assertions on (`__debug__`), mitmproxy 12.2's `MessageData.__post_init__` checks each field of a
 request's or response's data with `check_option_type`. That function builds a `TypeError` on every
-call and raises it for each member of a union the value is not: `bytes | None` with `None` raises once,
-`float | None` with a float raises none, `None` raises once. A raised exception refers to its frame,
-and the frame (through its local `e`) to the exception: a reference cycle. Once a frame object outlives
-its call, CPython ties its caller's frame to it too, so each cycle keeps the frames of the whole layer
-stack above it alive, with their locals (events, generators, messages), until the cyclic collector
-runs. These cycles, a few per message, made most of brownout's cyclic garbage, and with it most of
-the collector's passes, each a pause for the requests in flight.
+call and raises it for each member of a union the value is not: `bytes | None` raises once for `None`,
+and not for bytes. A raised exception refers to its frame, and the frame (through its local `e`) to
+the exception: a reference cycle. Once a frame object outlives its call, CPython ties its caller's
+frame to it too, so each cycle keeps the frames of the whole layer stack above it alive, with their
+locals (events, generators, messages), until the cyclic collector runs. These cycles, a few per
+message, made most of brownout's cyclic garbage, and with it most of the collector's passes, each a
+pause for the requests in flight.
 
 `install()` gives `MessageData` a check that accepts exactly what the original accepts without
 raising anything, and hands any other value to the original, so a wrong type still fails with
@@ -21,6 +21,7 @@ defines no check, and neither does this.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any
@@ -31,7 +32,6 @@ from mitmproxy.utils.typecheck import check_option_type
 __all__ = ["accepted_types", "install", "installed"]
 
 _ORIGINAL = getattr(http.MessageData, "__post_init__", None)
-_PLANS: dict[type, tuple[tuple[str, tuple[type, ...] | None, Any], ...]] = {}
 
 
 def accepted_types(typeinfo: Any) -> tuple[type, ...] | None:
@@ -52,11 +52,9 @@ def accepted_types(typeinfo: Any) -> tuple[type, ...] | None:
     return (float, int) if typeinfo is float else (typeinfo,)  # it lets an int through as a float
 
 
+@functools.cache  # per message class: its fields' names, accepted classes and declared types
 def _plan(cls: type) -> tuple[tuple[str, tuple[type, ...] | None, Any], ...]:
-    plan = _PLANS.get(cls)
-    if plan is None:
-        plan = _PLANS[cls] = tuple((f.name, accepted_types(f.type), f.type) for f in dataclasses.fields(cls))
-    return plan
+    return tuple((f.name, accepted_types(f.type), f.type) for f in dataclasses.fields(cls))
 
 
 def _post_init(self: http.MessageData) -> None:
