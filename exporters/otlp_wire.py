@@ -231,10 +231,11 @@ def join_request(spans: Iterable[EncodedSpan]) -> bytes:
     grouped: dict[Resource, dict[InstrumentationScope | None, list[bytes]]] = {}
     seen: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[bytes]]] = {}
     for span in spans:
-        group = seen.get((id(span.resource), id(span.scope)))
+        key = (id(span.resource), id(span.scope))
+        group = seen.get(key)
         if group is None:  # the tuple keeps both objects alive, so their ids are not reused meanwhile
             data = grouped.setdefault(span.resource, {}).setdefault(span.scope, [])
-            group = seen[(id(span.resource), id(span.scope))] = (span.resource, span.scope, data)
+            group = seen[key] = (span.resource, span.scope, data)
         group[2].append(span.data)
     out = []
     for resource, scopes in grouped.items():
