@@ -20,7 +20,7 @@ from typing import Any
 
 from mitmproxy import http
 
-__all__ = ["on_switch"]
+__all__ = ["forget", "on_switch"]
 
 _STREAM = "_brownout_stream"
 _HOOK = "_brownout_on_switch"
@@ -48,3 +48,8 @@ def on_switch(response: http.Response, callback: Callable[[], None]) -> None:
         response.__class__ = _Watched
         response.__dict__[_STREAM] = stream
     response.__dict__[_HOOK] = callback
+
+
+def forget(response: http.Response) -> None:
+    """Drop a callback `on_switch` left that never ran (the body ended before it outgrew the buffer)."""
+    response.__dict__.pop(_HOOK, None)

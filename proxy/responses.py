@@ -124,6 +124,7 @@ class ResponseHooks:
             self.tape.on_response(flow, state, body)  # the body as upstream sent it, before body faults
             await self._finish_buffered(flow, state, body)
         ex.timings.end = resp.timestamp_end or time.time()
+        _let_go(resp)
         self._close(state)
 
     async def _finish_buffered(
@@ -202,6 +203,8 @@ class ResponseHooks:
             else:
                 self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
+        if flow.response is not None:
+            _let_go(flow.response)
         self._close(state)
 
     def _no_response(self, flow: http.HTTPFlow, ex: Exchange | None) -> None:
@@ -214,6 +217,17 @@ class ResponseHooks:
             effects.reset(flow, self.guard)  # never connected (refused, DNS, TLS): a refusal is a reset
         else:
             self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
+
+
+def _let_go(resp: http.Response) -> None:
+    """The response hook or the error hook ran: mitmproxy calls no stream callable after it. The response
+    lets go of brownout's callable (the tap and, through it, the exchange) and of a pending late-switch
+    callback. Held by the flow, they would be freed with the flow's own reference cycles, only by the
+    cyclic collector, and mostly by its slowest (full) passes, which exchanges in flight at a young
+    generation's pass reach (proxy/heap.py); let go of here, they are freed as the exchange completes."""
+    lateswitch.forget(resp)
+    if callable(resp.stream):
+        resp.stream = True  # still says "streamed" to whatever reads it later
 
 
 async def _decided(state: FlowState) -> None:
