@@ -112,14 +112,21 @@ class BoundedBatchProcessor(SpanProcessor):
                 return
 
     def _export(self, batch: list[Any]) -> None:
+        n = len(batch)
         try:
             if self._encode is not None:
-                self.exporter.export_encoded(batch)  # type: ignore[attr-defined]
+                try:
+                    self.exporter.export_encoded(batch)  # type: ignore[attr-defined]
+                finally:
+                    # A failed send leaves exceptions in reference cycles (urllib3's) whose tracebacks hold
+                    # every frame of this call, and so this `batch`, until a full collection. The encoded
+                    # spans (one per exchange) are let go of here instead; the exporter keeps none.
+                    batch.clear()
             else:
                 self.exporter.export(batch)  # a CountingSpanExporter counts a failed export itself
         except Exception:
             log.debug("span export raised", exc_info=True)
-            self._on_dropped(len(batch))
+            self._on_dropped(n)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export what is queued now; False when `timeout_millis` passed first."""
