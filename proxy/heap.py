@@ -61,10 +61,10 @@ def let_go(items: list[Any]) -> None:
 class IdleCollections:
     """The cyclic collector's young-generation passes, moved to the event loop's idle moments.
 
-    Relaying one LLM exchange leaves a few thousand objects in reference cycles (mitmproxy's flows and
-    the exceptions its type checks raise and catch, brownout's parsed exchange), so CPython collects
-    every few requests, pausing every thread for about a millisecond (the youngest generation) or
-    several (the middle one). Set off by whatever allocation crosses the threshold, those pauses land
+    Relaying an exchange leaves objects in reference cycles (mitmproxy's flow and layer objects; brownout's
+    own are freed by reference count, see proxy/messagecheck.py and `_let_go` in proxy/responses.py), so
+    CPython collects every few dozen requests, pausing every thread for a millisecond or more (the youngest
+    generation) or several (the middle one). Set off by whatever allocation crosses the threshold, those pauses land
     in the middle of requests. Here the
     collector's threshold is raised to BACKSTOP times its usual value (it still runs on its own should the
     loop never idle), and once the usual number of objects is waiting the loop collects at its next idle
