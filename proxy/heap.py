@@ -62,14 +62,14 @@ class IdleCollections:
     """The cyclic collector's young-generation passes, moved to the event loop's idle moments.
 
     Relaying an exchange leaves objects in reference cycles (mitmproxy's flow and layer objects; brownout's
-    own are freed by reference count, see proxy/messagecheck.py and `_let_go` in proxy/responses.py), so
-    CPython collects every few dozen requests, pausing every thread for a millisecond or more (the youngest
-    generation) or several (the middle one). Set off by whatever allocation crosses the threshold, those pauses land
-    in the middle of requests. Here the
-    collector's threshold is raised to BACKSTOP times its usual value (it still runs on its own should the
-    loop never idle), and once the usual number of objects is waiting the loop collects at its next idle
-    moment (proxy/idlework.py: within `MAX_S` at the latest). The generation collected is the one CPython
-    would pick, so older generations are collected as often as before.
+    own are freed by reference count, see proxy/messagecheck.py and `_unhook` in proxy/responses.py), so
+    CPython collects every few dozen requests, pausing every thread for a millisecond or more (the
+    youngest generation) or several (the middle one). Set off by whatever allocation crosses the
+    threshold, those pauses land in the middle of requests. Here the collector's threshold is raised to
+    BACKSTOP times its usual value (it still runs on its own should the loop never idle), and once the
+    usual number of objects is waiting the loop collects at its next idle moment (proxy/idlework.py:
+    within `MAX_S` at the latest). The generation collected is the one CPython would pick, so older
+    generations are collected as often as before.
 
     Only on the CPython versions with this collector (before 3.14, whose incremental collector already
     bounds each pause), and only in a process that is brownout's own (`brownout run`)."""

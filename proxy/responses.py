@@ -124,7 +124,7 @@ class ResponseHooks:
             self.tape.on_response(flow, state, body)  # the body as upstream sent it, before body faults
             await self._finish_buffered(flow, state, body)
         ex.timings.end = resp.timestamp_end or time.time()
-        _let_go(resp)
+        _unhook(resp)
         self._close(state)
 
     async def _finish_buffered(
@@ -204,7 +204,7 @@ class ResponseHooks:
                 self.guard.call("reset", lambda: drop_client(flow, rst=False))
         ex.timings.end = time.time()
         if flow.response is not None:
-            _let_go(flow.response)
+            _unhook(flow.response)
         self._close(state)
 
     def _no_response(self, flow: http.HTTPFlow, ex: Exchange | None) -> None:
@@ -219,7 +219,7 @@ class ResponseHooks:
             self.guard.call("reset", flow.kill)  # upstream hung up unanswered: so does brownout (HTTP/2: the stream)
 
 
-def _let_go(resp: http.Response) -> None:
+def _unhook(resp: http.Response) -> None:
     """The response hook or the error hook ran: mitmproxy calls no stream callable after it. The response
     lets go of brownout's callable (the tap and, through it, the exchange) and of a pending late-switch
     callback. Held by the flow, they would be freed with the flow's own reference cycles, only by the

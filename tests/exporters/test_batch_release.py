@@ -7,7 +7,6 @@ encoded spans (one per exchange) would wait for a full collection of the cyclic 
 
 from __future__ import annotations
 
-import gc
 import socket
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from brownout.exporters.batch import BoundedBatchProcessor
 from brownout.exporters.otlp_http import DirectHttpSpanExporter
 from brownout.exporters.otlp_wire import EncodedSpan, encode_span
+from tests.cyclicgarbage import saved_garbage
 
 
 @pytest.fixture
@@ -36,21 +36,15 @@ def test_a_refused_export_leaves_no_encoded_span_for_the_collector(refusing_port
     provider = TracerProvider(resource=Resource({"service.name": "b"}))
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("t")
-    gc.collect()
-    gc.disable()
     try:
-        for n in range(20):
-            tracer.start_span(f"s{n}").end()
-        assert processor.force_flush(10_000)
-        assert processor.force_flush(10_000)  # the worker's loop moves on: its own `batch` is the next, empty one
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        errors = [o for o in gc.garbage if isinstance(o, ConnectionError)]
-        held = [o for o in gc.garbage if isinstance(o, EncodedSpan)]
+        with saved_garbage() as garbage:
+            for n in range(20):
+                tracer.start_span(f"s{n}").end()
+            assert processor.force_flush(10_000)
+            assert processor.force_flush(10_000)  # the worker's loop moves on: its own `batch` is the next, empty one
     finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
         processor.shutdown(2)
+    errors = [o for o in garbage if isinstance(o, ConnectionError)]
+    held = [o for o in garbage if isinstance(o, EncodedSpan)]
     assert errors, "the refused export left no exception in a cycle: nothing here would hold the batch"
     assert held == []

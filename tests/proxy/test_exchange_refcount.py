@@ -9,7 +9,6 @@ the exporter thread (exporters/batch.py).
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,6 +18,8 @@ from typing import Any
 import pytest
 from mitmproxy import http
 
+from tests.cyclicgarbage import saved_garbage
+from tests.proxy import test_late_stream as late
 from tests.proxy.test_faults_proxy import MSG, TOOLS, rule, rules
 from tests.proxy.test_passthrough import collect, wait_for
 
@@ -27,17 +28,9 @@ from tests.proxy.test_passthrough import collect, wait_for
 def cyclic_brownout_garbage() -> Iterator[Counter[str]]:
     """What the block leaves that only the cyclic collector would free, of brownout's own types."""
     found: Counter[str] = Counter()
-    gc.collect()
-    gc.disable()
-    try:
+    with saved_garbage() as garbage:
         yield found
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        found.update(type(o).__qualname__ for o in gc.garbage if _brownouts(o))
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
+    found.update(type(o).__qualname__ for o in garbage if _brownouts(o))
 
 
 def _brownouts(o: object) -> bool:
@@ -89,17 +82,15 @@ def test_a_buffered_exchange_leaves_nothing_of_brownout_for_the_collector(upstre
 def test_a_chunked_body_buffered_for_a_fault_leaves_nothing_of_brownout_for_the_collector(brownout_proxy):
     # Of unknown size, it is watched for mitmproxy's switch to streaming (proxy/lateswitch.py), which
     # never comes for a body this small: the watch is dropped with the response's last hook.
-    from tests.proxy.test_late_stream import chunked_upstream, config, fetch
-
     seen, on_exchange = collect()
-    proxy = brownout_proxy(config("{type: malformed_json}"), on_exchange=on_exchange)
-    up = chunked_upstream(b'{"items": [1, 2, 3]}')
+    proxy = brownout_proxy(late.config("{type: malformed_json}"), on_exchange=on_exchange)
+    up = late.chunked_upstream(b'{"items": [1, 2, 3]}')
     with up.running():
-        assert fetch(proxy, up.url + "/api/x").status_code == 200
+        assert late.fetch(proxy, up.url + "/api/x").status_code == 200
         wait_for(seen, 1)
         with cyclic_brownout_garbage() as found:
             for _ in range(3):
-                r = fetch(proxy, up.url + "/api/x")
+                r = late.fetch(proxy, up.url + "/api/x")
                 assert r.headers["x-brownout-fault"] == "bad:malformed_json"
             wait_for(seen, 4)
             time.sleep(0.2)
